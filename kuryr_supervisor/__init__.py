@@ -1,0 +1,1 @@
+"""kuryr-supervisor: a CNI node daemon run by a supervisor with health governance."""

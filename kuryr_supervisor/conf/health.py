@@ -1,0 +1,43 @@
+"""[cni_health_server] (Kuryr's names) and [health]: probes and checks."""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+SERVER_GROUP = "cni_health_server"
+HEALTH_GROUP = "health"
+
+SERVER_OPTS = [
+    cfg.HostAddressOpt("host", default="127.0.0.1",
+                       help="Address the probe endpoints listen on. The "
+                            "DaemonSet runs with hostNetwork and points its "
+                            "probes at 127.0.0.1."),
+    cfg.PortOpt("port", default=8090,
+                help="Port of /startup, /ready, /alive, /status, /metrics."),
+    cfg.IntOpt("max_memory_usage", default=-1, min=-1, mutable=True,
+               help="Daemon memory limit in MiB (cgroup usage, else the sum "
+                    "of USS over the process tree); above it /alive fails. "
+                    "-1 disables the check."),
+    cfg.StrOpt("cg_path", default="",
+               help="cgroup directory whose usage is the daemon's memory. "
+                    "Empty: the master's own cgroup from /proc/self/cgroup "
+                    "(v2 memory.current, v1 memory.memsw.usage_in_bytes or "
+                    "memory.usage_in_bytes)."),
+]
+
+HEALTH_OPTS = [
+    cfg.FloatOpt("check_interval", default=1.0, min=0.05, max=60.0,
+                 mutable=True,
+                 help="Seconds between runs of the health checks."),
+    cfg.FloatOpt("checker_deadline", default=10.0, min=0.2, mutable=True,
+                 help="A check snapshot older than this fails liveness "
+                      "(the checker itself is stuck)."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(SERVER_OPTS, group=SERVER_GROUP)
+    conf.register_opts(HEALTH_OPTS, group=HEALTH_GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(SERVER_GROUP, SERVER_OPTS), (HEALTH_GROUP, HEALTH_OPTS)]

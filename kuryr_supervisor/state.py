@@ -1,0 +1,243 @@
+"""Health state shared by the master and its workers.
+
+Every primitive is created once, by :meth:`SharedState.create`, from the one
+``fork`` multiprocessing context the master uses; workers inherit it across
+``fork`` and use it only through the named methods below.
+
+Invariant: every field has exactly one writing process (a worker writes its own
+slot and the globals it owns; the master writes death, restart and budget
+fields; the HealthManager writes the overall verdict and memory figures).
+Fields are aligned 8-byte doubles in a raw shared array, so a single store is
+atomic and no cross-process lock exists that a SIGKILLed holder could leave
+taken. Read-modify-write within one process is guarded by a thread lock.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import multiprocessing.context
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+Clock = Callable[[], float]
+
+
+class Component(enum.IntEnum):
+    """The worker roles; the value is the slot index in shared memory."""
+
+    WATCHER = 0
+    SERVER = 1
+    HEALTH = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Reason(enum.IntEnum):
+    """Why a component is in its current state (the slot's reason code)."""
+
+    OK = 0
+    NOT_STARTED = 1
+    EXITED = 2       # exited on its own, see exit_code
+    KILLED = 3       # killed by a signal, see exit_code (negative signal number)
+    STALE = 4        # stopped heartbeating and was killed by the supervisor
+    MEMORY = 5       # restarted for passing max_worker_memory
+    STOPPING = 6     # terminating as part of a shutdown
+
+
+class LiveCause(enum.IntEnum):
+    """The first failing liveness cause, published by the HealthManager.
+
+    The master reads it to apply ``worker_death_policy = exit``; each cause has
+    its own documented exit status (see :mod:`kuryr_supervisor.exitcodes`).
+    """
+
+    NONE = 0
+    RESTART_BUDGET = 1
+    CNI_FAILURES = 2
+    MEMORY = 3
+    NETLINK = 4
+    CHECKER_STALE = 5
+    COMPONENT = 6    # a worker dead or stale: the supervisor restarts it
+
+
+# Per-component slot layout.
+_ALIVE, _READY, _HEARTBEAT, _PID, _RESTARTS, _REASON, _STARTED, _EXIT_CODE, \
+    _MEMORY, _SLOT_SIZE = range(10)
+# Global layout.
+_CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, \
+    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _GLOBAL_SIZE = range(11)
+_SUMMARY_BYTES = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentStatus:
+    """A consistent-enough copy of one component's slot."""
+
+    component: Component
+    alive: bool
+    ready: bool
+    heartbeat: float      # monotonic time of the last heartbeat (0: never)
+    pid: int
+    restarts: int
+    reason: Reason
+    started: float        # monotonic time the current process registered
+    exit_code: int        # last exit status (negative: killed by that signal)
+    memory: int           # USS in bytes, as last measured by the HealthManager
+
+    def heartbeat_age(self, now: float) -> float:
+        return now - self.heartbeat if self.heartbeat else float("inf")
+
+
+@dataclasses.dataclass(frozen=True)
+class Overall:
+    """The HealthManager's last verdict, as published for the master."""
+
+    live: bool
+    ready: bool
+    cause: LiveCause
+    checked_at: float     # monotonic; 0 when no verdict yet
+    summary: str
+
+
+class SharedState:
+    """Named access to the shared health flags (see the module invariant)."""
+
+    def __init__(self, slots: Any, globals_: Any, summary: Any, *,
+                 clock: Clock = time.monotonic) -> None:
+        self._slots = slots
+        self._globals = globals_
+        self._summary = summary
+        self._clock = clock
+        self._local = threading.Lock()
+
+    @classmethod
+    def create(cls, ctx: multiprocessing.context.BaseContext, *,
+               clock: Clock = time.monotonic) -> SharedState:
+        """Allocate the shared memory; call once, in the master, before forking."""
+        slots = ctx.RawArray("d", len(Component) * _SLOT_SIZE)
+        globals_ = ctx.RawArray("d", _GLOBAL_SIZE)
+        summary = ctx.RawArray("c", _SUMMARY_BYTES)
+        for comp in Component:
+            slots[comp * _SLOT_SIZE + _REASON] = Reason.NOT_STARTED
+        globals_[_LIVE] = 1.0
+        return cls(slots, globals_, summary, clock=clock)
+
+    def now(self) -> float:
+        return self._clock()
+
+    # -- per component ------------------------------------------------------
+    def _set(self, comp: Component, field: int, value: float) -> None:
+        self._slots[comp * _SLOT_SIZE + field] = value
+
+    def _get(self, comp: Component, field: int) -> float:
+        return self._slots[comp * _SLOT_SIZE + field]
+
+    def register(self, comp: Component, pid: int) -> None:
+        """A freshly started worker claims its slot (written by the worker)."""
+        now = self._clock()
+        self._set(comp, _PID, pid)
+        self._set(comp, _STARTED, now)
+        self._set(comp, _HEARTBEAT, now)
+        self._set(comp, _READY, 0)
+        self._set(comp, _REASON, Reason.OK)
+        self._set(comp, _ALIVE, 1)
+
+    def heartbeat(self, comp: Component) -> None:
+        self._set(comp, _HEARTBEAT, self._clock())
+
+    def set_ready(self, comp: Component, ready: bool) -> None:
+        self._set(comp, _READY, 1 if ready else 0)
+
+    def mark_down(self, comp: Component, reason: Reason, exit_code: int = 0) -> None:
+        """The master records that a worker is gone or being replaced."""
+        self._set(comp, _ALIVE, 0)
+        self._set(comp, _READY, 0)
+        self._set(comp, _REASON, reason)
+        self._set(comp, _EXIT_CODE, exit_code)
+
+    def count_restart(self, comp: Component) -> int:
+        """The master counts one restart of ``comp``; returns the total."""
+        with self._local:
+            total = int(self._get(comp, _RESTARTS)) + 1
+            self._set(comp, _RESTARTS, total)
+        return total
+
+    def set_memory(self, comp: Component, uss_bytes: int) -> None:
+        self._set(comp, _MEMORY, uss_bytes)
+
+    def component(self, comp: Component) -> ComponentStatus:
+        base = comp * _SLOT_SIZE
+        raw = self._slots[base:base + _SLOT_SIZE]
+        return ComponentStatus(
+            component=comp, alive=bool(raw[_ALIVE]), ready=bool(raw[_READY]),
+            heartbeat=raw[_HEARTBEAT], pid=int(raw[_PID]),
+            restarts=int(raw[_RESTARTS]), reason=Reason(int(raw[_REASON])),
+            started=raw[_STARTED], exit_code=int(raw[_EXIT_CODE]),
+            memory=int(raw[_MEMORY]))
+
+    def components(self) -> list[ComponentStatus]:
+        return [self.component(c) for c in Component]
+
+    # -- CNI failure budget (written by the Server) ------------------------
+    def record_cni_failure(self) -> int:
+        """Count one internal CNI ADD failure; returns the consecutive count."""
+        with self._local:
+            count = int(self._globals[_CNI_FAILURES]) + 1
+            self._globals[_CNI_FAILURES] = count
+        return count
+
+    def record_cni_success(self) -> None:
+        """A successful ADD resets the consecutive failure count."""
+        self._globals[_CNI_FAILURES] = 0
+
+    def cni_failures(self) -> int:
+        return int(self._globals[_CNI_FAILURES])
+
+    def set_server_load(self, inflight: int, capacity: int) -> None:
+        self._globals[_INFLIGHT] = inflight
+        self._globals[_CAPACITY] = capacity
+
+    def server_load(self) -> tuple[int, int]:
+        return int(self._globals[_INFLIGHT]), int(self._globals[_CAPACITY])
+
+    # -- lifecycle (written by the master) ----------------------------------
+    def set_draining(self) -> None:
+        self._globals[_DRAINING] = 1
+
+    def draining(self) -> bool:
+        return bool(self._globals[_DRAINING])
+
+    def set_restart_budget_exceeded(self, exceeded: bool) -> None:
+        self._globals[_BUDGET_EXCEEDED] = 1 if exceeded else 0
+
+    def restart_budget_exceeded(self) -> bool:
+        return bool(self._globals[_BUDGET_EXCEEDED])
+
+    # -- overall verdict (written by the HealthManager) ---------------------
+    def publish_overall(self, *, live: bool, ready: bool, cause: LiveCause,
+                        summary: str) -> None:
+        data = summary.encode("utf-8", "replace")[:_SUMMARY_BYTES - 1]
+        self._summary[:len(data) + 1] = data + b"\0"
+        self._globals[_LIVE] = 1 if live else 0
+        self._globals[_OVERALL_READY] = 1 if ready else 0
+        self._globals[_LIVE_CAUSE] = cause
+        if ready:
+            self._globals[_EVER_READY] = 1
+        self._globals[_CHECKED_AT] = self._clock()
+
+    def ever_ready(self) -> bool:
+        """True once the daemon has been ready at least once (``/startup``)."""
+        return bool(self._globals[_EVER_READY])
+
+    def overall(self) -> Overall:
+        raw = bytes(self._summary[:])
+        return Overall(
+            live=bool(self._globals[_LIVE]),
+            ready=bool(self._globals[_OVERALL_READY]),
+            cause=LiveCause(int(self._globals[_LIVE_CAUSE])),
+            checked_at=self._globals[_CHECKED_AT],
+            summary=raw.split(b"\0", 1)[0].decode("utf-8", "replace"))

@@ -1,0 +1,89 @@
+"""The common shell of every worker: registration, heartbeat, reload, exit.
+
+Why the heartbeat is driven by the worker's own loop (``beat()``) and not by a
+timer thread: a timer keeps ticking when the loop that matters is deadlocked,
+so the supervisor would never see the hang.
+"""
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import signal
+import threading
+from typing import ClassVar
+
+import cotyledon
+from oslo_config import cfg
+
+from kuryr_supervisor.exitcodes import ExitCode
+from kuryr_supervisor.state import Component, Reason, SharedState
+
+LOG = logging.getLogger(__name__)
+
+#: The supervisor sends this before killing a stale worker; faulthandler
+#: writes every thread's Python stack to stderr (the daemon's log).
+STACK_DUMP_SIGNAL = signal.SIGUSR1
+
+
+class Worker(cotyledon.Service):
+    """Base of the Watcher, Server and HealthManager workers."""
+
+    component: ClassVar[Component]
+
+    def __init__(self, worker_id: int, state: SharedState,
+                 conf: cfg.ConfigOpts, master_pid: int) -> None:
+        super().__init__(worker_id)
+        self.state = state
+        self.conf = conf
+        self._master_pid = master_pid
+        self.stopping = threading.Event()
+        faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True, chain=False)
+        state.register(self.component, os.getpid())
+        LOG.info("%s worker started (pid %d)", self.component.label, os.getpid())
+
+    # -- for subclasses -----------------------------------------------------
+    def serve(self) -> None:
+        """Do the worker's job until ``self.stopping`` is set; call ``beat()``
+        at least every ``heartbeat_interval``."""
+        while not self.stopping.wait(self.heartbeat_interval):
+            self.beat()
+
+    def drain(self) -> None:
+        """Stop taking work and finish what is in flight (SIGTERM)."""
+
+    def reloaded(self) -> None:
+        """Mutable options were re-read (SIGHUP); apply them."""
+
+    # -- shell ----------------------------------------------------------------
+    @property
+    def heartbeat_interval(self) -> float:
+        return float(self.conf.supervisor.heartbeat_interval)
+
+    def beat(self) -> None:
+        """Prove liveness; leave at once if the master is gone (no orphan)."""
+        if os.getppid() != self._master_pid:
+            LOG.error("%s: master %d is gone, exiting",
+                      self.component.label, self._master_pid)
+            os._exit(ExitCode.ORPHANED)
+        self.state.heartbeat(self.component)
+
+    def run(self) -> None:
+        self.beat()
+        self.serve()
+
+    def terminate(self) -> None:
+        self.stopping.set()
+        if os.getppid() == self._master_pid:
+            self.drain()
+        self.state.mark_down(self.component, Reason.STOPPING)
+        LOG.info("%s worker stopped", self.component.label)
+
+    def reload(self) -> None:
+        try:
+            self.conf.mutate_config_files()
+        except Exception:  # noqa: BLE001 - a bad file must not kill the worker
+            LOG.exception("%s: configuration reload failed, keeping the "
+                          "previous values", self.component.label)
+            return
+        self.reloaded()
