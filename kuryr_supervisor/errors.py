@@ -1,0 +1,121 @@
+"""The error taxonomy and its one table of wire codes.
+
+Every failure the CNI path can report is a :class:`CNIError` subclass. The
+table :data:`WIRE` maps each class to its CNI error code (spec codes below
+100, plugin codes from 100), its HTTP status on the daemon's API, and whether
+it counts against the CNI ADD failure budget. Only internal failures count:
+no local client can make the daemon unhealthy by sending garbage.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+class CNIError(Exception):
+    """Base of every error reported to a CNI client."""
+
+    def __init__(self, msg: str, details: str = "") -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.details = details
+
+    @property
+    def wire(self) -> Wire:
+        for cls in type(self).__mro__:
+            if cls in WIRE:
+                return WIRE[cls]
+        raise LookupError(type(self))  # pragma: no cover - table is complete
+
+    def to_cni(self, cni_version: str) -> dict[str, Any]:
+        """The spec's error object."""
+        return {"cniVersion": cni_version, "code": self.wire.code,
+                "msg": self.msg, "details": self.details}
+
+
+# Permanent errors: the request itself is wrong; retrying it cannot help.
+class IncompatibleVersion(CNIError):
+    """Unsupported cniVersion (spec code 1)."""
+
+
+class UnsupportedField(CNIError):
+    """Unsupported field in the network configuration (spec code 2)."""
+
+
+class ContainerUnknown(CNIError):
+    """Container unknown or does not exist, e.g. its netns is gone (code 3)."""
+
+
+class InvalidEnvironment(CNIError):
+    """A CNI_* variable is missing or invalid (spec code 4)."""
+
+
+class DecodeError(CNIError):
+    """The request or netconf could not be decoded (spec code 6)."""
+
+
+class InvalidConfig(CNIError):
+    """The network configuration is invalid (spec code 7)."""
+
+
+class AlreadyExists(CNIError):
+    """A second ADD for the same (container id, ifname) (code 102)."""
+
+
+class PodGone(CNIError):
+    """The pod is not in the Kubernetes API, or its UID differs (code 103)."""
+
+
+class AddressExhausted(CNIError):
+    """No free address left in the pool (code 101); capacity, not a fault."""
+
+
+# Temporary errors: retrying later may succeed.
+class TryAgain(CNIError):
+    """The daemon is unreachable, draining or busy (spec code 11)."""
+
+
+class Timeout(TryAgain):
+    """The operation did not finish within the client's time limit."""
+
+
+class NotAvailable(CNIError):
+    """STATUS: the plugin cannot take ADDs (spec code 50)."""
+
+
+# Internal failures: the daemon itself failed; these count against the budget.
+class InternalError(CNIError):
+    """An unexpected failure inside the daemon (code 100)."""
+
+
+class PlumbingError(InternalError):
+    """Creating or moving interfaces, addresses or routes failed (code 100)."""
+
+
+class IpamStoreError(InternalError):
+    """The allocation store could not be read or written (code 100)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Wire:
+    code: int
+    http_status: int
+    counts_as_failure: bool
+    temporary: bool
+
+
+WIRE: dict[type[CNIError], Wire] = {
+    IncompatibleVersion: Wire(1, 400, False, False),
+    UnsupportedField: Wire(2, 400, False, False),
+    ContainerUnknown: Wire(3, 404, False, False),
+    InvalidEnvironment: Wire(4, 400, False, False),
+    DecodeError: Wire(6, 400, False, False),
+    InvalidConfig: Wire(7, 400, False, False),
+    TryAgain: Wire(11, 503, False, True),
+    NotAvailable: Wire(50, 503, False, True),
+    InternalError: Wire(100, 500, True, True),
+    AddressExhausted: Wire(101, 507, False, True),
+    AlreadyExists: Wire(102, 409, False, False),
+    PodGone: Wire(103, 409, False, False),
+    CNIError: Wire(100, 500, True, True),
+}
