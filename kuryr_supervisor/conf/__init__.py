@@ -1,18 +1,31 @@
 """Configuration: one module per option group, registered at start-up.
 
-Each group module exposes ``register_opts(conf)`` and ``list_opts()``; this
-package aggregates them for the daemon and for ``oslo-config-generator``
-(entry point ``oslo.config.opts = kuryr_supervisor = kuryr_supervisor.conf:list_opts``).
-Nothing is registered at import time.
+Each group module exposes ``register_opts(conf)`` and ``list_opts()`` and may
+expose ``validate(conf)`` for checks across options. This package aggregates
+them for the daemon and for ``oslo-config-generator`` (entry point
+``oslo.config.opts``). Nothing is registered at import time.
+
+oslo.config checks a value only when it is read, so :func:`validate` reads
+every option once: a bad value is refused at start (or on reload) with one
+line naming the option, instead of surfacing later inside a worker.
 """
 from __future__ import annotations
+
+import types
+from collections.abc import Sequence
 
 from oslo_config import cfg
 
 from kuryr_supervisor.conf import cni_daemon, health, ipam, kubernetes, supervisor
 
 CONF = cfg.CONF
-_MODULES = (supervisor, health, cni_daemon, ipam, kubernetes)
+PROJECT = "kuryr-supervisor"
+_MODULES: tuple[types.ModuleType, ...] = (
+    supervisor, health, cni_daemon, ipam, kubernetes)
+
+
+class ConfigError(Exception):
+    """An invalid option value, with the option named in the message."""
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -25,3 +38,66 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     for module in _MODULES:
         opts.extend(module.list_opts())
     return opts
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """Read every option once and run the cross-option checks."""
+    for group, opts in list_opts():
+        for opt in opts:
+            try:
+                getattr(conf[group], opt.dest)
+            except (cfg.Error, ValueError) as exc:
+                raise ConfigError(
+                    f"invalid value for [{group}] {opt.name}: "
+                    f"{_one_line(exc)}") from exc
+    for module in _MODULES:
+        check = getattr(module, "validate", None)
+        if check is not None:
+            try:
+                check(conf)
+            except ValueError as exc:
+                raise ConfigError(_one_line(exc)) from exc
+
+
+def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:
+    """Parse the command line and files into ``conf`` and validate them."""
+    try:
+        conf(list(argv), project=PROJECT)
+    except cfg.Error as exc:
+        raise ConfigError(_one_line(exc)) from exc
+    validate(conf)
+
+
+def candidate_args(conf: cfg.ConfigOpts) -> list[str]:
+    """The command line that re-reads the files ``conf`` was loaded from."""
+    args: list[str] = []
+    for path in conf.config_file or []:
+        args += ["--config-file", path]
+    for path in conf.config_dir or []:
+        args += ["--config-dir", path]
+    return args
+
+
+def reload(conf: cfg.ConfigOpts) -> bool:
+    """Apply changed mutable options (SIGHUP) if the files are valid.
+
+    The files are first parsed into a throw-away ConfigOpts and validated; an
+    invalid file is refused and nothing changes.
+    """
+    from oslo_log import log
+
+    candidate = cfg.ConfigOpts()
+    log.register_options(candidate)
+    register_opts(candidate)
+    try:
+        load(candidate, candidate_args(conf))
+    except ConfigError as exc:
+        log.getLogger(__name__).error(
+            "configuration reload refused, previous values kept: %s", exc)
+        return False
+    conf.mutate_config_files()
+    return True
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())

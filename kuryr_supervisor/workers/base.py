@@ -14,8 +14,10 @@ import threading
 from typing import ClassVar
 
 import cotyledon
+from cotyledon.types import WorkerId
 from oslo_config import cfg
 
+from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.state import Component, Reason, SharedState
 
@@ -31,7 +33,7 @@ class Worker(cotyledon.Service):
 
     component: ClassVar[Component]
 
-    def __init__(self, worker_id: int, state: SharedState,
+    def __init__(self, worker_id: WorkerId, state: SharedState,
                  conf: cfg.ConfigOpts, master_pid: int) -> None:
         super().__init__(worker_id)
         self.state = state
@@ -80,10 +82,7 @@ class Worker(cotyledon.Service):
         LOG.info("%s worker stopped", self.component.label)
 
     def reload(self) -> None:
-        try:
-            self.conf.mutate_config_files()
-        except Exception:  # noqa: BLE001 - a bad file must not kill the worker
-            LOG.exception("%s: configuration reload failed, keeping the "
-                          "previous values", self.component.label)
-            return
-        self.reloaded()
+        # Default cotyledon behaviour would restart the worker; SIGHUP must
+        # apply mutable options in place instead.
+        if conf_mod.reload(self.conf):
+            self.reloaded()

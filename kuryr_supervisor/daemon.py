@@ -1,0 +1,43 @@
+"""``kuryr-supervisor``: parse and validate the configuration, set up logging,
+run the master. Invalid configuration exits 78 with one line naming the option.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from oslo_log import log
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.exitcodes import ExitCode
+from kuryr_supervisor.sdnotify import Notifier
+
+_QUIET = ["pyroute2=WARN", "urllib3=WARN", "kubernetes=WARN",
+          "werkzeug=WARN", "cotyledon=INFO"]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    conf = conf_mod.CONF
+    log.register_options(conf)
+    log.set_defaults(default_log_levels=log.get_default_log_levels() + _QUIET)
+    conf_mod.register_opts(conf)
+    try:
+        conf_mod.load(conf, args)
+    except conf_mod.ConfigError as exc:
+        print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.CONFIG) from None
+    log.setup(conf, "kuryr-supervisor")
+    # Captured before the manager exists: cotyledon would answer READY=1
+    # at once and drop the variable.
+    notifier = Notifier.from_environment()
+    from kuryr_supervisor.manager import Manager  # after logging is set up
+    Manager(conf, notifier=notifier, on_first_ready=_first_ready_hooks(conf)).run()
+
+
+def _first_ready_hooks(conf: object) -> list:
+    return []
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+"""The master process: a cotyledon ServiceManager that governs three workers.
+
+It creates the shared state once (from its explicit ``fork`` context), starts
+the Watcher, Server and HealthManager, and runs a governor thread that carries
+out :func:`kuryr_supervisor.supervisor.inspect`'s decisions and feeds the
+:class:`~kuryr_supervisor.reporting.Reporter`. Worker deaths arrive through
+cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
+never races cotyledon's SIGCHLD handling.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+import cotyledon
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.exitcodes import ExitCode
+from kuryr_supervisor.reporting import Reporter
+from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.supervisor import Action, Limits, RestartLedger, Verb, classify_death, inspect
+from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL, Worker
+from kuryr_supervisor.workers.health import HealthManagerWorker
+from kuryr_supervisor.workers.server import ServerWorker
+from kuryr_supervisor.workers.watcher import WatcherWorker
+
+LOG = logging.getLogger(__name__)
+
+WORKERS: tuple[type[Worker], ...] = (
+    WatcherWorker, ServerWorker, HealthManagerWorker)
+_STACK_DUMP_GRACE = 0.3
+
+
+class Manager(cotyledon.ServiceManager):
+    def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
+                 on_first_ready: Sequence[Callable[[], None]] = ()) -> None:
+        ctx = multiprocessing.get_context("fork")
+        super().__init__(
+            graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
+            mp_context=ctx)
+        self.conf = conf
+        self.state = SharedState.create(ctx)
+        self._reporter = Reporter(notifier, on_first_ready=on_first_ready)
+        self._ledger = RestartLedger()
+        self._lock = threading.Lock()
+        self._pending: dict[int, Reason] = {}
+        self._budget_logged = False
+        self._exit_code: ExitCode | None = None
+        self._stopping = threading.Event()
+        self._by_service: dict[Any, Component] = {}
+        master_pid = os.getpid()
+        for worker in WORKERS:
+            sid = self.add(worker, workers=1,
+                           args=(self.state, conf, master_pid))
+            self._by_service[sid] = worker.component
+        self.register_hooks(on_terminate=self._on_terminate,
+                            on_reload=self._on_reload,
+                            on_dead_worker=self._on_dead_worker)
+
+    # -- entry ---------------------------------------------------------------
+    def run(self) -> NoReturn:
+        threading.Thread(target=self._govern, name="governor",
+                         daemon=True).start()
+        try:
+            super().run()
+        except SystemExit as exc:
+            raise SystemExit(self._exit_code if self._exit_code is not None
+                             else exc.code) from None
+        raise SystemExit(ExitCode.OK)  # pragma: no cover - run() never returns
+
+    def _slowdown_respawn_if_needed(self) -> None:
+        """Replace cotyledon's 5 s fork throttle with the restart ledger's
+        backoff (applied in the dead-worker hook): the first restart of a
+        killed worker must be immediate."""
+
+    # -- cotyledon hooks -------------------------------------------------------
+    def _on_dead_worker(self, service_id: Any, worker_id: int,
+                        exit_code: int) -> None:
+        comp = self._by_service[service_id]
+        status = self.state.component(comp)
+        with self._lock:
+            reason = classify_death(exit_code,
+                                    self._pending.pop(status.pid, None))
+        self.state.mark_down(comp, reason, exit_code)
+        restarts = self.state.count_restart(comp)
+        now = self.state.now()
+        limits = Limits.from_conf(self.conf)
+        with self._lock:
+            self._ledger.record(comp, now)
+            exhausted = self._ledger.exhausted(now, limits)
+            delay = self._ledger.backoff(comp, now, limits)
+        LOG.warning("%s worker (pid %d) %s (status %d); restart #%d",
+                    comp.label, status.pid, reason.name.lower(), exit_code,
+                    restarts)
+        if exhausted:
+            self._set_budget(True, limits)
+            if limits.policy == "exit":
+                self._dead.set()  # cotyledon: start no replacement
+                self._request_exit(ExitCode.RESTART_BUDGET,
+                                   "worker restart budget exhausted")
+                return
+        if delay:
+            LOG.info("restarting %s in %.2fs (backoff)", comp.label, delay)
+            self._dead.wait(delay)
+
+    def _on_terminate(self) -> None:
+        self._stopping.set()
+        self.state.set_draining()
+        self._reporter.stopping()
+        LOG.info("draining: readiness fails, in-flight work finishes")
+
+    def _on_reload(self) -> None:
+        conf_mod.reload(self.conf)
+
+    # -- governor --------------------------------------------------------------
+    def _govern(self) -> None:
+        while not self._stopping.wait(self._tick_interval()):
+            try:
+                self._tick()
+            except Exception:  # noqa: BLE001 - the governor must survive
+                LOG.exception("governor cycle failed")
+
+    def _tick_interval(self) -> float:
+        return min(0.25, self.conf.supervisor.heartbeat_interval / 2)
+
+    def _tick(self) -> None:
+        limits = Limits.from_conf(self.conf)
+        now = self.state.now()
+        with self._lock:
+            exhausted = self._ledger.exhausted(now, limits)
+        self._set_budget(exhausted, limits)
+        overall = self.state.overall()
+        for action in inspect(self.state.components(), overall, exhausted,
+                              limits, now):
+            self._carry_out(action)
+        self._reporter.update(overall, ever_ready=self.state.ever_ready(),
+                              now=now, checker_deadline=limits.checker_deadline)
+
+    def _set_budget(self, exhausted: bool, limits: Limits) -> None:
+        if exhausted == self.state.restart_budget_exceeded():
+            return
+        self.state.set_restart_budget_exceeded(exhausted)
+        if exhausted:
+            LOG.error("restart budget exhausted: more than %d worker restarts "
+                      "within %gs; liveness fails", limits.max_restarts,
+                      limits.restart_window)
+        else:
+            LOG.info("restart budget available again")
+
+    def _carry_out(self, action: Action) -> None:
+        if action.verb is Verb.EXIT:
+            self._request_exit(action.code, action.why)
+            return
+        assert action.component is not None
+        reason = Reason.STALE if action.verb is Verb.KILL_STALE else Reason.MEMORY
+        with self._lock:
+            self._pending[action.pid] = reason
+        self.state.mark_down(action.component, reason)
+        try:
+            if action.verb is Verb.KILL_STALE:
+                LOG.warning("%s; dumping its stacks and killing it", action.why)
+                os.kill(action.pid, signal.SIGCONT)
+                os.kill(action.pid, STACK_DUMP_SIGNAL)
+                time.sleep(_STACK_DUMP_GRACE)
+                os.kill(action.pid, signal.SIGKILL)
+            else:
+                LOG.warning("%s; restarting it gracefully", action.why)
+                os.kill(action.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            LOG.debug("worker %d already gone", action.pid)
+
+    def _request_exit(self, code: ExitCode, why: str) -> None:
+        if self._exit_code is not None:
+            return
+        self._exit_code = code
+        LOG.error("exiting with status %d (%s): %s", int(code), code.name, why)
+        os.kill(os.getpid(), signal.SIGTERM)

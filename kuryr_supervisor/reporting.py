@@ -1,0 +1,68 @@
+"""Tells the outside world what the HealthManager concluded: systemd (READY,
+WATCHDOG, STATUS, STOPPING), the log (once per transition) and the
+first-ready hooks (installing the shim and conflist, so the kubelet keeps the
+node NotReady until the daemon can serve).
+
+Runs in the master, fed from shared memory by the governor thread.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.state import Overall
+
+LOG = logging.getLogger(__name__)
+
+
+class Reporter:
+    def __init__(self, notifier: Notifier, *,
+                 on_first_ready: Sequence[Callable[[], None]] = ()) -> None:
+        self._notifier = notifier
+        self._on_first_ready = list(on_first_ready)
+        self._ready_sent = False
+        self._status = ""
+        self._live: bool | None = None
+        self._last_ping = float("-inf")
+
+    @property
+    def ready_sent(self) -> bool:
+        return self._ready_sent
+
+    def update(self, overall: Overall, *, ever_ready: bool, now: float,
+               checker_deadline: float) -> None:
+        fresh = bool(overall.checked_at) and \
+            now - overall.checked_at <= checker_deadline
+        live = overall.live and fresh
+        summary = overall.summary if fresh else \
+            "not live: no recent verdict from the HealthManager"
+        if ever_ready and not self._ready_sent:
+            self._status = summary
+            self._first_ready()
+        elif summary != self._status and self._ready_sent:
+            self._notifier.notify(f"STATUS={summary}")
+        self._status = summary
+        if self._live is not None and live != self._live:
+            if live:
+                LOG.info("daemon is live again: %s", summary)
+            else:
+                LOG.warning("daemon is not live: %s", summary)
+        self._live = live
+        interval = self._notifier.watchdog_interval
+        if interval and live and now - self._last_ping >= interval:
+            self._notifier.notify("WATCHDOG=1")
+            self._last_ping = now
+
+    def _first_ready(self) -> None:
+        self._ready_sent = True
+        for hook in self._on_first_ready:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - a hook must not stop the master
+                LOG.exception("first-ready hook %r failed", hook)
+        LOG.info("daemon is ready")
+        self._notifier.notify("READY=1", f"STATUS={self._status}")
+
+    def stopping(self) -> None:
+        self._notifier.notify("STOPPING=1", "STATUS=stopping: draining")

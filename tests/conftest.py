@@ -1,0 +1,46 @@
+"""Suite-wide rules.
+
+Tests marked ``privileged`` need root (netns, netlink, real daemons). Without
+root they are skipped, unless ``KURYR_SUPERVISOR_REQUIRE_PRIVILEGED=1`` (CI
+sets it): then a privileged test that skips, for any reason, fails, so a CI
+run can never pass without them.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
+_ran: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0 or REQUIRE:
+        return
+    skip = pytest.mark.skip(reason="needs root")
+    for item in items:
+        if item.get_closest_marker("privileged"):
+            item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, Any, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if not item.get_closest_marker("privileged"):
+        return
+    if report.when == "call" and report.passed:
+        _ran.append(item.nodeid)
+    if REQUIRE and report.skipped:
+        report.outcome = "failed"
+        report.longrepr = (f"privileged test skipped where it must run: "
+                           f"{report.longrepr}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    terminalreporter.write_line(f"privileged tests passed: {len(_ran)}")

@@ -1,0 +1,65 @@
+"""Configuration loading, validation and safe reload."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from oslo_config import cfg
+from oslo_log import log
+
+from kuryr_supervisor import conf as conf_mod
+
+
+def fresh() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    log.register_options(conf)
+    conf_mod.register_opts(conf)
+    return conf
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_embedded_defaults_are_valid() -> None:
+    conf = fresh()
+    conf_mod.load(conf, ["--config-file", "/dev/null"])
+    assert conf.cni_health_server.port == 8090
+    assert conf.cni_health_server.max_memory_usage == -1
+    assert conf.cni_daemon.cni_failures_count == 3
+    assert conf.supervisor.graceful_shutdown_timeout < 30
+
+
+@pytest.mark.parametrize("group,option,value", [
+    ("supervisor", "max_restarts", "many"),
+    ("supervisor", "worker_death_policy", "explode"),
+    ("cni_health_server", "port", "99999"),
+    ("cni_daemon", "cni_failures_count", "0"),
+    ("health", "check_interval", "-1"),
+])
+def test_bad_value_is_named(tmp_path: Path, group: str, option: str,
+                            value: str) -> None:
+    path = write(tmp_path / "k.conf", f"[{group}]\n{option} = {value}\n")
+    with pytest.raises(conf_mod.ConfigError) as err:
+        conf_mod.load(fresh(), ["--config-file", path])
+    message = str(err.value)
+    assert f"[{group}] {option}" in message and "\n" not in message
+
+
+def test_missing_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(conf_mod.ConfigError, match="nope.conf"):
+        conf_mod.load(fresh(), ["--config-file", str(tmp_path / "nope.conf")])
+
+
+def test_reload_applies_mutable_and_refuses_invalid(tmp_path: Path) -> None:
+    path = tmp_path / "k.conf"
+    write(path, "[cni_health_server]\nmax_memory_usage = 10\n")
+    conf = fresh()
+    conf_mod.load(conf, ["--config-file", str(path)])
+    write(path, "[cni_health_server]\nmax_memory_usage = 500\n")
+    assert conf_mod.reload(conf) is True
+    assert conf.cni_health_server.max_memory_usage == 500
+    write(path, "[cni_health_server]\nmax_memory_usage = lots\n")
+    assert conf_mod.reload(conf) is False
+    assert conf.cni_health_server.max_memory_usage == 500

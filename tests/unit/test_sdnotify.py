@@ -1,0 +1,91 @@
+"""The systemd notify protocol, against a datagram socket standing in for systemd."""
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kuryr_supervisor.reporting import Reporter
+from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.state import LiveCause, Overall
+
+
+@pytest.fixture
+def systemd(tmp_path: Path) -> Iterator[tuple[str, socket.socket]]:
+    path = str(tmp_path / "notify")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(0.2)
+    yield path, sock
+    sock.close()
+
+
+def received(sock: socket.socket) -> list[str]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(4096).decode())
+        except TimeoutError:
+            return out
+
+
+def test_environment_is_captured_and_removed() -> None:
+    env = {"NOTIFY_SOCKET": "/run/x", "WATCHDOG_USEC": "4000000",
+           "WATCHDOG_PID": str(os.getpid()), "OTHER": "1"}
+    n = Notifier.from_environment(env)
+    assert n.enabled and n.watchdog_interval == 2.0
+    assert env == {"OTHER": "1"}
+
+
+def test_watchdog_for_another_pid_is_ignored() -> None:
+    n = Notifier.from_environment({"NOTIFY_SOCKET": "/x", "WATCHDOG_USEC": "10",
+                                   "WATCHDOG_PID": "1"})
+    assert n.watchdog_interval is None
+
+
+def test_without_systemd_everything_is_a_noop() -> None:
+    assert Notifier.from_environment({}).notify("READY=1") is False
+
+
+def verdict(live: bool, at: float, summary: str = "live, ready") -> Overall:
+    return Overall(live=live, ready=live, cause=LiveCause.NONE if live else
+                   LiveCause.MEMORY, checked_at=at, summary=summary)
+
+
+def test_reporter_protocol(systemd: tuple[str, socket.socket]) -> None:
+    path, sock = systemd
+    hooks: list[str] = []
+    rep = Reporter(Notifier(path, watchdog_usec=2_000_000),
+                   on_first_ready=[lambda: hooks.append("installed")])
+    rep.update(verdict(True, 1.0, "starting"), ever_ready=False, now=1.0,
+               checker_deadline=5)
+    assert received(sock) == ["WATCHDOG=1"] and hooks == []
+    rep.update(verdict(True, 1.5), ever_ready=True, now=1.5, checker_deadline=5)
+    assert received(sock) == ["READY=1\nSTATUS=live, ready"]
+    assert hooks == ["installed"]
+    rep.update(verdict(True, 2.0), ever_ready=True, now=2.0, checker_deadline=5)
+    assert received(sock) == ["WATCHDOG=1"]   # one second since the last ping
+    rep.update(verdict(False, 4.0, "not live: memory"), ever_ready=True, now=4.0,
+               checker_deadline=5)
+    assert received(sock) == ["STATUS=not live: memory"]  # no WATCHDOG
+    rep.update(verdict(True, 4.0), ever_ready=True, now=20.0, checker_deadline=5)
+    got = received(sock)   # verdict too old: not live, no ping
+    assert got == ["STATUS=not live: no recent verdict from the HealthManager"]
+    rep.stopping()
+    assert received(sock) == ["STOPPING=1\nSTATUS=stopping: draining"]
+    assert hooks == ["installed"]
+
+
+def test_failing_first_ready_hook_does_not_stop_ready(
+        systemd: tuple[str, socket.socket]) -> None:
+    path, sock = systemd
+
+    def broken() -> None:
+        raise OSError("read-only /opt/cni/bin")
+
+    rep = Reporter(Notifier(path), on_first_ready=[broken])
+    rep.update(verdict(True, 1.0), ever_ready=True, now=1.0, checker_deadline=5)
+    assert received(sock)[0].startswith("READY=1")
