@@ -31,12 +31,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Captured before the manager exists: cotyledon would answer READY=1
     # at once and drop the variable.
     notifier = Notifier.from_environment()
-    from kuryr_supervisor.manager import Manager  # after logging is set up
-    Manager(conf, notifier=notifier, on_first_ready=_first_ready_hooks(conf)).run()
-
-
-def _first_ready_hooks(conf: object) -> list:
-    return []
+    # Imported after logging is set up. The master imports the heavy client
+    # libraries before forking so the workers share their pages.
+    from kuryr_supervisor.install import InstallOnFirstReady
+    from kuryr_supervisor.manager import Manager
+    Manager(conf, notifier=notifier,
+            ready_hooks=[InstallOnFirstReady(conf)]).run()
 
 
 if __name__ == "__main__":

@@ -41,14 +41,14 @@ _STACK_DUMP_GRACE = 0.3
 
 class Manager(cotyledon.ServiceManager):
     def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
-                 on_first_ready: Sequence[Callable[[], None]] = ()) -> None:
+                 ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
         ctx = multiprocessing.get_context("fork")
         super().__init__(
             graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
             mp_context=ctx)
         self.conf = conf
         self.state = SharedState.create(ctx)
-        self._reporter = Reporter(notifier, on_first_ready=on_first_ready)
+        self._reporter = Reporter(notifier, ready_hooks=ready_hooks)
         self._ledger = RestartLedger()
         self._lock = threading.Lock()
         self._pending: dict[int, Reason] = {}

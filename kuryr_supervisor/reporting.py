@@ -1,6 +1,6 @@
 """Tells the outside world what the HealthManager concluded: systemd (READY,
 WATCHDOG, STATUS, STOPPING), the log (once per transition) and the
-first-ready hooks (installing the shim and conflist, so the kubelet keeps the
+ready hooks (installing the shim and conflist, so the kubelet keeps the
 node NotReady until the daemon can serve).
 
 Runs in the master, fed from shared memory by the governor thread.
@@ -18,9 +18,11 @@ LOG = logging.getLogger(__name__)
 
 class Reporter:
     def __init__(self, notifier: Notifier, *,
-                 on_first_ready: Sequence[Callable[[], None]] = ()) -> None:
+                 ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
+        """``ready_hooks`` get every fresh readiness verdict (the installer
+        acts on the first ready one and retries after a failure)."""
         self._notifier = notifier
-        self._on_first_ready = list(on_first_ready)
+        self._ready_hooks = list(ready_hooks)
         self._ready_sent = False
         self._status = ""
         self._live: bool | None = None
@@ -37,6 +39,7 @@ class Reporter:
         live = overall.live and fresh
         summary = overall.summary if fresh else \
             "not live: no recent verdict from the HealthManager"
+        self._run_hooks(overall.ready and fresh)
         if ever_ready and not self._ready_sent:
             self._status = summary
             self._first_ready()
@@ -54,13 +57,15 @@ class Reporter:
             self._notifier.notify("WATCHDOG=1")
             self._last_ping = now
 
+    def _run_hooks(self, ready: bool) -> None:
+        for hook in self._ready_hooks:
+            try:
+                hook(ready)
+            except Exception:  # noqa: BLE001 - a hook must not stop the master
+                LOG.exception("ready hook %r failed", hook)
+
     def _first_ready(self) -> None:
         self._ready_sent = True
-        for hook in self._on_first_ready:
-            try:
-                hook()
-            except Exception:  # noqa: BLE001 - a hook must not stop the master
-                LOG.exception("first-ready hook %r failed", hook)
         LOG.info("daemon is ready")
         self._notifier.notify("READY=1", f"STATUS={self._status}")
 

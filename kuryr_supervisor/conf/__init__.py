@@ -16,12 +16,13 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from kuryr_supervisor.conf import cni_daemon, health, ipam, kubernetes, supervisor
+from kuryr_supervisor.conf import (
+    binding, cni_daemon, cni_install, health, ipam, kubernetes, supervisor)
 
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
-    supervisor, health, cni_daemon, ipam, kubernetes)
+    supervisor, health, cni_daemon, ipam, binding, kubernetes, cni_install)
 
 
 class ConfigError(Exception):

@@ -50,22 +50,23 @@ def test_without_systemd_everything_is_a_noop() -> None:
     assert Notifier.from_environment({}).notify("READY=1") is False
 
 
-def verdict(live: bool, at: float, summary: str = "live, ready") -> Overall:
-    return Overall(live=live, ready=live, cause=LiveCause.NONE if live else
+def verdict(live: bool, at: float, summary: str = "live, ready",
+            ready: bool | None = None) -> Overall:
+    return Overall(live=live, ready=live if ready is None else ready, cause=LiveCause.NONE if live else
                    LiveCause.MEMORY, checked_at=at, summary=summary)
 
 
 def test_reporter_protocol(systemd: tuple[str, socket.socket]) -> None:
     path, sock = systemd
-    hooks: list[str] = []
+    hooks: list[bool] = []
     rep = Reporter(Notifier(path, watchdog_usec=2_000_000),
-                   on_first_ready=[lambda: hooks.append("installed")])
-    rep.update(verdict(True, 1.0, "starting"), ever_ready=False, now=1.0,
+                   ready_hooks=[hooks.append])
+    rep.update(verdict(True, 1.0, "starting", ready=False), ever_ready=False, now=1.0,
                checker_deadline=5)
-    assert received(sock) == ["WATCHDOG=1"] and hooks == []
+    assert received(sock) == ["WATCHDOG=1"] and hooks == [False]
     rep.update(verdict(True, 1.5), ever_ready=True, now=1.5, checker_deadline=5)
     assert received(sock) == ["READY=1\nSTATUS=live, ready"]
-    assert hooks == ["installed"]
+    assert hooks == [False, True]
     rep.update(verdict(True, 2.0), ever_ready=True, now=2.0, checker_deadline=5)
     assert received(sock) == ["WATCHDOG=1"]   # one second since the last ping
     rep.update(verdict(False, 4.0, "not live: memory"), ever_ready=True, now=4.0,
@@ -76,16 +77,16 @@ def test_reporter_protocol(systemd: tuple[str, socket.socket]) -> None:
     assert got == ["STATUS=not live: no recent verdict from the HealthManager"]
     rep.stopping()
     assert received(sock) == ["STOPPING=1\nSTATUS=stopping: draining"]
-    assert hooks == ["installed"]
+    assert hooks[-1] is False  # the last verdict was too old to count
 
 
 def test_failing_first_ready_hook_does_not_stop_ready(
         systemd: tuple[str, socket.socket]) -> None:
     path, sock = systemd
 
-    def broken() -> None:
+    def broken(ready: bool) -> None:
         raise OSError("read-only /opt/cni/bin")
 
-    rep = Reporter(Notifier(path), on_first_ready=[broken])
+    rep = Reporter(Notifier(path), ready_hooks=[broken])
     rep.update(verdict(True, 1.0), ever_ready=True, now=1.0, checker_deadline=5)
     assert received(sock)[0].startswith("READY=1")
