@@ -1,0 +1,33 @@
+"""[cni_install]: installing the kuryr-cni shim and the conflist on the host."""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = "cni_install"
+
+OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt("enabled", default=False,
+                help="Install the shim and the conflist once the daemon is "
+                     "first ready. Off standalone (packages install them); "
+                     "on in the DaemonSet's configuration."),
+    cfg.StrOpt("bin_dir", default="/opt/cni/bin",
+               help="Directory the runtime looks for CNI plugins in."),
+    cfg.StrOpt("conf_dir", default="/etc/cni/net.d",
+               help="Directory the runtime reads network configs from."),
+    cfg.StrOpt("conflist_name", default="10-kuryr.conflist",
+               help="File name of the network config list written to "
+                    "conf_dir."),
+    cfg.StrOpt("conflist_template", default="",
+               help="Path of a conflist to install as is. Empty: a minimal "
+                    "one with the kuryr-cni plugin."),
+    cfg.StrOpt("network_name", default="kuryr",
+               help="Network name of the generated conflist."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]

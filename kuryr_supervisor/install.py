@@ -1,0 +1,137 @@
+"""Install the kuryr-cni shim and the conflist on the host, once ready.
+
+The master calls :func:`install_on_first_ready` when the daemon first
+becomes ready (``[cni_install] enabled``, i.e. in the DaemonSet). Order is
+the point: the kubelet declares a node's network ready as soon as a
+conflist appears in ``conf_dir``, so the shim goes in first and the
+conflist last, and neither before the daemon can serve them.
+
+Invariants: both files are written to a temporary name in the target
+directory and renamed into place, so the runtime never reads half a file
+and an executing old shim is never overwritten in place (no ETXTBSY); an
+identical file is left untouched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+SHIM_NAME = "kuryr-cni"
+SHEBANG = "#!/usr/bin/env python3\n"
+SHIM_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           "shim.py")
+
+
+def atomic_write(path: str, data: bytes, mode: int) -> bool:
+    """Write ``data`` to ``path`` via temp + rename; False if unchanged."""
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data and os.stat(path).st_mode & 0o7777 == mode:
+                return False
+    except FileNotFoundError:
+        pass
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.",
+                               dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return True
+
+
+def shim_script(source: str = SHIM_SOURCE) -> bytes:
+    """The shim module's text with the shebang the runtime will exec."""
+    with open(source, encoding="utf-8") as f:
+        text = f.read()
+    if text.startswith("#!"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+    return (SHEBANG + text).encode("utf-8")
+
+
+def default_conflist(network_name: str = "kuryr",
+                     daemon_socket: str | None = None) -> bytes:
+    """The shape of etc/cni/net.d/10-kuryr.conflist; the shim finds the
+    daemon through ``daemon_socket`` ([cni_daemon] bind_address)."""
+    plugin = {"type": SHIM_NAME}
+    if daemon_socket:
+        plugin["daemon_socket"] = daemon_socket
+    conflist = {"cniVersion": "1.1.0",
+                "cniVersions": ["0.4.0", "1.0.0", "1.1.0"],
+                "name": network_name, "plugins": [plugin]}
+    return (json.dumps(conflist, indent=2) + "\n").encode("utf-8")
+
+
+def install_shim(bin_dir: str, source: str = SHIM_SOURCE) -> str:
+    path = os.path.join(bin_dir, SHIM_NAME)
+    if atomic_write(path, shim_script(source), 0o755):
+        LOG.info("installed CNI shim %s", path)
+    return path
+
+
+def install_conflist(conf_dir: str, name: str, content: bytes) -> str:
+    path = os.path.join(conf_dir, name)
+    if atomic_write(path, content, 0o644):
+        LOG.info("installed CNI network config %s", path)
+    return path
+
+
+def install_on_first_ready(conf: cfg.ConfigOpts, *,
+                           shim_source: str = SHIM_SOURCE) -> bool:
+    """Shim, then conflist; call once the daemon is ready. False when off."""
+    opts = conf.cni_install
+    if not opts.enabled:
+        return False
+    install_shim(opts.bin_dir, shim_source)
+    if opts.conflist_template:
+        with open(opts.conflist_template, "rb") as f:
+            content = f.read()
+        json.loads(content)        # refuse to install a broken conflist
+    else:
+        socket = conf.cni_daemon.bind_address if "cni_daemon" in conf \
+            else None
+        content = default_conflist(opts.network_name, socket)
+    install_conflist(opts.conf_dir, opts.conflist_name, content)
+    return True
+
+
+class InstallOnFirstReady:
+    """Feed it every readiness verdict; installs once, on the first ready.
+
+    A failed install (e.g. a read-only host directory) is logged and tried
+    again on the next ready verdict; it never takes the daemon down.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, *,
+                 shim_source: str = SHIM_SOURCE) -> None:
+        self._conf = conf
+        self._shim_source = shim_source
+        self.done = not conf.cni_install.enabled
+
+    def __call__(self, ready: bool) -> bool:
+        """True when this call installed the files."""
+        if self.done or not ready:
+            return False
+        try:
+            install_on_first_ready(self._conf, shim_source=self._shim_source)
+        except (OSError, ValueError):
+            LOG.exception("installing the CNI shim and conflist failed")
+            return False
+        self.done = True
+        return True

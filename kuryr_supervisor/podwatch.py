@@ -1,0 +1,200 @@
+"""The list+watch loop over this node's pods, as a plain object.
+
+The loop lists, then watches from the list's resourceVersion; every event
+and bookmark moves the resourceVersion on, so a watch that ends or breaks
+resumes where it left off. 410 Gone means the version was compacted away:
+relist at once. Other errors back off exponentially up to a cap, so an API
+outage never becomes a hot loop. The first complete list makes the loop
+*synced*.
+
+Heartbeats: the stream is read by a pump thread into a queue, and the loop
+itself waits on the queue for at most one heartbeat interval, so it beats
+while the watch is idle. Only the loop beats, never the pump: if the loop
+hangs, heartbeats stop and the supervisor sees it. A pump silent for longer
+than the watch can legitimately be (``stall_timeout``) is abandoned.
+
+Invariant: an error while applying one object is logged and skipped; it
+never stops the loop nor loses the resourceVersion.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
+from kuryr_supervisor.k8s import K8sError, K8sGone, K8sTemporary, WatchEvent
+from kuryr_supervisor.registry import Pod
+
+LOG = logging.getLogger(__name__)
+
+_END = object()
+#: A watch that ends sooner than this without any event is not reopened at once.
+_MIN_EMPTY_WATCH = 1.0
+
+
+class Stream(Protocol):
+    def __iter__(self) -> Iterator[WatchEvent]: ...
+    def close(self) -> None: ...
+
+
+class PodSource(Protocol):
+    """What the loop needs of the API (``k8s.K8sClient`` fits)."""
+
+    def list_pods(self) -> tuple[list[Pod], str]: ...
+    def watch_pods(self, resource_version: str) -> Stream: ...
+
+
+class PodSink(Protocol):
+    """Where pods go (the registry, plus whatever reacts to changes)."""
+
+    def replace_all(self, pods: Iterable[Pod], resource_version: str) -> None: ...
+    def upsert(self, pod: Pod) -> None: ...
+    def delete(self, pod: Pod) -> None: ...
+
+
+class PodWatch:
+    """List, then watch, forever; see the module docstring."""
+
+    def __init__(self, source: PodSource, sink: PodSink, *,
+                 heartbeat: Callable[[], None] = lambda: None,
+                 heartbeat_interval: float = 0.5,
+                 backoff_initial: float = 0.5, backoff_max: float = 30.0,
+                 stall_timeout: float = 90.0,
+                 on_synced: Callable[[], None] = lambda: None) -> None:
+        self.source, self.sink = source, sink
+        self.heartbeat, self.heartbeat_interval = heartbeat, heartbeat_interval
+        self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
+        self.stall_timeout = stall_timeout
+        self.on_synced = on_synced
+        self.resource_version: str | None = None    # None: (re)list next
+        self.synced = False
+        self.failures = 0
+        self._failing = False
+
+    # -- steps -------------------------------------------------------------------
+    def relist(self) -> None:
+        pods, rv = self.source.list_pods()
+        self.sink.replace_all(pods, rv)
+        self.resource_version = rv
+        if not self.synced:
+            self.synced = True
+            LOG.info("pod watch synced: %d pods on this node", len(pods))
+            self.on_synced()
+        else:
+            LOG.debug("relisted %d pods at %s", len(pods), rv)
+
+    def apply(self, event: WatchEvent) -> None:
+        """Apply one event; a failing object is skipped, the RV still moves."""
+        try:
+            if event.pod is not None and event.type in ("ADDED", "MODIFIED"):
+                self.sink.upsert(event.pod)
+            elif event.pod is not None and event.type == "DELETED":
+                self.sink.delete(event.pod)
+        except Exception:  # noqa: BLE001 - one bad object never stops the loop
+            LOG.exception("skipping %s event of pod %s", event.type,
+                          event.pod and f"{event.pod.namespace}/{event.pod.name}")
+        if event.resource_version:
+            self.resource_version = event.resource_version
+
+    def watch(self, stopping: threading.Event) -> int:
+        """Follow one watch request to its end, beating while idle; returns
+        how many events it brought."""
+        assert self.resource_version is not None
+        stream = self.source.watch_pods(self.resource_version)
+        events: queue.Queue[object] = queue.Queue()
+        pump = threading.Thread(target=_pump, args=(stream, events),
+                                name="watch-pump", daemon=True)
+        pump.start()
+        silent_since = beaten = time.monotonic()
+        count = 0
+        try:
+            while not stopping.is_set():
+                try:
+                    item = events.get(timeout=self.heartbeat_interval)
+                except queue.Empty:
+                    item = None
+                now = time.monotonic()
+                if item is None or now - beaten >= self.heartbeat_interval:
+                    self.heartbeat()      # idle, or a long burst of events
+                    beaten = now
+                if item is None:
+                    if now - silent_since > self.stall_timeout:
+                        raise K8sTemporary("watch stalled")
+                    continue
+                silent_since = now
+                if item is _END:
+                    return count
+                if isinstance(item, BaseException):
+                    raise item
+                assert isinstance(item, WatchEvent)
+                self.apply(item)
+                count += 1
+                self._recovered()
+        finally:
+            stream.close()
+        return count
+
+    def step(self, stopping: threading.Event) -> float:
+        """One list or watch; returns how long to wait before the next."""
+        started = time.monotonic()
+        try:
+            if self.resource_version is None:
+                self.relist()
+            elif self.watch(stopping) == 0 and \
+                    time.monotonic() - started < _MIN_EMPTY_WATCH:
+                return self.backoff_initial     # no hot loop on empty watches
+        except K8sGone:
+            LOG.info("resourceVersion %s expired, relisting",
+                     self.resource_version)
+            self.resource_version = None
+            return 0.0
+        except Exception as exc:  # noqa: BLE001 - API or sink: back off, go on
+            if not isinstance(exc, K8sError):
+                LOG.exception("pod watch step failed")
+            self.failures += 1
+            delay = min(self.backoff_max,
+                        self.backoff_initial * 2 ** (self.failures - 1))
+            if not self._failing:
+                self._failing = True
+                LOG.warning("Kubernetes API error, retrying with backoff: %s",
+                            exc)
+            else:
+                LOG.debug("API error #%d, retry in %.1fs: %s", self.failures,
+                          delay, exc)
+            return delay
+        self._recovered()
+        return 0.0
+
+    def _recovered(self) -> None:
+        if self._failing:
+            LOG.info("Kubernetes API reachable again after %d errors",
+                     self.failures)
+        self._failing = False
+        self.failures = 0
+
+    def wait(self, delay: float, stopping: threading.Event) -> None:
+        """Sleep ``delay`` seconds, beating every heartbeat interval."""
+        deadline = time.monotonic() + delay
+        while not stopping.is_set():
+            self.heartbeat()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            stopping.wait(min(left, self.heartbeat_interval))
+
+    def run(self, stopping: threading.Event) -> None:
+        while not stopping.is_set():
+            self.wait(self.step(stopping), stopping)
+
+
+def _pump(stream: Stream, events: queue.Queue[object]) -> None:
+    """Move a blocking stream into a queue: events, then _END or an error."""
+    try:
+        for event in stream:
+            events.put(event)
+        events.put(_END)
+    except BaseException as exc:  # noqa: BLE001 - handed to the loop
+        events.put(exc)

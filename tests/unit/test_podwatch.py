@@ -1,0 +1,316 @@
+"""The list+watch loop: its steps with a scripted source, and end to end
+against the fake API over HTTP."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kuryr_supervisor.checks_k8s import K8sApiCheck
+from kuryr_supervisor.k8s import K8sGone, K8sTemporary, WatchEvent
+from kuryr_supervisor.podwatch import PodWatch
+from kuryr_supervisor.registry import Pod, PodRegistry
+from tests.fixtures.fakeapi import FakeAPI
+
+
+def pod(name: str, uid: str = "u") -> Pod:
+    return Pod("ns", name, uid)
+
+
+class ListSink:
+    def __init__(self, fail_on: str = "") -> None:
+        self.pods: dict[str, Pod] = {}
+        self.fail_on = fail_on
+        self.lists = 0
+
+    def replace_all(self, pods: Iterable[Pod], resource_version: str) -> None:
+        self.pods = {p.name: p for p in pods}
+        self.lists += 1
+
+    def upsert(self, p: Pod) -> None:
+        if p.name == self.fail_on:
+            raise RuntimeError("boom")
+        self.pods[p.name] = p
+
+    def delete(self, p: Pod) -> None:
+        self.pods.pop(p.name, None)
+
+
+class ScriptedStream:
+    def __init__(self, items: list[WatchEvent | Exception | float]) -> None:
+        self.items = items
+        self.closed = False
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        for item in self.items:
+            if isinstance(item, float):
+                time.sleep(item)
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield item
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ScriptedSource:
+    def __init__(self, lists: list[tuple[list[Pod], str] | Exception],
+                 watches: list[ScriptedStream | Exception]) -> None:
+        self.lists, self.watches = lists, watches
+        self.watched_from: list[str] = []
+
+    def list_pods(self) -> tuple[list[Pod], str]:
+        item = self.lists.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def watch_pods(self, resource_version: str) -> ScriptedStream:
+        self.watched_from.append(resource_version)
+        item = self.watches.pop(0)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+
+def ev(kind: str, name: str | None, rv: str) -> WatchEvent:
+    return WatchEvent(kind, pod(name) if name else None, rv)
+
+
+def test_list_then_watch_from_its_version() -> None:
+    synced: list[bool] = []
+    source = ScriptedSource([([pod("a")], "10")], [ScriptedStream([
+        ev("ADDED", "b", "11"), ev("BOOKMARK", None, "15"),
+        ev("DELETED", "a", "16")])])
+    sink = ListSink()
+    watch = PodWatch(source, sink, on_synced=lambda: synced.append(True))
+    stop = threading.Event()
+    assert watch.step(stop) == 0.0 and watch.synced and synced == [True]
+    assert watch.resource_version == "10"
+    assert watch.step(stop) == 0.0
+    assert source.watched_from == ["10"]
+    assert set(sink.pods) == {"b"}
+    assert watch.resource_version == "16"
+
+
+def test_bad_object_is_skipped_and_version_moves_on() -> None:
+    source = ScriptedSource([([], "1")], [ScriptedStream([
+        ev("ADDED", "bad", "2"), ev("ADDED", "good", "3")])])
+    sink = ListSink(fail_on="bad")
+    watch = PodWatch(source, sink)
+    stop = threading.Event()
+    watch.step(stop)
+    watch.step(stop)
+    assert set(sink.pods) == {"good"} and watch.resource_version == "3"
+
+
+def test_gone_relists_at_once() -> None:
+    source = ScriptedSource([([], "1"), ([pod("x")], "50")],
+                            [ScriptedStream([K8sGone("old", 410)])])
+    sink = ListSink()
+    watch = PodWatch(source, sink)
+    stop = threading.Event()
+    watch.step(stop)
+    assert watch.step(stop) == 0.0 and watch.resource_version is None
+    watch.step(stop)
+    assert sink.lists == 2 and watch.resource_version == "50"
+
+
+def test_errors_back_off_exponentially_up_to_the_cap() -> None:
+    errors: list[tuple[list[Pod], str] | Exception] = [
+        K8sTemporary("down") for _ in range(6)]
+    source = ScriptedSource(errors + [([], "1")], [])
+    watch = PodWatch(source, ListSink(), backoff_initial=0.5, backoff_max=4)
+    stop = threading.Event()
+    delays = [watch.step(stop) for _ in range(6)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert watch.step(stop) == 0.0 and watch.failures == 0
+
+
+def test_heartbeats_while_the_watch_is_idle() -> None:
+    beats: list[float] = []
+    source = ScriptedSource([([], "1")], [ScriptedStream([
+        1.0, ev("ADDED", "a", "2")])])
+    watch = PodWatch(source, ListSink(), heartbeat=lambda: beats.append(1),
+                     heartbeat_interval=0.1)
+    stop = threading.Event()
+    watch.step(stop)
+    watch.step(stop)
+    assert len(beats) >= 7
+
+
+def test_a_stalled_stream_is_abandoned() -> None:
+    source = ScriptedSource([([], "1")], [ScriptedStream([30.0])])
+    watch = PodWatch(source, ListSink(), heartbeat_interval=0.05,
+                     stall_timeout=0.3)
+    stop = threading.Event()
+    watch.step(stop)
+    started = time.monotonic()
+    assert watch.step(stop) > 0
+    assert time.monotonic() - started < 2
+
+
+def test_wait_beats_and_stops() -> None:
+    beats: list[int] = []
+    watch = PodWatch(ScriptedSource([], []), ListSink(),
+                     heartbeat=lambda: beats.append(1), heartbeat_interval=0.05)
+    stop = threading.Event()
+    watch.wait(0.3, stop)
+    assert 4 <= len(beats) <= 9
+    stop.set()
+    started = time.monotonic()
+    watch.wait(10, stop)
+    assert time.monotonic() - started < 0.1
+
+
+# -- end to end over HTTP ----------------------------------------------------
+
+
+class Running:
+    """A PodWatch into a real registry, run in a thread against FakeAPI."""
+
+    def __init__(self, api: FakeAPI, tmp: Path, **kw: object) -> None:
+        self.client = api.client("node-a", request_timeout=1, watch_timeout=2)
+        self.registry = PodRegistry(str(tmp / "pods.sqlite"))
+        self.beats = 0
+        self.stop = threading.Event()
+
+        def beat() -> None:
+            self.beats += 1
+        self.watch = PodWatch(self.client, _RegistrySink(self.registry),
+                              heartbeat=beat, heartbeat_interval=0.05,
+                              backoff_initial=0.1, backoff_max=0.4,
+                              stall_timeout=10, **kw)  # type: ignore[arg-type]
+        self.thread = threading.Thread(target=self.watch.run,
+                                       args=(self.stop,), daemon=True)
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        assert not self.thread.is_alive()
+
+    def names(self) -> set[str]:
+        return {p.name for p in PodRegistry(self.registry.path).all()}
+
+
+class _RegistrySink:
+    def __init__(self, registry: PodRegistry) -> None:
+        self.registry = registry
+
+    def replace_all(self, pods: Iterable[Pod], resource_version: str) -> None:
+        self.registry.replace_all(pods, resource_version)
+
+    def upsert(self, p: Pod) -> None:
+        self.registry.upsert(p)
+
+    def delete(self, p: Pod) -> None:
+        self.registry.delete(p.namespace, p.name)
+
+
+def eventually(cond: Callable[[], object], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    fake = FakeAPI().start()
+    yield fake
+    fake.stop()
+
+
+def test_synced_with_only_this_nodes_pods(api: FakeAPI, tmp_path: Path) -> None:
+    for i in range(5):
+        api.add_pod("ns", f"a{i}", "node-a")
+        api.add_pod("ns", f"b{i}", "node-b")
+    with Running(api, tmp_path) as run:
+        eventually(lambda: run.watch.synced)
+        assert run.names() == {f"a{i}" for i in range(5)}
+        assert PodRegistry(run.registry.path).synced()
+
+
+def test_events_are_reflected(api: FakeAPI, tmp_path: Path) -> None:
+    api.add_pod("ns", "old", "node-a")
+    with Running(api, tmp_path) as run:
+        eventually(lambda: run.watch.synced)
+        api.add_pod("ns", "new", "node-a")
+        api.add_pod("ns", "other", "node-b")
+        api.modify_pod("ns", "old", deletionTimestamp="2026-11-21T00:00:00Z")
+        eventually(lambda: run.names() == {"old", "new"})
+        reader = PodRegistry(run.registry.path)
+        eventually(lambda: (reader.get("ns", "old") or Pod("", "", "")
+                            ).deletion_timestamp == "2026-11-21T00:00:00Z")
+        api.delete_pod("ns", "old")
+        eventually(lambda: run.names() == {"new"})
+
+
+def test_dropped_watch_resumes_from_last_version(api: FakeAPI,
+                                                 tmp_path: Path) -> None:
+    with Running(api, tmp_path) as run:
+        eventually(lambda: run.watch.synced)
+        api.add_pod("ns", "p1", "node-a")
+        eventually(lambda: run.names() == {"p1"})
+        last = run.watch.resource_version
+        api.drop_watches()
+        api.add_pod("ns", "p2", "node-a")
+        eventually(lambda: run.names() == {"p1", "p2"})
+        assert last in [q["resourceVersion"] for q in
+                        api.requests_for("/api/v1/pods", watch="true")[1:]]
+        assert len(api.requests_for("/api/v1/pods", watch=None)) == 1  # no relist
+
+
+def test_gone_relists(api: FakeAPI, tmp_path: Path) -> None:
+    with Running(api, tmp_path) as run:
+        eventually(lambda: run.watch.synced)
+        api.drop_watches()
+        api.add_pod("ns", "missed", "node-a")
+        api.compact()
+        eventually(lambda: run.names() == {"missed"})
+        lists = [q for q in api.requests_for("/api/v1/pods")
+                 if "watch" not in q]
+        assert len(lists) == 2
+
+
+def test_outage_backs_off_and_readiness_follows(api: FakeAPI,
+                                                tmp_path: Path) -> None:
+    check = K8sApiCheck(lambda: k8s_probe(api), interval=0)
+    with Running(api, tmp_path) as run:
+        eventually(lambda: run.watch.synced)
+        assert check()[0]
+        api.fail(500)
+        before = len(api.requests)
+        time.sleep(2.0)
+        calls = len(api.requests) - before
+        assert calls <= 10, f"{calls} requests in 2 s: a hot loop"
+        assert not check()[0]
+        beats = run.beats
+        time.sleep(0.3)
+        assert run.beats > beats        # still alive: heartbeats go on
+        api.fail(None)
+        api.add_pod("ns", "after", "node-a")
+        eventually(lambda: run.names() == {"after"})
+        assert check()[0]
+        assert run.watch.failures == 0
+
+
+def k8s_probe(api: FakeAPI) -> tuple[bool, str]:
+    ok, msg = api.client().probe(timeout=1)
+    return ok, msg
+
+
+def test_empty_watches_that_end_at_once_are_not_a_hot_loop() -> None:
+    source = ScriptedSource([([], "1")], [ScriptedStream([])])
+    watch = PodWatch(source, ListSink(), backoff_initial=0.5)
+    stop = threading.Event()
+    watch.step(stop)
+    assert watch.step(stop) == 0.5 and watch.failures == 0
