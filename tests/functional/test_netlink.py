@@ -1,0 +1,158 @@
+"""The netlink adapter against real namespaces, checked with ``ip``."""
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import ipaddress
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from kuryr_supervisor import netlink as nl
+from tests.fixtures.netns import (  # noqa: F401 - fixtures
+    Netns,
+    NetnsFactory,
+    ip,
+    ip_json,
+    link_names,
+    netns,
+    netns_factory,
+    test_bridge,
+    unique,
+)
+
+pytestmark = pytest.mark.privileged
+
+GW = ipaddress.IPv4Interface("10.97.0.1/24")
+
+
+def test_probe() -> None:
+    nl.probe()
+
+
+def test_open_missing_netns_is_netns_not_found(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(nl.NetnsNotFound) as info:
+        with nl.open_netns("/var/run/netns/ksvt-missing"):
+            pass
+    assert info.value.errno == errno.ENOENT
+    with pytest.raises(nl.NetnsNotFound) as info:
+        with nl.open_netns("/proc/999999999/ns/net"):
+            pass
+    assert info.value.errno == errno.ENOENT
+    stale = tmp_path / "stale"  # a bind-mount target whose mount is gone
+    stale.write_text("")
+    with pytest.raises(nl.NetnsNotFound) as info:
+        with nl.open_netns(str(stale)):
+            pass
+    assert info.value.errno == errno.EINVAL
+
+
+def test_handle_in_netns_by_name_and_by_proc_path(netns: Netns) -> None:  # noqa: F811
+    ip("link", "add", "ksvtx", "type", "bridge", netns=netns.name)
+    with nl.open_netns(netns.path) as fd, nl.handle(fd) as h:
+        assert {link.name for link in nl.list_links(h)} == {"lo", "ksvtx"}
+    proc = subprocess.Popen(["ip", "netns", "exec", netns.name,
+                             "sleep", "30"])
+    try:
+        time.sleep(0.2)
+        with nl.open_netns(f"/proc/{proc.pid}/ns/net") as fd:
+            with nl.handle(fd) as h:
+                assert nl.link_index(h, "ksvtx") is not None
+    finally:
+        proc.kill()
+        proc.wait()
+    # The host namespace is untouched by a namespaced handle.
+    assert "ksvtx" not in link_names()
+
+
+def test_errors_keep_errno(netns_factory: NetnsFactory) -> None:  # noqa: F811
+    name = unique("ksvtv")
+    netns_factory.track_link(name)
+    with nl.handle() as h:
+        with pytest.raises(nl.NetlinkError) as info:
+            nl.set_link(h, "ksvt-nothere", up=True)
+        assert info.value.errno == errno.ENODEV
+        nl.create_veth(h, name, unique("ksvtp"), mtu=1500)
+        with pytest.raises(nl.NetlinkError) as info:
+            nl.create_veth(h, name, unique("ksvtp"), mtu=1500)
+        assert info.value.errno == errno.EEXIST
+        with pytest.raises(nl.NetlinkError) as info:
+            nl.set_link(h, name, mtu=10)
+        assert info.value.errno == errno.EINVAL
+        assert nl.delete_link(h, name) is True
+        assert nl.delete_link(h, name) is False
+
+
+def test_ensure_bridge_is_idempotent_and_concurrent(test_bridge: str) -> None:  # noqa: F811
+    def ensure() -> int:
+        with nl.handle() as h:
+            return nl.ensure_bridge(h, test_bridge, GW)
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        indexes = set(pool.map(lambda _: ensure(), range(16)))
+    assert len(indexes) == 1
+    (br,) = ip_json("-d", "addr", "show", test_bridge)
+    assert br["linkinfo"]["info_kind"] == "bridge" and "UP" in br["flags"]
+    assert [(a["local"], a["prefixlen"]) for a in br["addr_info"]
+            if a["family"] == "inet"] == [("10.97.0.1", 24)]
+    with open(f"/sys/class/net/{test_bridge}/addr_assign_type") as f:
+        assert f.read().strip() == "3"  # NET_ADDR_SET: MAC pinned
+
+
+def test_ensure_bridge_refuses_a_non_bridge(
+        netns_factory: NetnsFactory) -> None:  # noqa: F811
+    name = unique("ksvtv")
+    netns_factory.track_link(name)
+    ip("link", "add", name, "type", "veth", "peer", "name", unique("ksvtp"))
+    with nl.handle() as h, pytest.raises(nl.NetlinkError, match="not a bridge"):
+        nl.ensure_bridge(h, name, GW)
+
+
+def test_veth_into_netns_address_route_and_read_back(
+        netns: Netns, netns_factory: NetnsFactory) -> None:  # noqa: F811
+    host, temp = unique("ksvtv"), unique("ksvtp")
+    netns_factory.track_link(host)
+    with nl.open_netns(netns.path) as fd:
+        with nl.handle() as h:
+            nl.create_veth(h, host, temp, mtu=1450, peer_netns=fd)
+            host_link = nl.get_link(h, host)
+        with nl.handle(fd) as ns:
+            nl.set_link(ns, temp, new_name="eth0")
+            nl.set_link(ns, "eth0", up=True)
+            nl.add_address(ns, "eth0", ipaddress.IPv4Interface("10.97.0.7/24"))
+            nl.add_address(ns, "eth0", ipaddress.IPv4Interface("10.97.0.7/24"),
+                           exist_ok=True)
+            nl.add_default_route(ns, "eth0", GW.ip)
+            pod = nl.get_link(ns, "eth0")
+            pod_routes = nl.routes(ns)
+    assert host_link.kind == "veth" and host_link.mtu == 1450
+    assert pod.mtu == 1450 and pod.up and pod.kind == "veth"
+    assert pod.addresses == (ipaddress.IPv4Interface("10.97.0.7/24"),)
+    assert nl.Route(None, GW.ip, pod.index) in pod_routes
+    (default,) = ip_json("route", "show", "default", netns=netns.name)
+    assert default["gateway"] == "10.97.0.1"
+    assert temp not in link_names() and temp not in link_names(netns.name)
+
+
+def test_move_link_into_netns(
+        netns: Netns, netns_factory: NetnsFactory) -> None:  # noqa: F811
+    host, peer = unique("ksvtv"), unique("ksvtp")
+    netns_factory.track_link(host)
+    with nl.open_netns(netns.path) as fd, nl.handle() as h:
+        nl.create_veth(h, host, peer, mtu=1500)
+        nl.move_link(h, peer, fd)
+    assert peer in link_names(netns.name) and peer not in link_names()
+
+
+def test_list_links_by_prefix(netns_factory: NetnsFactory) -> None:  # noqa: F811
+    prefix = unique("ksvtl", 10)
+    names = [prefix + str(i) for i in range(3)]
+    for name in names:
+        netns_factory.track_link(name)
+        ip("link", "add", name, "type", "bridge")
+    with nl.handle() as h:
+        found = nl.list_links(h, prefix)
+    assert sorted(link.name for link in found) == names
+    assert {link.kind for link in found} == {"bridge"}
