@@ -58,6 +58,18 @@ class InvalidConfig(CNIError):
     """The network configuration is invalid (spec code 7)."""
 
 
+class RequestTooLarge(DecodeError):
+    """The request body is over the daemon's size limit (code 6, HTTP 413)."""
+
+
+class UnknownEndpoint(InvalidEnvironment):
+    """No such path or method on the daemon's CNI API (code 4, HTTP 404)."""
+
+
+class CheckFailed(CNIError):
+    """CHECK found the attachment missing or unlike its prevResult (code 104)."""
+
+
 class AlreadyExists(CNIError):
     """A second ADD for the same (container id, ifname) (code 102)."""
 
@@ -109,7 +121,9 @@ WIRE: dict[type[CNIError], Wire] = {
     UnsupportedField: Wire(2, 400, False, False),
     ContainerUnknown: Wire(3, 404, False, False),
     InvalidEnvironment: Wire(4, 400, False, False),
+    UnknownEndpoint: Wire(4, 404, False, False),
     DecodeError: Wire(6, 400, False, False),
+    RequestTooLarge: Wire(6, 413, False, False),
     InvalidConfig: Wire(7, 400, False, False),
     TryAgain: Wire(11, 503, False, True),
     NotAvailable: Wire(50, 503, False, True),
@@ -117,5 +131,6 @@ WIRE: dict[type[CNIError], Wire] = {
     AddressExhausted: Wire(101, 507, False, True),
     AlreadyExists: Wire(102, 409, False, False),
     PodGone: Wire(103, 409, False, False),
+    CheckFailed: Wire(104, 409, False, False),
     CNIError: Wire(100, 500, True, True),
 }

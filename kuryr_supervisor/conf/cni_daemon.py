@@ -1,4 +1,4 @@
-"""[cni_daemon] (Kuryr's names): the CNI API served by the Server worker."""
+"""[cni_daemon] (Kuryr's names where they exist): the CNI API of the Server."""
 from __future__ import annotations
 
 from oslo_config import cfg
@@ -11,6 +11,24 @@ OPTS = [
                     "/alive fails. Malformed requests, vanished pods and "
                     "client timeouts never count; a successful ADD resets "
                     "the count."),
+    cfg.StrOpt("bind_address", default="unix:///run/kuryr-supervisor/cni.sock",
+               help="Where the CNI API listens: unix:///path (default; the "
+                    "socket is 0600 in a 0700 directory, so only root can "
+                    "use it) or host:port over TCP, e.g. Kuryr's "
+                    "127.0.0.1:5036 (any local user can then connect). The "
+                    "shim finds it in the netconf key daemon_socket."),
+    cfg.IntOpt("max_concurrency", default=64, min=1, max=4096,
+               help="CNI requests served at once; further connections wait "
+                    "in the listen backlog. Threads: the work is syscalls "
+                    "that release the GIL."),
+    cfg.IntOpt("max_request_bytes", default=1 << 20, min=1024, mutable=True,
+               help="Largest CNI request body accepted; a larger one is "
+                    "refused with CNI code 6 (HTTP 413) before it is read."),
+    cfg.FloatOpt("request_timeout", default=60.0, min=1.0,
+                 help="Seconds a request may wait for its container's lock "
+                      "(another operation on the same container) before "
+                      "failing with code 11, and the socket read/write "
+                      "timeout of a client connection."),
 ]
 
 

@@ -1,0 +1,112 @@
+"""The daemon's CNI HTTP API: one small WSGI app.
+
+Routes:
+- ``POST /cni`` with ``{"env": {"CNI_COMMAND": ..., ...}, "config": {...}}``:
+  200 and the CNI result, 204 when the command prints nothing (DEL, CHECK,
+  STATUS, GC), or the spec's error object with the HTTP status of its
+  ``errors.WIRE`` row;
+- ``GET /version``: the supported spec versions.
+
+Invariants: every answer, including routing errors, oversized bodies and
+unexpected exceptions, is a JSON CNI object (never werkzeug's HTML pages,
+never a traceback); the body is read only up to ``max_request_bytes``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.service import CNIService
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 1 << 20
+#: Tracing headers the shim forwards; logged so a CNI call can be followed.
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+_URLS = Map([Rule("/cni", endpoint="cni", methods=["POST"]),
+             Rule("/version", endpoint="version", methods=["GET"])])
+
+
+def _json(obj: Any, status: int) -> Response:
+    return Response(json.dumps(obj) + "\n", status=status,
+                    mimetype="application/json")
+
+
+def error_response(exc: errors.CNIError, cni_version: str) -> Response:
+    return _json(exc.to_cni(cni_version), exc.wire.http_status)
+
+
+class CNIApp:
+    """WSGI callable dispatching CNI requests to a :class:`CNIService`."""
+
+    def __init__(self, service: CNIService, *,
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+        self._service = service
+        self.max_request_bytes = max_request_bytes
+
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        request.max_content_length = self.max_request_bytes
+        response = self._dispatch(request)
+        return response(environ, start_response)
+
+    def _dispatch(self, http: Request) -> Response:
+        try:
+            endpoint, _ = _URLS.bind_to_environ(http.environ).match()
+        except HTTPException as exc:
+            return error_response(errors.UnknownEndpoint(
+                f"{http.method} {http.path}: {exc.name}"), protocol.LATEST)
+        if endpoint == "version":
+            return _json(protocol.version_answer(None), 200)
+        return self._cni(http)
+
+    def _cni(self, http: Request) -> Response:
+        config: Any = None
+        command = "?"
+        try:
+            body = self._decode(http)
+            config = body.get("config") if isinstance(body, dict) else None
+            request = protocol.parse(body)
+            command = request.command
+            trace = {h: http.headers[h] for h in TRACE_HEADERS
+                     if h in http.headers}
+            LOG.debug("CNI %s %s/%s %s", command, request.container_id,
+                      request.ifname, trace or "")
+            result = self._service.handle(request)
+        except errors.CNIError as exc:
+            level = logging.WARNING if exc.wire.counts_as_failure else logging.INFO
+            LOG.log(level, "CNI %s refused: code %d: %s %s", command,
+                    exc.wire.code, exc.msg, exc.details)
+            return error_response(exc, protocol.version_of(config))
+        except Exception as exc:  # noqa: BLE001 - a JSON error, never a traceback
+            LOG.exception("CNI %s: unexpected failure", command)
+            return error_response(errors.InternalError(
+                f"unexpected failure: {exc}"), protocol.version_of(config))
+        if result is None:
+            return Response(status=204)
+        return _json(result, 200)
+
+    @staticmethod
+    def _decode(http: Request) -> Any:
+        try:
+            raw = http.get_data(cache=False)
+        except RequestEntityTooLarge as exc:
+            raise errors.RequestTooLarge(
+                f"request body over {http.max_content_length} bytes") from exc
+        if not raw:
+            raise errors.DecodeError("empty request body")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise errors.DecodeError("request body is not JSON",
+                                     str(exc)[:200]) from exc

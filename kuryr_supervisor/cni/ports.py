@@ -1,0 +1,63 @@
+"""What the CNI service needs of its collaborators, and the lazy IPAM hook.
+
+The service is written against these structural types, not the concrete
+classes, so it is tested with in-memory fakes and never imports pyroute2.
+:class:`kuryr_supervisor.ipam.IpamStore` and
+:class:`kuryr_supervisor.cni.hostveths.GcBridgeBinding` satisfy them.
+"""
+from __future__ import annotations
+
+import ipaddress
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.ipam import Allocation, PodRef
+
+
+class Ipam(Protocol):
+    """What the service needs of :class:`kuryr_supervisor.ipam.IpamStore`."""
+
+    def allocate(self, container_id: str, ifname: str, *, netns: str,
+                 pod: PodRef) -> Allocation: ...
+    def release(self, container_id: str, ifname: str) -> Allocation | None: ...
+    def get(self, container_id: str, ifname: str) -> Allocation | None: ...
+    def list(self) -> list[Allocation]: ...
+
+
+class Binding(Protocol):
+    """What the service needs of :class:`kuryr_supervisor.binding.BridgeBinding`."""
+
+    def plumb(self, *, container_id: str, ifname: str, netns: str,
+              address: ipaddress.IPv4Interface,
+              gateway: ipaddress.IPv4Address) -> Any: ...
+    def unplumb(self, *, container_id: str, ifname: str,
+                netns: str | None) -> None: ...
+    def check(self, *, container_id: str, ifname: str, netns: str,
+              address: ipaddress.IPv4Interface,
+              gateway: ipaddress.IPv4Address) -> None: ...
+    def host_interfaces(self) -> list[str]: ...
+    def host_ifname(self, container_id: str, ifname: str) -> str: ...
+    def remove_host_interface(self, host_ifname: str) -> None: ...
+
+
+class LazyIpam:
+    """Opens the allocation store on first use, with the subnet a provider
+    gives; the hook that lets the subnet come from the Node's podCIDR."""
+
+    def __init__(self, factory: Callable[[ipaddress.IPv4Network], Ipam],
+                 subnet: Callable[[], ipaddress.IPv4Network | None]) -> None:
+        self._factory = factory
+        self._subnet = subnet
+        self._store: Ipam | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Ipam:
+        with self._lock:
+            if self._store is None:
+                subnet = self._subnet()
+                if subnet is None:
+                    raise errors.TryAgain("the pod subnet is not known yet")
+                self._store = self._factory(subnet)
+            return self._store

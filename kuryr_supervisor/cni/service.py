@@ -1,0 +1,236 @@
+"""CNI orchestration: ADD, DEL, CHECK, STATUS and GC over IPAM and binding.
+
+Role: the one place that orders the steps of each command, holds the
+container's lock around them and keeps the CNI ADD failure budget.
+
+Invariants:
+- ADD: allocate, then plumb; a failed plumb releases the address again, so
+  a failed ADD leaves nothing behind (a crash in between leaves an allocation
+  that DEL, GC or the Watcher reclaims). A second ADD of the same (container,
+  ifname) fails in ``allocate`` and changes nothing.
+- DEL and GC: unplumb, then release, so an address is never handed out while
+  an old interface still carries it. DEL succeeds when anything is already
+  gone (netns, interface, allocation).
+- Only ADD failures whose ``WIRE`` row says ``counts_as_failure`` (and
+  unexpected exceptions, wrapped as InternalError) feed the budget; client
+  errors, vanished pods and timeouts never do; a successful ADD resets it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import protocol, results
+from kuryr_supervisor.cni.locks import ContainerLocks
+from kuryr_supervisor.cni.ports import Binding, Ipam
+from kuryr_supervisor.cni.protocol import Attachment, Request
+from kuryr_supervisor.ipam import Allocation, PodRef
+from kuryr_supervisor.state import SharedState
+
+LOG = logging.getLogger(__name__)
+
+PodCheck = Callable[[PodRef], None]
+_NO_POD = PodRef(namespace="", name="", uid="")
+
+
+class CNIService:
+    """Runs validated :class:`Request` objects; raises ``CNIError`` only."""
+
+    def __init__(self, ipam: Callable[[], Ipam], binding: Binding,
+                 locks: ContainerLocks, state: SharedState | None, *,
+                 lock_timeout: float = 60.0,
+                 pod_check: PodCheck | None = None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self._ipam = ipam
+        self._binding = binding
+        self._locks = locks
+        self._state = state
+        self._lock_timeout = lock_timeout
+        self._pod_check = pod_check
+        self._wall_clock = wall_clock
+
+    def handle(self, request: Request) -> dict[str, Any] | None:
+        """Run one command: its result object, or None (nothing to print)."""
+        if request.command == "VERSION":
+            return protocol.version_answer(request.netconf)
+        if request.command == "ADD":
+            return self._budgeted_add(request)
+        step = {"DEL": self._delete, "CHECK": self._check,
+                "STATUS": self._status, "GC": self._gc}[request.command]
+        try:
+            step(request)
+        except errors.CNIError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported, never a traceback
+            LOG.exception("%s %s failed", request.command, request.container_id)
+            raise errors.InternalError(f"{request.command} failed: {exc}") from exc
+        return None
+
+    # -- ADD --------------------------------------------------------------
+    def _budgeted_add(self, request: Request) -> dict[str, Any]:
+        try:
+            result = self._add(request)
+        except errors.CNIError as exc:
+            if exc.wire.counts_as_failure and self._state is not None:
+                count = self._state.record_cni_failure()
+                LOG.warning("ADD %s failed (%d consecutive internal failures): "
+                            "%s", request.container_id, count, exc.msg)
+            raise
+        except Exception as exc:  # noqa: BLE001 - counted, then reported
+            LOG.exception("ADD %s failed unexpectedly", request.container_id)
+            if self._state is not None:
+                self._state.record_cni_failure()
+            raise errors.InternalError(f"ADD failed: {exc}") from exc
+        if self._state is not None:
+            self._state.record_cni_success()
+        return result
+
+    def _add(self, request: Request) -> dict[str, Any]:
+        pod = request.pod
+        if pod is not None and self._pod_check is not None:
+            self._pod_check(pod)
+        ipam = self._ipam()
+        cid, ifname = request.container_id, request.ifname
+        with self._locks.hold(cid, timeout=self._lock_timeout) as held:
+            held.remove = held.created      # a failed ADD leaves no trace
+            alloc = ipam.allocate(cid, ifname, netns=request.netns,
+                                  pod=pod or _NO_POD)
+            try:
+                plumbed = self._binding.plumb(
+                    container_id=cid, ifname=ifname, netns=request.netns,
+                    address=alloc.address, gateway=alloc.gateway)
+            except BaseException:
+                self._release_quietly(ipam, cid, ifname)
+                raise
+            held.remove = False
+        LOG.info("ADD %s/%s: %s in %s", cid, ifname, alloc.address, request.netns)
+        return results.add_result(
+            request, host_ifname=plumbed.host_ifname, host_mac=plumbed.host_mac,
+            pod_mac=plumbed.pod_mac, mtu=plumbed.mtu, address=alloc.address,
+            gateway=alloc.gateway)
+
+    @staticmethod
+    def _release_quietly(ipam: Ipam, cid: str, ifname: str) -> None:
+        try:
+            ipam.release(cid, ifname)
+        except Exception:  # noqa: BLE001 - the original error is what matters
+            LOG.exception("could not release the address of %s/%s after a "
+                          "failed ADD; GC will reclaim it", cid, ifname)
+
+    # -- DEL, CHECK ---------------------------------------------------------
+    def _delete(self, request: Request) -> None:
+        self.forget(request.container_id, request.ifname, request.netns)
+
+    def forget(self, container_id: str, ifname: str, netns: str = "", *,
+               created: float | None = None) -> None:
+        """DEL without a request: under the container's lock, remove whatever
+        is left of an attachment. The Watcher's cleanup calls this, so it
+        never races the Server on one container; with ``created`` (the
+        allocation it judged orphaned) nothing happens if that allocation
+        was meanwhile released or replaced."""
+        with self._locks.hold(container_id, timeout=self._lock_timeout,
+                              remove=True):
+            if created is not None:
+                current = self._ipam().get(container_id, ifname)
+                if current is None or current.created != created:
+                    return
+            self._detach(container_id, ifname, netns)
+
+    def allocations(self) -> list[Allocation]:
+        """Every allocation (for the Watcher's reconciliation)."""
+        return self._ipam().list()
+
+    def _detach(self, container_id: str, ifname: str, netns: str = "") -> None:
+        """Remove an attachment, whatever of it is left (lock held)."""
+        ipam = self._ipam()
+        alloc = ipam.get(container_id, ifname)
+        if not netns and alloc is not None:
+            netns = alloc.netns
+        usable = netns if netns and protocol.is_netns(netns) else None
+        try:
+            self._binding.unplumb(container_id=container_id, ifname=ifname,
+                                  netns=usable)
+        except errors.ContainerUnknown:
+            # The namespace vanished under us: the host end is all that is left.
+            self._binding.unplumb(container_id=container_id, ifname=ifname,
+                                  netns=None)
+        released = ipam.release(container_id, ifname)
+        LOG.info("DEL %s/%s: %s", container_id, ifname,
+                 released.address if released else "nothing was allocated")
+
+    def _check(self, request: Request) -> None:
+        expected = results.expected_address(request)
+        with self._locks.hold(request.container_id, timeout=self._lock_timeout):
+            alloc = self._ipam().get(request.container_id, request.ifname)
+            if alloc is None:
+                raise errors.CheckFailed(
+                    f"no address is reserved for {request.container_id}/"
+                    f"{request.ifname}")
+            if alloc.address != expected:
+                raise errors.CheckFailed(
+                    f"prevResult says {expected}, the reservation is "
+                    f"{alloc.address}")
+            try:
+                self._binding.check(
+                    container_id=request.container_id, ifname=request.ifname,
+                    netns=request.netns, address=alloc.address,
+                    gateway=alloc.gateway)
+            except errors.PlumbingError as exc:
+                # The pod differs from its prevResult: a finding, not a fault.
+                raise errors.CheckFailed(exc.msg, exc.details) from exc
+
+    # -- STATUS, GC ---------------------------------------------------------
+    def _status(self, request: Request) -> None:
+        if self._state is not None and self._state.draining():
+            raise errors.NotAvailable("the daemon is shutting down")
+        try:
+            self._ipam()
+        except errors.TryAgain as exc:
+            raise errors.NotAvailable(exc.msg) from exc
+
+    def _gc(self, request: Request) -> None:
+        """Release every allocation the runtime no longer lists, then delete
+        host veths no allocation owns.
+
+        Host interfaces are listed *before* allocations: a veth exists only
+        after its allocation, so any veth seen first whose owner is missing
+        from the later list is truly leaked (or already being deleted).
+        Allocations newer than this GC are left alone: their ADD may be in
+        flight and simply not yet known to the runtime's list.
+        """
+        started = self._wall_clock()
+        ipam = self._ipam()
+        host_ifs = set(self._binding.host_interfaces())
+        allocations = ipam.list()
+        failures: list[str] = []
+        for alloc in allocations:
+            key = Attachment(alloc.container_id, alloc.ifname)
+            if key in request.valid_attachments or alloc.created >= started:
+                continue
+            try:
+                self._collect(alloc)
+            except Exception as exc:  # noqa: BLE001 - collect as much as possible
+                LOG.warning("GC of %s/%s failed: %s", alloc.container_id,
+                            alloc.ifname, exc)
+                failures.append(f"{alloc.container_id}/{alloc.ifname}: {exc}")
+        owned = {self._binding.host_ifname(a.container_id, a.ifname)
+                 for a in allocations}
+        for name in sorted(host_ifs - owned):
+            try:
+                self._binding.remove_host_interface(name)
+                LOG.info("GC: removed leaked host interface %s", name)
+            except Exception as exc:  # noqa: BLE001
+                failures.append(f"{name}: {exc}")
+        if failures:
+            raise errors.InternalError(
+                f"GC left {len(failures)} item(s) behind", "; ".join(failures))
+
+    def _collect(self, alloc: Allocation) -> None:
+        LOG.info("GC: %s/%s (%s) is not a valid attachment",
+                 alloc.container_id, alloc.ifname, alloc.address)
+        # Skipped if deleted or re-added since it was listed.
+        self.forget(alloc.container_id, alloc.ifname, alloc.netns,
+                    created=alloc.created)

@@ -1,0 +1,98 @@
+"""Listening sockets for the CNI API: a root-only Unix socket, or TCP.
+
+Invariants: the Unix socket is created 0600 (bound under a temporary name,
+chmod-ed, then renamed into place, so it is never reachable with looser
+permissions) inside a directory created 0700; a stale socket file (nobody
+listening) is replaced, a live one is never stolen, and a file at the path
+that is not a socket is never removed.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import socket
+import stat
+
+LOG = logging.getLogger(__name__)
+
+DEFAULT_ADDRESS = "unix:///run/kuryr-supervisor/cni.sock"
+_BACKLOG = 256
+
+
+class AddressInUse(Exception):
+    """Another live server owns the socket path, or it is not a socket."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``unix:///path`` -> (path, -1); ``[tcp://]host:port`` -> (host, port)."""
+    if address.startswith("unix:"):
+        path = address[len("unix:"):]
+        path = "/" + path.lstrip("/") if path.startswith("//") else path
+        if not path.startswith("/"):
+            raise ValueError(f"unix socket path must be absolute: {address}")
+        return path, -1
+    host, sep, port = address.removeprefix("tcp://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected unix:///path or host:port, got {address}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def bind_unix(path: str) -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0600, parent 0700 if new."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    _clear_stale(path)
+    temp = f"{path}.{os.getpid()}.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(temp)
+        os.chmod(temp, 0o600)
+        sock.listen(_BACKLOG)
+        os.rename(temp, path)
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    return sock
+
+
+def _clear_stale(path: str) -> None:
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise AddressInUse(f"{path} exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(path)
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+            raise AddressInUse(f"{path}: {exc.strerror}") from exc
+        LOG.info("replacing stale socket %s", path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    finally:
+        probe.close()
+    raise AddressInUse(f"another server is listening on {path}")
+
+
+def bind_tcp(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(_BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,286 @@
+"""CNIService ordering, rollback and failure budget, with in-memory fakes."""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import multiprocessing
+from typing import Any
+
+import pytest
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.locks import ContainerLocks
+from kuryr_supervisor.cni.ports import LazyIpam
+from kuryr_supervisor.cni.service import CNIService
+from kuryr_supervisor.ipam import Allocation, PodRef
+from kuryr_supervisor.state import SharedState
+
+NETNS = "/proc/self/ns/net"
+GW = ipaddress.IPv4Address("10.1.0.1")
+
+
+class FakeIpam:
+    def __init__(self, size: int = 10) -> None:
+        self.allocs: dict[tuple[str, str], Allocation] = {}
+        self.free = [ipaddress.IPv4Interface(f"10.1.0.{n}/24")
+                     for n in range(2, 2 + size)]
+        self.calls: list[str] = []
+        self.fail: type[Exception] | None = None
+        self.created = 100.0
+
+    def allocate(self, container_id: str, ifname: str, *, netns: str,
+                 pod: PodRef) -> Allocation:
+        self.calls.append("allocate")
+        if self.fail:
+            raise self.fail("store broken")
+        if (container_id, ifname) in self.allocs:
+            raise errors.AlreadyExists("exists")
+        if not self.free:
+            raise errors.AddressExhausted("full")
+        self.created += 1
+        alloc = Allocation(container_id, ifname, self.free.pop(0), GW, netns,
+                           pod, self.created)
+        self.allocs[(container_id, ifname)] = alloc
+        return alloc
+
+    def release(self, container_id: str, ifname: str) -> Allocation | None:
+        self.calls.append("release")
+        alloc = self.allocs.pop((container_id, ifname), None)
+        if alloc:
+            self.free.append(alloc.address)
+        return alloc
+
+    def get(self, container_id: str, ifname: str) -> Allocation | None:
+        return self.allocs.get((container_id, ifname))
+
+    def list(self) -> list[Allocation]:
+        return list(self.allocs.values())
+
+
+@dataclasses.dataclass
+class Plumbed:
+    host_ifname: str
+    host_mac: str = "02:00:00:00:00:01"
+    pod_ifname: str = "eth0"
+    pod_mac: str = "02:00:00:00:00:02"
+    mtu: int = 1500
+
+
+class FakeBinding:
+    def __init__(self, ipam: FakeIpam) -> None:
+        self.ipam = ipam
+        self.links: set[str] = set()
+        self.fail: Exception | None = None
+        self.removed: list[str] = []
+
+    @staticmethod
+    def host_ifname(container_id: str, ifname: str) -> str:
+        return f"ksv{container_id}{ifname}"[:15]
+
+    def plumb(self, *, container_id: str, ifname: str, netns: str,
+              address: Any, gateway: Any) -> Plumbed:
+        self.ipam.calls.append("plumb")
+        if self.fail:
+            raise self.fail
+        self.links.add(self.host_ifname(container_id, ifname))
+        return Plumbed(self.host_ifname(container_id, ifname))
+
+    def unplumb(self, *, container_id: str, ifname: str,
+                netns: str | None) -> None:
+        self.ipam.calls.append("unplumb")
+        self.links.discard(self.host_ifname(container_id, ifname))
+
+    def check(self, **kw: Any) -> None:
+        if self.host_ifname(kw["container_id"], kw["ifname"]) not in self.links:
+            raise errors.PlumbingError("missing")
+
+    def host_interfaces(self) -> list[str]:
+        return sorted(self.links)
+
+    def remove_host_interface(self, name: str) -> None:
+        self.removed.append(name)
+        self.links.discard(name)
+
+
+@pytest.fixture
+def state() -> SharedState:
+    return SharedState.create(multiprocessing.get_context("fork"))
+
+
+@pytest.fixture
+def parts(tmp_path: Any, state: SharedState) -> tuple[CNIService, FakeIpam, FakeBinding]:
+    ipam = FakeIpam()
+    binding = FakeBinding(ipam)
+    service = CNIService(lambda: ipam, binding,
+                         ContainerLocks(str(tmp_path / "locks")), state,
+                         lock_timeout=0.2, wall_clock=lambda: 1000.0)
+    return service, ipam, binding
+
+
+def req(command: str = "ADD", cid: str = "c1", version: str = "1.1.0",
+        extra: dict[str, Any] | None = None, **config: Any) -> protocol.Request:
+    env = {"CNI_COMMAND": command, "CNI_CONTAINERID": cid,
+           "CNI_IFNAME": "eth0", "CNI_NETNS": NETNS,
+           "CNI_ARGS": "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u"}
+    return protocol.parse({"env": env, "config": {
+        "cniVersion": version, "name": "net", "type": "kuryr-cni", **config,
+        **(extra or {})}})
+
+
+def test_add_allocates_then_plumbs_and_resets_budget(parts: Any,
+                                                     state: SharedState) -> None:
+    service, ipam, _ = parts
+    state.record_cni_failure()
+    result = service.handle(req())
+    assert ipam.calls == ["allocate", "plumb"]
+    assert result is not None and result["ips"][0]["address"] == "10.1.0.2/24"
+    assert ipam.get("c1", "eth0").pod == PodRef("ns", "p", "u")
+    assert state.cni_failures() == 0
+
+
+def test_plumb_failure_releases_and_counts(parts: Any, state: SharedState,
+                                           tmp_path: Any) -> None:
+    service, ipam, binding = parts
+    binding.fail = errors.PlumbingError("boom")
+    with pytest.raises(errors.PlumbingError):
+        service.handle(req())
+    assert ipam.calls == ["allocate", "plumb", "release"]
+    assert ipam.list() == [] and state.cni_failures() == 1
+    assert list((tmp_path / "locks").iterdir()) == []   # no trace on disk
+
+
+def test_unexpected_exception_is_internal_and_counts(parts: Any,
+                                                     state: SharedState) -> None:
+    service, ipam, binding = parts
+    binding.fail = RuntimeError("surprise")
+    with pytest.raises(errors.InternalError) as info:
+        service.handle(req())
+    assert info.value.wire.code == 100 and ipam.list() == []
+    assert state.cni_failures() == 1
+
+
+def test_ipam_store_error_counts(parts: Any, state: SharedState) -> None:
+    service, ipam, _ = parts
+    ipam.fail = errors.IpamStoreError
+    with pytest.raises(errors.IpamStoreError):
+        service.handle(req())
+    assert state.cni_failures() == 1
+
+
+@pytest.mark.parametrize("exc", [errors.ContainerUnknown("netns gone"),
+                                 errors.AlreadyExists("dup")])
+def test_client_side_plumb_errors_do_not_count(parts: Any, state: SharedState,
+                                               exc: errors.CNIError) -> None:
+    service, ipam, binding = parts
+    binding.fail = exc
+    with pytest.raises(type(exc)):
+        service.handle(req())
+    assert state.cni_failures() == 0 and ipam.list() == []
+
+
+def test_second_add_fails_and_changes_nothing(parts: Any, state: SharedState) -> None:
+    service, ipam, binding = parts
+    service.handle(req())
+    before = (ipam.list(), set(binding.links))
+    with pytest.raises(errors.AlreadyExists):
+        service.handle(req())
+    assert (ipam.list(), binding.links) == before
+    assert state.cni_failures() == 0
+
+
+def test_exhausted_does_not_count(parts: Any, state: SharedState) -> None:
+    service, ipam, _ = parts
+    ipam.free = []
+    with pytest.raises(errors.AddressExhausted):
+        service.handle(req())
+    assert state.cni_failures() == 0
+
+
+def test_pod_check_runs_before_allocating(tmp_path: Any, state: SharedState) -> None:
+    ipam = FakeIpam()
+    seen: list[PodRef] = []
+
+    def gone(pod: PodRef) -> None:
+        seen.append(pod)
+        raise errors.PodGone("no such pod")
+
+    service = CNIService(lambda: ipam, FakeBinding(ipam),
+                         ContainerLocks(str(tmp_path)), state, pod_check=gone)
+    with pytest.raises(errors.PodGone):
+        service.handle(req())
+    assert seen == [PodRef("ns", "p", "u")] and ipam.calls == []
+    assert state.cni_failures() == 0
+
+
+def test_del_unplumbs_then_releases_and_is_idempotent(parts: Any) -> None:
+    service, ipam, binding = parts
+    service.handle(req())
+    ipam.calls.clear()
+    assert service.handle(req("DEL")) is None
+    assert ipam.calls == ["unplumb", "release"]
+    assert service.handle(req("DEL")) is None
+    assert ipam.list() == [] and binding.links == set()
+
+
+def test_check(parts: Any) -> None:
+    service, _, binding = parts
+    result = service.handle(req())
+    assert service.handle(req("CHECK", prevResult=result)) is None
+    binding.links.clear()
+    with pytest.raises(errors.CheckFailed):
+        service.handle(req("CHECK", prevResult=result))
+    wrong = dict(result, ips=[dict(result["ips"][0], address="10.1.0.99/24")])
+    with pytest.raises(errors.CheckFailed):
+        service.handle(req("CHECK", prevResult=wrong))
+
+
+def test_gc_releases_unlisted_and_removes_leaked_veths(parts: Any) -> None:
+    service, ipam, binding = parts
+    for cid in ("keep", "drop1", "drop2"):
+        service.handle(req(cid=cid))
+    binding.links.add("ksvleaked")
+    service.handle(req("GC", extra={"cni.dev/valid-attachments": [
+        {"containerID": "keep", "ifname": "eth0"}]}))
+    assert [a.container_id for a in ipam.list()] == ["keep"]
+    assert binding.links == {FakeBinding.host_ifname("keep", "eth0")}
+    assert binding.removed == ["ksvleaked"]
+
+
+def test_gc_spares_allocations_newer_than_itself(tmp_path: Any) -> None:
+    ipam = FakeIpam()
+    ipam.created = 5000.0          # after the GC's start (wall clock 1000)
+    service = CNIService(lambda: ipam, FakeBinding(ipam),
+                         ContainerLocks(str(tmp_path)), None,
+                         wall_clock=lambda: 1000.0)
+    service.handle(req(cid="inflight"))
+    service.handle(req("GC"))
+    assert len(ipam.list()) == 1
+
+
+def test_status(tmp_path: Any, state: SharedState) -> None:
+    ipam = FakeIpam()
+    subnet: list[ipaddress.IPv4Network | None] = [None]
+    lazy = LazyIpam(lambda net: ipam, lambda: subnet[0])
+    service = CNIService(lazy, FakeBinding(ipam), ContainerLocks(str(tmp_path)),
+                         state)
+    with pytest.raises(errors.NotAvailable):
+        service.handle(req("STATUS"))
+    with pytest.raises(errors.TryAgain) as info:   # ADD before the podCIDR
+        service.handle(req())
+    assert info.value.wire.code == 11 and state.cni_failures() == 0
+    subnet[0] = ipaddress.IPv4Network("10.1.0.0/24")
+    assert service.handle(req("STATUS")) is None
+    state.set_draining()
+    with pytest.raises(errors.NotAvailable):
+        service.handle(req("STATUS"))
+
+
+def test_busy_container_times_out_without_counting(parts: Any, state: SharedState,
+                                                   tmp_path: Any) -> None:
+    service, _, _ = parts
+    other = ContainerLocks(str(tmp_path / "locks"))
+    with other.hold("c1", timeout=1):
+        with pytest.raises(errors.Timeout) as info:
+            service.handle(req())
+    assert info.value.wire.code == 11 and state.cni_failures() == 0

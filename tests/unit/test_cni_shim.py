@@ -1,0 +1,59 @@
+"""The shim's local answers (VERSION, undecodable input, no daemon)."""
+from __future__ import annotations
+
+import ast
+import io
+import json
+from pathlib import Path
+
+from kuryr_supervisor import shim
+
+STDLIB_ONLY = {"__future__", "json", "os", "socket", "sys", "time", "typing"}
+
+
+def run(env: dict[str, str], stdin: str) -> tuple[int, dict]:
+    out = io.StringIO()
+    status = shim.main(stdin=io.StringIO(stdin), stdout=out, environ=env)
+    return status, json.loads(out.getvalue())
+
+
+def test_version_is_answered_locally() -> None:
+    status, body = run({"CNI_COMMAND": "VERSION"}, '{"cniVersion": "0.4.0"}')
+    assert status == 0 and body == {"cniVersion": "0.4.0",
+                                    "supportedVersions": list(shim.SUPPORTED_VERSIONS)}
+    status, body = run({"CNI_COMMAND": "VERSION"}, "garbage")
+    assert status == 0 and body["cniVersion"] == "1.1.0"
+
+
+def test_undecodable_netconf_is_code_6() -> None:
+    status, body = run({"CNI_COMMAND": "ADD"}, "{not json")
+    assert status == 1 and body["code"] == 6
+
+
+def test_bad_timeout_is_code_7() -> None:
+    status, body = run({"CNI_COMMAND": "ADD"},
+                       json.dumps({"cniVersion": "1.0.0", "timeout": "soon"}))
+    assert status == 1 and body["code"] == 7 and body["cniVersion"] == "1.0.0"
+
+
+def test_unreachable_daemon_is_code_11(tmp_path: Path) -> None:
+    conf = {"cniVersion": "1.0.0", "daemon_socket": f"unix://{tmp_path}/none.sock"}
+    status, body = run({"CNI_COMMAND": "ADD"}, json.dumps(conf))
+    assert status == 1 and body["code"] == 11 and body["cniVersion"] == "1.0.0"
+    conf["daemon_socket"] = "127.0.0.1:1"
+    assert run({"CNI_COMMAND": "DEL"}, json.dumps(conf))[1]["code"] == 11
+
+
+def test_imports_only_the_standard_library() -> None:
+    tree = ast.parse(Path(shim.__file__).read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add((node.module or "").split(".")[0])
+    assert names <= STDLIB_ONLY, names - STDLIB_ONLY
+
+
+def test_shebang() -> None:
+    assert Path(shim.__file__).read_text().startswith("#!/usr/bin/env python3\n")
