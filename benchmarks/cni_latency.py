@@ -36,7 +36,7 @@ SEQUENTIAL, PARALLEL = 30, 50
 SERVER = """
 import ipaddress, os, sys
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.cni.hostveths import GcBridgeBinding
+from kuryr_supervisor.binding import BridgeBinding
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
@@ -44,7 +44,7 @@ from kuryr_supervisor.ipam import IpamStore
 state_dir, sock, bridge, subnet = sys.argv[1:5]
 ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"),
                  ipaddress.IPv4Network(subnet))
-service = CNIService(lambda: ipam, GcBridgeBinding(bridge, 1500),
+service = CNIService(lambda: ipam, BridgeBinding(bridge, 1500),
                      ContainerLocks(os.path.join(state_dir, "locks")), None)
 server = CNIServer("unix://" + sock, CNIApp(service), max_concurrency=64)
 print("ready", flush=True)

@@ -205,15 +205,24 @@ class BridgeBinding:
                 f"check {container_id}/{ifname}: {'; '.join(problems)}")
 
     def host_interfaces(self) -> list[str]:
-        """Host veth ends created by any BridgeBinding (for GC of leaks)."""
+        """Host veth ends on *this* binding's bridge (for GC of leaks).
+
+        Only veths enslaved to our bridge are offered: another daemon's (or
+        test's) veths on the same host are never touched, and a half-plumbed
+        veth with no master is reached through its allocation instead
+        (allocation precedes plumbing).
+        """
         try:
             with self._nl.handle() as ipr:
+                bridge = self._nl.link_index(ipr, self.bridge)
+                if bridge is None:
+                    return []
                 links = self._nl.list_links(ipr, HOST_PREFIX)
         except _netlink.NetlinkError as exc:
             raise _plumbing_error("list host interfaces", exc) from exc
         return sorted(
             link.name for link in links
-            if link.kind == "veth"
+            if link.kind == "veth" and link.master == bridge
             and len(link.name) == len(HOST_PREFIX) + _HASH_LEN
             and all(c in "0123456789abcdef"
                     for c in link.name[len(HOST_PREFIX):]))

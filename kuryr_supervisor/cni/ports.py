@@ -3,7 +3,7 @@
 The service is written against these structural types, not the concrete
 classes, so it is tested with in-memory fakes and never imports pyroute2.
 :class:`kuryr_supervisor.ipam.IpamStore` and
-:class:`kuryr_supervisor.cni.hostveths.GcBridgeBinding` satisfy them.
+:class:`kuryr_supervisor.binding.BridgeBinding` satisfy them.
 """
 from __future__ import annotations
 

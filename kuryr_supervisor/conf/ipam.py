@@ -30,6 +30,10 @@ OPTS: list[cfg.Opt] = [
     cfg.StrOpt("range_end", default="",
                help="Last address handed to pods. Empty: the last host "
                     "address of the subnet (before broadcast)."),
+    cfg.BoolOpt("use_node_pod_cidr", default=False,
+                help="With Kubernetes configured, take the subnet from this "
+                     "Node's spec.podCIDR instead of [ipam] subnet (ADD "
+                     "answers code 11 until the podCIDR is known)."),
     cfg.StrOpt("state_dir", default="/var/lib/kuryr-supervisor",
                help="Directory of the allocation database (created 0700). "
                     "It must survive daemon restarts, and every process of "

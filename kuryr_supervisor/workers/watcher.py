@@ -20,6 +20,7 @@ from typing import ClassVar, cast
 from oslo_config import cfg
 
 from kuryr_supervisor import k8s
+from kuryr_supervisor.cni import assembly
 from kuryr_supervisor.podwatch import PodWatch
 from kuryr_supervisor.reclaim import ListAllocations, Reclaimer, Release
 from kuryr_supervisor.registry import Pod, PodRefLike, PodRegistry, registry_path
@@ -126,8 +127,7 @@ def default_allocation_hooks(conf: cfg.ConfigOpts
                              ) -> tuple[ListAllocations, Release] | None:
     """The CNI service's own (list, release) -- the same path as CNI GC,
     under the container's lock, so reclaim never races the Server."""
-    from kuryr_supervisor.workers import server  # the CNI service's builder
-    listing, release = server.allocation_hooks(conf)
+    listing, release = assembly.allocation_hooks(conf)
     return listing, cast(Release, release)   # an ipam.Allocation is AllocationLike
 
 

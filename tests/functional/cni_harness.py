@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from kuryr_supervisor import shim
+from kuryr_supervisor.binding import BridgeBinding
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.cni.hostveths import GcBridgeBinding
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
@@ -163,7 +163,7 @@ def running_daemon(tmp: str, *, subnet: ipaddress.IPv4Network | None = None,
     state_dir = os.path.join(tmp, "state")
     state = SharedState.create(multiprocessing.get_context("fork"))
     ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"), subnet)
-    service = CNIService(lambda: ipam, GcBridgeBinding(bridge, mtu),
+    service = CNIService(lambda: ipam, BridgeBinding(bridge, mtu),
                          ContainerLocks(os.path.join(state_dir, "locks")),
                          state, lock_timeout=30)
     socket_path = os.path.join(tmp, "run", "cni.sock")

@@ -35,7 +35,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SERVER = """
 import ipaddress, os, sys
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.cni.hostveths import GcBridgeBinding
+from kuryr_supervisor.binding import BridgeBinding
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
@@ -43,7 +43,7 @@ from kuryr_supervisor.ipam import IpamStore
 state_dir, sock, bridge, subnet = sys.argv[1:5]
 ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"),
                  ipaddress.IPv4Network(subnet))
-service = CNIService(lambda: ipam, GcBridgeBinding(bridge, 1400),
+service = CNIService(lambda: ipam, BridgeBinding(bridge, 1400),
                      ContainerLocks(os.path.join(state_dir, "locks")), None)
 server = CNIServer("unix://" + sock, CNIApp(service), max_concurrency=64)
 print("ready", flush=True)

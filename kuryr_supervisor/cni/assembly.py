@@ -1,0 +1,102 @@
+"""Builds the CNI service from the configuration, for every process that
+touches pods' network state.
+
+The Server serves it; the Watcher releases leaked allocations through the
+same service (the same path as CNI GC, under the container's lock), so the
+two processes never race on one container. In Kubernetes mode the service
+also gets the pod guard (ADD for a pod the API says is gone fails fast) and,
+with ``[ipam] use_node_pod_cidr``, the Node's podCIDR as its subnet.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from collections.abc import Callable
+
+from oslo_config import cfg
+
+from kuryr_supervisor import k8s
+from kuryr_supervisor.binding import BridgeBinding
+from kuryr_supervisor.cni.locks import ContainerLocks
+from kuryr_supervisor.cni.ports import Ipam, LazyIpam
+from kuryr_supervisor.cni.service import CNIService, PodCheck
+from kuryr_supervisor.conf import ipam as ipam_conf
+from kuryr_supervisor.ipam import Allocation, IpamStore
+from kuryr_supervisor.registry import PodChecker, PodRegistry, registry_path
+from kuryr_supervisor.state import SharedState
+
+LOG = logging.getLogger(__name__)
+
+SubnetProvider = Callable[[], "ipaddress.IPv4Network | None"]
+
+
+def locks_dir(conf: cfg.ConfigOpts) -> str:
+    """Where the per-container lock files live (shared by all workers)."""
+    return os.path.join(conf.ipam.state_dir, "locks")
+
+
+def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
+                  pod_check: PodCheck | None = None,
+                  subnet: SubnetProvider | None = None) -> CNIService:
+    """The CNI service as configured.
+
+    ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
+    ``subnet`` replaces [ipam] subnet, e.g. with the Node's podCIDR (return
+    None while unknown: ADD then answers code 11, STATUS code 50).
+    """
+    settings = ipam_conf.settings(conf)
+
+    def open_store(net: ipaddress.IPv4Network) -> Ipam:
+        same = net == settings.subnet
+        return IpamStore(settings.db_path, net,
+                         gateway=settings.gateway if same else None,
+                         range_start=settings.range_start if same else None,
+                         range_end=settings.range_end if same else None)
+
+    binding = BridgeBinding(conf.binding.bridge, conf.binding.mtu)
+    return CNIService(
+        LazyIpam(open_store, subnet or (lambda: settings.subnet)), binding,
+        ContainerLocks(locks_dir(conf)), state,
+        lock_timeout=conf.cni_daemon.request_timeout, pod_check=pod_check)
+
+
+def build_server_service(conf: cfg.ConfigOpts,
+                         state: SharedState) -> CNIService:
+    """The Server's service: with the Kubernetes hooks when configured."""
+    if not k8s.is_configured(conf):
+        return build_service(conf, state)
+    client = k8s.K8sClient.from_conf(conf)
+    registry = PodRegistry(registry_path(conf.ipam.state_dir))
+    checker = PodChecker(registry, get_pod=client.get_pod)
+    subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
+    return build_service(conf, state, pod_check=checker.check_pod,
+                         subnet=subnet)
+
+
+def node_pod_cidr(client: k8s.K8sClient) -> SubnetProvider:
+    """The Node's spec.podCIDR, asked until known (then kept by LazyIpam)."""
+    def provider() -> ipaddress.IPv4Network | None:
+        try:
+            cidr = client.pod_cidr()
+        except k8s.K8sError as exc:
+            LOG.warning("cannot read this Node's podCIDR yet: %s", exc)
+            return None
+        if cidr is None:
+            LOG.warning("this Node has no spec.podCIDR yet")
+            return None
+        return ipaddress.IPv4Network(cidr)
+    return provider
+
+
+def allocation_hooks(conf: cfg.ConfigOpts
+                     ) -> tuple[Callable[[], list[Allocation]],
+                                Callable[[Allocation], None]]:
+    """(list, release) for the Watcher's reclaim, through the service, so a
+    release takes the container's lock and never races the Server."""
+    service = build_service(conf, None)
+
+    def release(alloc: Allocation) -> None:
+        service.forget(alloc.container_id, alloc.ifname, alloc.netns,
+                       created=alloc.created)
+    return service.allocations, release
