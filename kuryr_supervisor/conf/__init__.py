@@ -17,7 +17,14 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from kuryr_supervisor.conf import (
-    binding, cni_daemon, cni_install, health, ipam, kubernetes, supervisor)
+    binding,
+    cni_daemon,
+    cni_install,
+    health,
+    ipam,
+    kubernetes,
+    supervisor,
+)
 
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
