@@ -6,7 +6,7 @@ from oslo_config import cfg
 SERVER_GROUP = "cni_health_server"
 HEALTH_GROUP = "health"
 
-SERVER_OPTS = [
+SERVER_OPTS: list[cfg.Opt] = [
     cfg.HostAddressOpt("host", default="127.0.0.1",
                        help="Address the probe endpoints listen on. The "
                             "DaemonSet runs with hostNetwork and points its "
@@ -24,7 +24,7 @@ SERVER_OPTS = [
                     "memory.usage_in_bytes)."),
 ]
 
-HEALTH_OPTS = [
+HEALTH_OPTS: list[cfg.Opt] = [
     cfg.FloatOpt("check_interval", default=1.0, min=0.05, max=60.0,
                  mutable=True,
                  help="Seconds between runs of the health checks."),
@@ -41,3 +41,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [(SERVER_GROUP, SERVER_OPTS), (HEALTH_GROUP, HEALTH_OPTS)]
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """The checker must get a chance to run before it is declared stale."""
+    interval = conf.health.check_interval
+    deadline = conf.health.checker_deadline
+    if deadline <= interval:
+        raise ValueError(f"[health] checker_deadline ({deadline:g}s) must be "
+                         f"longer than check_interval ({interval:g}s)")

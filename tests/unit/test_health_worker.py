@@ -1,0 +1,239 @@
+"""The HealthManager worker's pieces in-process, over real HTTP on loopback."""
+from __future__ import annotations
+
+import http.client
+import json
+import multiprocessing
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.workers.health import HealthManagerWorker
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def state() -> SharedState:
+    state = SharedState.create(multiprocessing.get_context("fork"))
+    for comp in (Component.WATCHER, Component.SERVER):
+        state.register(comp, os.getpid())
+        state.set_ready(comp, True)
+    return state
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([])
+    conf.set_override("port", 0, group="cni_health_server")
+    return conf
+
+
+@pytest.fixture
+def worker(state: SharedState, conf: cfg.ConfigOpts
+           ) -> Iterator[HealthManagerWorker]:
+    # master_pid is our parent, so beat() sees its master alive.
+    w = HealthManagerWorker(0, state, conf, os.getppid())
+    yield w
+    w.close()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, response.read().decode()
+    finally:
+        conn.close()
+
+
+def test_serves_real_http(worker: HealthManagerWorker,
+                          state: SharedState) -> None:
+    server = worker.start()
+    assert state.component(Component.HEALTH).ready
+    assert get(server.port, "/alive") == (200, "ok\n")
+    assert get(server.port, "/ready") == (200, "ok\n")
+    assert get(server.port, "/startup") == (200, "ok\n")
+    code, body = get(server.port, "/status")
+    assert code == 200
+    assert json.loads(body)["checks"]["netlink"]["state"] in ("ok", "failed")
+    state.mark_down(Component.SERVER, Reason.KILLED, -9)
+    code, body = get(server.port, "/alive")
+    assert code == 503
+    assert "server dead: killed by SIGKILL" in body
+    listener = server.http.socket
+    assert listener.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR)
+
+
+def test_restarted_manager_rebinds_at_once(state: SharedState,
+                                           conf: cfg.ConfigOpts) -> None:
+    first = HealthManagerWorker(0, state, conf, os.getppid())
+    port = first.start().port
+    for _ in range(5):                 # leave connections in TIME_WAIT
+        assert get(port, "/alive")[0] == 200
+    first.close()
+    conf.set_override("port", port, group="cni_health_server")
+    second = HealthManagerWorker(0, state, conf, os.getppid())
+    try:
+        assert second.start().port == port
+        assert get(port, "/alive")[0] == 200
+    finally:
+        second.close()
+
+
+def test_step_beats_often_and_checks_on_interval(state: SharedState,
+                                                 conf: cfg.ConfigOpts) -> None:
+    clock = Clock(100.0)
+    conf.set_override("check_interval", 5.0, group="health")
+    conf.set_override("heartbeat_interval", 0.5, group="supervisor")
+    w = HealthManagerWorker(0, state, conf, os.getppid(), clock=clock)
+    try:
+        w.start()
+        assert w.monitor is not None
+        due = w.step(0.0)
+        assert due == 105.0
+        taken = w.monitor.snapshot.taken_at  # type: ignore[union-attr]
+        assert w.pause(due) == 0.5           # beat before the next check
+        beats = state.component(Component.HEALTH).heartbeat
+        clock.t += 0.5
+        time.sleep(0.01)
+        assert w.step(due) == due            # not due: no check run ...
+        assert w.monitor.snapshot.taken_at == taken  # type: ignore[union-attr]
+        assert state.component(Component.HEALTH).heartbeat > beats  # ... beat
+        clock.t = 104.9
+        assert w.pause(due) == pytest.approx(0.1)
+        conf.set_override("check_interval", 1.0, group="health")  # SIGHUP
+        clock.t = 105.0
+        assert w.step(due) == 106.0
+        assert w.monitor.snapshot.taken_at > taken  # type: ignore[union-attr]
+    finally:
+        w.close()
+
+
+def test_woken_step_republishes_without_io(state: SharedState,
+                                           conf: cfg.ConfigOpts) -> None:
+    clock = Clock(100.0)
+    w = HealthManagerWorker(0, state, conf, os.getppid(), clock=clock)
+    try:
+        w.start()
+        assert w.monitor is not None
+        due = w.step(0.0)
+        taken = w.monitor.snapshot.taken_at  # type: ignore[union-attr]
+        assert state.overall().live
+        state.mark_down(Component.SERVER, Reason.KILLED, -9)
+        assert not w.monitor.evaluate().verdict.live   # a request sees it
+        assert w._wake.is_set()
+        assert w.step(due, woken=True) == due
+        assert not state.overall().live                # published at once
+        assert w.monitor.snapshot.taken_at == taken  # type: ignore[union-attr]
+    finally:
+        w.close()
+
+
+def test_drain_waits_for_the_server(worker: HealthManagerWorker,
+                                    state: SharedState) -> None:
+    port = worker.start().port
+    stop_at = time.monotonic() + 0.4
+
+    def server_exits() -> None:
+        time.sleep(0.4)
+        state.mark_down(Component.SERVER, Reason.STOPPING)
+    threading.Thread(target=server_exits).start()
+    state.set_draining()
+    drainer = threading.Thread(target=worker.drain)
+    drainer.start()
+    time.sleep(0.1)
+    code, body = get(port, "/ready")           # still answering while draining
+    assert code == 503 and "draining" in body
+    drainer.join(timeout=10)
+    assert not drainer.is_alive()
+    assert time.monotonic() >= stop_at
+    with pytest.raises(OSError):
+        get(port, "/alive")
+
+
+def test_drain_gives_up_at_the_deadline(worker: HealthManagerWorker,
+                                        conf: cfg.ConfigOpts) -> None:
+    conf.set_override("graceful_shutdown_timeout", 2, group="supervisor")
+    port = worker.start().port
+    started = time.monotonic()
+    worker.drain()                        # the Server never leaves
+    assert 0.9 <= time.monotonic() - started < 3
+    with pytest.raises(OSError):
+        get(port, "/alive")
+
+
+def test_serve_runs_until_closed(worker: HealthManagerWorker,
+                                 state: SharedState) -> None:
+    interval = sys.getswitchinterval()
+    runner = threading.Thread(target=worker.serve)
+    try:
+        runner.start()
+        deadline = time.monotonic() + 10
+        while worker.server is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.server is not None
+        assert get(worker.server.port, "/alive")[0] == 200
+        state.mark_down(Component.SERVER, Reason.STOPPING)
+        worker.drain()
+        runner.join(timeout=10)
+        assert not runner.is_alive()
+    finally:
+        sys.setswitchinterval(interval)
+
+
+class ApiCheck(Check):
+    name = "k8s-api"
+    kind = Kind.READINESS
+    sort = Sort.IO
+
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
+
+    def run(self, now: float) -> Result:
+        return Result(self.ok, "API /readyz answered" if self.ok
+                      else "k8s API unreachable: connection refused")
+
+
+def test_extra_checks_are_served(state: SharedState,
+                                 conf: cfg.ConfigOpts) -> None:
+    built: list[int] = []
+
+    def factory(st: SharedState, cf: cfg.ConfigOpts) -> list[Check]:
+        built.append(os.getpid())
+        return [ApiCheck(False)]
+    w = HealthManagerWorker(0, state, conf, os.getppid(),
+                            check_factory=factory)
+    try:
+        port = w.start().port
+        assert built == [os.getpid()]
+        assert get(port, "/ready/k8s-api") == (
+            503, "[-]k8s-api failed: k8s API unreachable: connection "
+                 "refused\n")
+        assert get(port, "/alive")[0] == 200   # never a liveness matter
+    finally:
+        w.close()
+    other = HealthManagerWorker(0, state, conf, os.getppid(),
+                                extra_checks=[ApiCheck(True)])
+    try:
+        assert get(other.start().port, "/ready/k8s-api") == (200, "ok\n")
+    finally:
+        other.close()
