@@ -22,6 +22,7 @@ import cotyledon
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.checks import kubernetes
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.reporting import Reporter
 from kuryr_supervisor.sdnotify import Notifier
@@ -57,9 +58,12 @@ class Manager(cotyledon.ServiceManager):
         self._stopping = threading.Event()
         self._by_service: dict[Any, Component] = {}
         master_pid = os.getpid()
+        extras: dict[type[Worker], dict[str, Any]] = {
+            HealthManagerWorker: {"check_factory": kubernetes.extra_checks}}
         for worker in WORKERS:
             sid = self.add(worker, workers=1,
-                           args=(self.state, conf, master_pid))
+                           args=(self.state, conf, master_pid),
+                           kwargs=extras.get(worker))
             self._by_service[sid] = worker.component
         self.register_hooks(on_terminate=self._on_terminate,
                             on_reload=self._on_reload,

@@ -27,8 +27,10 @@ from cotyledon.types import WorkerId
 from oslo_config import cfg
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from kuryr_supervisor import nodecondition
 from kuryr_supervisor.checks import Check, default_checks
-from kuryr_supervisor.health import HealthMonitor
+from kuryr_supervisor.health import HealthMonitor, Report
+from kuryr_supervisor.nodecondition import NodeConditionPublisher
 from kuryr_supervisor.probes import ProbeApp
 from kuryr_supervisor.state import Component, SharedState
 from kuryr_supervisor.workers.base import Worker
@@ -98,6 +100,7 @@ class HealthManagerWorker(Worker):
         self._wake = threading.Event()
         self.monitor: HealthMonitor | None = None
         self.server: ProbeServer | None = None
+        self._condition: NodeConditionPublisher | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
     def start(self) -> ProbeServer:
@@ -109,6 +112,7 @@ class HealthManagerWorker(Worker):
                                 extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
+        self._condition = nodecondition.from_conf(self.conf)
         # The first snapshot before the first request: no probe ever sees
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
@@ -130,8 +134,9 @@ class HealthManagerWorker(Worker):
         if self.monitor is not None and (now >= due or woken):
             try:
                 if now >= due:
-                    self.monitor.tick()
+                    report = self.monitor.tick()
                     due = now + float(self.conf.health.check_interval)
+                    self._publish_condition(report)
                 else:
                     self.monitor.publish()
             except Exception:
@@ -139,6 +144,13 @@ class HealthManagerWorker(Worker):
                 due = now + float(self.conf.health.check_interval)
         self.beat()
         return due
+
+    def _publish_condition(self, report: Report) -> None:
+        """The Node condition follows liveness (not readiness: an API outage
+        must not mark every node unhealthy at once). Called from the timer,
+        never the probe path: a patch may block for the client timeout."""
+        if self._condition is not None:
+            self._condition.update(report.verdict.live, report.verdict.summary)
 
     def pause(self, due: float) -> float:
         """Seconds to wait before the next turn: until due, at most one
