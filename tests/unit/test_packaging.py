@@ -56,3 +56,11 @@ def test_sample_config_is_current(tmp_path: Path) -> None:
     committed = ROOT / "etc" / "kuryr-supervisor.conf.sample"
     assert committed.read_text() == out.read_text(), (
         "etc/kuryr-supervisor.conf.sample is stale: run `tox -e genconfig`")
+
+
+def test_every_option_is_documented_in_readme() -> None:
+    readme = (ROOT / "README.rst").read_text()
+    missing = [f"[{group}] {opt.name}" for group, opts in conf_mod.list_opts()
+               for opt in opts
+               if f"``[{group}]``" not in readme or f"``{opt.name}``" not in readme]
+    assert not missing, f"options missing from README.rst: {missing}"
