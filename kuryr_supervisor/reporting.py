@@ -48,9 +48,9 @@ class Reporter:
         self._status = summary
         if self._live is not None and live != self._live:
             if live:
-                LOG.info("daemon is live again: %s", summary)
+                LOG.info("liveness restored (%s)", summary)
             else:
-                LOG.warning("daemon is not live: %s", summary)
+                LOG.warning("liveness lost (%s)", summary)
         self._live = live
         interval = self._notifier.watchdog_interval
         if interval and live and now - self._last_ping >= interval:
