@@ -16,8 +16,12 @@ Invariants:
 * ``unplumb`` only deletes the host end: the peer dies with it, and nothing
   is removed by name inside the pod's namespace, where an interface of that
   name may belong to someone else.
-* Safe from many threads at once: each call uses its own netlink handles
+* Safe from many threads at once: each call uses its own netlink sockets
   and the bridge is created tolerating a concurrent creator.
+* The bridge is fully checked (created, gateway address, up) at most every
+  :data:`BRIDGE_RECHECK` seconds; in between, every veth names it by index
+  as its master, so a bridge deleted underneath fails that request, which
+  is then retried once after a full check.
 """
 from __future__ import annotations
 
@@ -26,6 +30,9 @@ import errno
 import hashlib
 import ipaddress
 import logging
+import threading
+import time
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -36,8 +43,11 @@ LOG = logging.getLogger(__name__)
 
 HOST_PREFIX = "ksv"
 """Every host veth end starts with this (then 12 hex digits)."""
-_TEMP_PREFIX = "kst"
 _HASH_LEN = 12
+BRIDGE_RECHECK = 10.0
+"""Seconds between full checks of the bridge (exists, address, up)."""
+# What creating a veth with a vanished master index fails with.
+_BRIDGE_GONE = frozenset({errno.EINVAL, errno.ENODEV})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,67 +74,71 @@ class BridgeBinding:
     """Plumbs pods onto ``bridge``; stateless apart from its settings."""
 
     def __init__(self, bridge: str = "kuryr0", mtu: int = 1500, *,
-                 netlink_module: ModuleType | Any = _netlink) -> None:
+                 netlink_module: ModuleType | Any = _netlink,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.bridge = bridge
         self.mtu = mtu
         self._nl = netlink_module
+        self._clock = clock
+        self._bridge_lock = threading.Lock()
+        # (gateway address, bridge index, when last fully checked)
+        self._bridge_cache: tuple[ipaddress.IPv4Interface, int, float] | None
+        self._bridge_cache = None
 
     @staticmethod
     def host_ifname(container_id: str, ifname: str) -> str:
         """Deterministic host end name: ``ksv`` + 12 hex digits (15 chars)."""
         return HOST_PREFIX + _digest(container_id, ifname)
 
-    @staticmethod
-    def _temp_ifname(container_id: str, ifname: str) -> str:
-        return _TEMP_PREFIX + _digest(container_id, ifname)
-
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
               gateway: ipaddress.IPv4Address) -> PlumbResult:
-        """Create and configure the pod's interface; all or nothing."""
+        """Create and configure the pod's interface; all or nothing.
+
+        Four netlink round trips: the veth pair is born final (names, MTU,
+        MACs, up, host end on the bridge, peer in the pod's namespace) in
+        one request, then the pod end's index, then its address, default
+        route and loopback in one datagram. The MACs are chosen here, so no
+        read-back is needed.
+        """
         nl = self._nl
         host = self.host_ifname(container_id, ifname)
-        temp = self._temp_ifname(container_id, ifname)
         bridge_addr = ipaddress.IPv4Interface(
             f"{gateway}/{address.network.prefixlen}")
+        host_mac, pod_mac = nl.random_mac(), nl.random_mac()
         created = False
         step = "open netns"
         try:
             with nl.open_netns(netns) as nsfd:
-                with nl.handle() as ipr:
-                    step = "ensure bridge"
-                    bridge_idx = nl.ensure_bridge(ipr, self.bridge,
-                                                  bridge_addr)
+                step = "ensure bridge"
+                bridge_idx = self._ensure_bridge(bridge_addr)
+                with nl.rtnl() as host_nl:
                     step = "create veth"
-                    nl.create_veth(ipr, host, temp, mtu=self.mtu,
-                                   peer_netns=nsfd)
+                    try:
+                        nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
+                                    host_mac=host_mac, peer_mac=pod_mac,
+                                    peer_netns=nsfd, master=bridge_idx)
+                    except _netlink.NetlinkError as exc:
+                        if exc.errno not in _BRIDGE_GONE:
+                            raise
+                        # Our bridge was deleted (or replaced) underneath.
+                        step = "ensure bridge"
+                        bridge_idx = self._ensure_bridge(bridge_addr,
+                                                         stale=bridge_idx)
+                        step = "create veth"
+                        nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
+                                    host_mac=host_mac, peer_mac=pod_mac,
+                                    peer_netns=nsfd, master=bridge_idx)
                     created = True
-                with nl.handle(nsfd) as ns:
-                    step = "rename pod interface"
-                    nl.set_link(ns, temp, new_name=ifname)
-                    step = "set pod interface up"
-                    nl.set_link(ns, ifname, mtu=self.mtu, up=True)
-                    step = "add address"
-                    nl.add_address(ns, ifname, address)
-                    step = "add default route"
-                    nl.add_default_route(ns, ifname, gateway)
-                    step = "set loopback up"
-                    nl.set_link(ns, "lo", up=True)
-                    pod_mac = nl.get_link(ns, ifname).mac
-                with nl.handle() as ipr:
-                    step = "attach host end to bridge"
-                    nl.set_link(ipr, host, master=bridge_idx, up=True)
-                    host_mac = nl.get_link(ipr, host).mac
+                with nl.rtnl(nsfd) as ns:
+                    step = "configure pod interface"
+                    nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
+                                     gateway)
         except _netlink.NetlinkError as exc:
             self._rollback(host, created)
-            if step == "rename pod interface" and exc.errno == errno.EEXIST:
-                raise errors.AlreadyExists(
-                    f"interface {ifname} already exists in netns {netns}",
-                    f"errno={exc.errno}") from exc
             if step == "create veth" and exc.errno == errno.EEXIST:
-                raise errors.AlreadyExists(
-                    f"host interface {host} for {container_id}/{ifname} "
-                    "already exists", f"errno={exc.errno}") from exc
+                raise self._which_exists(container_id, ifname, netns,
+                                         exc) from exc
             raise _plumbing_error(f"plumb {container_id}/{ifname}: {step}",
                                   exc) from exc
         except BaseException:
@@ -135,13 +149,57 @@ class BridgeBinding:
         return PlumbResult(host_ifname=host, host_mac=host_mac,
                            pod_ifname=ifname, pod_mac=pod_mac, mtu=self.mtu)
 
+    def _ensure_bridge(self, gateway: ipaddress.IPv4Interface, *,
+                       stale: int | None = None) -> int:
+        """The bridge's index, fully checked at most every
+        :data:`BRIDGE_RECHECK` seconds (or when ``stale``, the index a
+        request just found gone, is still the cached one).
+
+        Between full checks the veth creation itself is the check: it names
+        the bridge by index as its master, so a deleted bridge fails it.
+        """
+        cached = self._bridge_cache
+        if (cached is not None and cached[0] == gateway
+                and cached[1] != stale
+                and self._clock() - cached[2] < BRIDGE_RECHECK):
+            return cached[1]
+        with self._bridge_lock:
+            cached = self._bridge_cache      # another thread may have done it
+            if (cached is not None and cached[0] == gateway
+                    and cached[1] != stale
+                    and self._clock() - cached[2] < BRIDGE_RECHECK):
+                return cached[1]
+            with self._nl.handle() as ipr:
+                index = int(self._nl.ensure_bridge(ipr, self.bridge, gateway))
+            self._bridge_cache = (gateway, index, self._clock())
+            return index
+
+    def _which_exists(self, container_id: str, ifname: str, netns: str,
+                      exc: _netlink.NetlinkError) -> errors.CNIError:
+        """EEXIST from the veth creation: the host end, or the pod's name?"""
+        host = self.host_ifname(container_id, ifname)
+        try:
+            with self._nl.rtnl() as nl:
+                host_taken = nl.index(host) is not None
+        except (OSError, _netlink.NetlinkError):
+            return errors.AlreadyExists(
+                f"host interface {host} or interface {ifname} in netns "
+                f"{netns} already exists", f"errno={exc.errno}")
+        if host_taken:
+            return errors.AlreadyExists(
+                f"host interface {host} for {container_id}/{ifname} "
+                "already exists", f"errno={exc.errno}")
+        return errors.AlreadyExists(
+            f"interface {ifname} already exists in netns {netns}",
+            f"errno={exc.errno}")
+
     def _rollback(self, host: str, created: bool) -> None:
         """Delete the host end we created; the peer goes with it."""
         if not created:
             return
         try:
-            with self._nl.handle() as ipr:
-                self._nl.delete_link(ipr, host)
+            with self._nl.rtnl() as nl:
+                self._nl.remove_link(nl, host)
         except _netlink.NetlinkError as exc:
             LOG.error("rollback: could not delete %s: %s", host, exc)
 
@@ -154,8 +212,8 @@ class BridgeBinding:
         """
         host = self.host_ifname(container_id, ifname)
         try:
-            with self._nl.handle() as ipr:
-                gone = not self._nl.delete_link(ipr, host)
+            with self._nl.rtnl() as nl:
+                gone = not self._nl.remove_link(nl, host)
         except _netlink.NetlinkError as exc:
             raise _plumbing_error(f"unplumb {container_id}/{ifname}",
                                   exc) from exc
@@ -236,8 +294,8 @@ class BridgeBinding:
         if not host_ifname.startswith(HOST_PREFIX):
             raise ValueError(f"{host_ifname} is not a host veth end")
         try:
-            with self._nl.handle() as ipr:
-                self._nl.delete_link(ipr, host_ifname)
+            with self._nl.rtnl() as nl:
+                self._nl.remove_link(nl, host_ifname)
         except _netlink.NetlinkError as exc:
             raise _plumbing_error(f"remove host interface {host_ifname}",
                                   exc) from exc

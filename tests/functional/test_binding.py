@@ -10,7 +10,7 @@ import types
 import pytest
 
 from kuryr_supervisor import errors, netlink
-from kuryr_supervisor.binding import HOST_PREFIX, BridgeBinding
+from kuryr_supervisor.binding import BRIDGE_RECHECK, HOST_PREFIX, BridgeBinding
 from tests.fixtures.netns import (  # noqa: F401 - fixtures
     Netns,
     NetnsFactory,
@@ -209,8 +209,7 @@ class FailingNetlink(types.SimpleNamespace):
         setattr(self, step, fail)
 
 
-@pytest.mark.parametrize("step", ["add_default_route", "add_address",
-                                  "get_link"])
+@pytest.mark.parametrize("step", ["configure_pod", "pod_index"])
 def test_failure_half_way_rolls_back(
         netns: Netns, test_bridge: str, step: str) -> None:  # noqa: F811
     binding = BridgeBinding(test_bridge, MTU,
@@ -236,3 +235,40 @@ def test_timing_plumb_unplumb(netns: Netns, test_bridge: str) -> None:  # noqa: 
     print(f"\nplumb+unplumb median {statistics.median(times) * 1000:.1f} ms"
           f" (max {max(times) * 1000:.1f} ms)")
     assert statistics.median(times) < 1.0
+
+
+def test_bridge_deleted_underneath_is_recreated(
+        netns_factory: NetnsFactory, test_bridge: str) -> None:  # noqa: F811
+    binding = BridgeBinding(test_bridge, MTU)
+    ns1, ns2 = netns_factory.create(), netns_factory.create()
+    plumb(binding, "c1", ns1.path)
+    ip("link", "del", test_bridge)        # the cached index is now stale
+    plumb(binding, "c2", ns2.path, n=1)
+    assert on_bridge(test_bridge) == {binding.host_ifname("c2", "eth0")}
+    (br,) = ip_json("addr", "show", test_bridge)
+    assert "UP" in br["flags"] and any(
+        a["local"] == str(GW) for a in br["addr_info"])
+
+
+def test_bridge_drift_is_repaired_after_the_recheck_interval(
+        netns_factory: NetnsFactory, test_bridge: str) -> None:  # noqa: F811
+    now = [0.0]
+    binding = BridgeBinding(test_bridge, MTU, clock=lambda: now[0])
+    ns1, ns2, ns3 = (netns_factory.create() for _ in range(3))
+    plumb(binding, "c1", ns1.path)
+    ip("addr", "flush", "dev", test_bridge)
+    plumb(binding, "c2", ns2.path, n=1)   # within the interval: trusted
+    now[0] += BRIDGE_RECHECK
+    plumb(binding, "c3", ns3.path, n=2)   # past it: checked and repaired
+    (br,) = ip_json("addr", "show", test_bridge)
+    assert any(a["local"] == str(GW) for a in br["addr_info"])
+
+
+def test_veth_creation_failure_leaves_nothing(
+        netns: Netns, test_bridge: str) -> None:  # noqa: F811
+    binding = BridgeBinding(test_bridge, MTU,
+                            netlink_module=FailingNetlink("new_veth"))
+    with pytest.raises(errors.PlumbingError):
+        plumb(binding, "c1", netns.path)
+    assert binding.host_ifname("c1", "eth0") not in link_names()
+    assert link_names(netns.name) == {"lo"}

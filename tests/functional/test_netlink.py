@@ -156,3 +156,61 @@ def test_list_links_by_prefix(netns_factory: NetnsFactory) -> None:  # noqa: F81
         found = nl.list_links(h, prefix)
     assert sorted(link.name for link in found) == names
     assert {link.kind for link in found} == {"bridge"}
+
+
+def test_raw_veth_pod_setup_and_removal(
+        netns: Netns, netns_factory: NetnsFactory, test_bridge: str) -> None:  # noqa: F811
+    host = unique("ksvtv")
+    netns_factory.track_link(host)
+    with nl.handle() as h:
+        bridge = nl.ensure_bridge(h, test_bridge, GW)
+    host_mac, pod_mac = nl.random_mac(), nl.random_mac()
+    assert int(host_mac[:2], 16) & 0x3 == 0x2    # unicast, local
+    with nl.open_netns(netns.path) as fd:
+        with nl.rtnl() as r:
+            nl.new_veth(r, host, "eth0", mtu=1450, host_mac=host_mac,
+                        peer_mac=pod_mac, peer_netns=fd, master=bridge)
+            with pytest.raises(nl.NetlinkError) as info:
+                nl.new_veth(r, host, "eth1", mtu=1450, host_mac=host_mac,
+                            peer_mac=pod_mac, peer_netns=fd, master=bridge)
+            assert info.value.errno == errno.EEXIST
+            assert r.index(host) is not None and r.index("ksvt-none") is None
+        with nl.rtnl(fd) as ns:
+            with pytest.raises(nl.NetlinkError) as info:
+                nl.pod_index(ns, "eth1")
+            assert info.value.errno == errno.ENODEV
+            index = nl.pod_index(ns, "eth0")
+            nl.configure_pod(ns, index, ipaddress.IPv4Interface("10.97.0.7/24"),
+                             GW.ip)
+            with pytest.raises(nl.NetlinkError) as info:   # address taken
+                nl.configure_pod(ns, index,
+                                 ipaddress.IPv4Interface("10.97.0.7/24"), GW.ip)
+            assert info.value.errno == errno.EEXIST
+    (pod,) = ip_json("addr", "show", "eth0", netns=netns.name)
+    assert pod["address"] == pod_mac and pod["mtu"] == 1450
+    assert "UP" in pod["flags"]
+    assert [(a["local"], a["prefixlen"]) for a in pod["addr_info"]
+            if a["family"] == "inet"] == [("10.97.0.7", 24)]
+    (lo,) = ip_json("link", "show", "lo", netns=netns.name)
+    assert "UP" in lo["flags"]
+    (default,) = ip_json("route", "show", "default", netns=netns.name)
+    assert default["gateway"] == "10.97.0.1" and default["dev"] == "eth0"
+    (link,) = ip_json("link", "show", host)
+    assert link["master"] == test_bridge and link["address"] == host_mac
+    with nl.rtnl() as r:
+        assert nl.remove_link(r, host) is True
+        assert nl.remove_link(r, host) is False
+    assert "eth0" not in link_names(netns.name)
+
+
+def test_raw_veth_with_a_vanished_master_leaves_nothing(
+        netns: Netns, netns_factory: NetnsFactory) -> None:  # noqa: F811
+    host = unique("ksvtv")
+    netns_factory.track_link(host)
+    with nl.open_netns(netns.path) as fd, nl.rtnl() as r:
+        with pytest.raises(nl.NetlinkError) as info:
+            nl.new_veth(r, host, "eth0", mtu=1500, host_mac=nl.random_mac(),
+                        peer_mac=nl.random_mac(), peer_netns=fd,
+                        master=0x7FFFFFF0)
+    assert info.value.errno in (errno.EINVAL, errno.ENODEV)
+    assert host not in link_names() and link_names(netns.name) == {"lo"}

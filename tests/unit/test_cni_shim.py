@@ -8,7 +8,8 @@ from pathlib import Path
 
 from kuryr_supervisor import shim
 
-STDLIB_ONLY = {"__future__", "json", "os", "socket", "sys", "time", "typing"}
+STDLIB_ONLY = {"__future__", "_json", "_socket", "json", "os", "socket", "sys",
+               "time", "typing"}
 
 
 def run(env: dict[str, str], stdin: str) -> tuple[int, dict]:
@@ -56,4 +57,22 @@ def test_imports_only_the_standard_library() -> None:
 
 
 def test_shebang() -> None:
-    assert Path(shim.__file__).read_text().startswith("#!/usr/bin/env python3\n")
+    assert Path(shim.__file__).read_text().startswith("#!/usr/bin/env -S python3 -I -S\n")
+
+
+def test_json_halves_agree_with_json() -> None:
+    docs = ['{"a": [1, -2.5e3, "x\\u00e9\\n", null, true, false, {}]}',
+            ' \n{"cniVersion": "1.0.0", "name": "k8s-pod-network"}\t', "[]",
+            '"s"', "NaN"]
+    for doc in docs:
+        assert repr(shim._loads(doc)) == repr(json.loads(doc))
+    for bad in ["{not json", '{"a": 1} x', "", '"\x01"', "{'a': 1}"]:
+        try:
+            shim._loads(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+    obj = {"cniVersion": "1.0.0", "code": 11, "msg": "é \"q\"\n",
+           "list": ["a", 1, None, True], "nested": {"k": "v"}}
+    assert json.loads(shim._dumps(obj)) == obj
+    assert shim._dumps(obj) == json.dumps(obj)
