@@ -23,7 +23,7 @@ from oslo_config import cfg
 LOG = logging.getLogger(__name__)
 
 SHIM_NAME = "kuryr-cni"
-SHEBANG = "#!/usr/bin/env python3\n"
+DEFAULT_INTERPRETER = "/usr/bin/env python3"
 SHIM_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            "shim.py")
 
@@ -56,13 +56,14 @@ def atomic_write(path: str, data: bytes, mode: int) -> bool:
     return True
 
 
-def shim_script(source: str = SHIM_SOURCE) -> bytes:
+def shim_script(source: str = SHIM_SOURCE,
+                interpreter: str = DEFAULT_INTERPRETER) -> bytes:
     """The shim module's text with the shebang the runtime will exec."""
     with open(source, encoding="utf-8") as f:
         text = f.read()
     if text.startswith("#!"):
         text = text.split("\n", 1)[1] if "\n" in text else ""
-    return (SHEBANG + text).encode("utf-8")
+    return f"#!{interpreter}\n{text}".encode()
 
 
 def default_conflist(network_name: str = "kuryr",
@@ -78,9 +79,10 @@ def default_conflist(network_name: str = "kuryr",
     return (json.dumps(conflist, indent=2) + "\n").encode("utf-8")
 
 
-def install_shim(bin_dir: str, source: str = SHIM_SOURCE) -> str:
+def install_shim(bin_dir: str, source: str = SHIM_SOURCE,
+                 interpreter: str = DEFAULT_INTERPRETER) -> str:
     path = os.path.join(bin_dir, SHIM_NAME)
-    if atomic_write(path, shim_script(source), 0o755):
+    if atomic_write(path, shim_script(source, interpreter), 0o755):
         LOG.info("installed CNI shim %s", path)
     return path
 
@@ -98,7 +100,7 @@ def install_on_first_ready(conf: cfg.ConfigOpts, *,
     opts = conf.cni_install
     if not opts.enabled:
         return False
-    install_shim(opts.bin_dir, shim_source)
+    install_shim(opts.bin_dir, shim_source, opts.shim_interpreter)
     if opts.conflist_template:
         with open(opts.conflist_template, "rb") as f:
             content = f.read()

@@ -120,3 +120,15 @@ def test_the_real_shim_installs_and_answers_version(tmp_path: Path) -> None:
     assert "1.0.0" in json.loads(out.stdout)["supportedVersions"]
     conflist = json.loads((tmp_path / "net.d" / "10-kuryr.conflist").read_text())
     assert conflist["plugins"][0]["daemon_socket"] == "unix:///tmp/x.sock"
+
+
+def test_configured_interpreter_line_is_used(conf: cfg.ConfigOpts, shim: str,
+                                             tmp_path: Path) -> None:
+    conf.set_override("shim_interpreter", "/usr/bin/env -S python3 -I -S",
+                      "cni_install")
+    assert install.InstallOnFirstReady(conf, shim_source=shim)(True)
+    binary = tmp_path / "bin" / "kuryr-cni"
+    assert binary.read_text().splitlines()[0] == "#!/usr/bin/env -S python3 -I -S"
+    done = subprocess.run([str(binary)], capture_output=True, text=True,
+                          timeout=30)
+    assert done.stdout.strip() == "kuryr-cni"
