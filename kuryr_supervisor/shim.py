@@ -181,12 +181,16 @@ def call_daemon(address: str, data: bytes, timeout: float,
     return int(parts[1]), body_bytes
 
 
+#: Longest timeout a netconf may ask for (a day); beyond it is a mistake.
+MAX_TIMEOUT = 86400
+
+
 def run(environ: dict[str, str], stdin_text: str) -> tuple[int, str]:
     """One CNI invocation: (exit status, text for stdout)."""
     command = environ.get("CNI_COMMAND", "")
     try:
         netconf = _loads(stdin_text) if stdin_text.strip() else {}
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:   # deep nesting: not a netconf
         if command == "VERSION":
             netconf = {}
         else:
@@ -201,9 +205,11 @@ def run(environ: dict[str, str], stdin_text: str) -> tuple[int, str]:
     address = netconf.get("daemon_socket", DEFAULT_SOCKET)
     timeout = netconf.get("timeout", DEFAULT_TIMEOUT.get(command, OTHER_TIMEOUT))
     if (not isinstance(address, str) or isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float)) or timeout <= 0):
+            or not isinstance(timeout, (int, float))
+            or not 0 < timeout <= MAX_TIMEOUT):   # also refuses NaN, inf
         return _error(version, INVALID_CONFIG,
-                      "daemon_socket must be a string, timeout a positive number")
+                      "daemon_socket must be a string, timeout a number of "
+                      f"seconds in (0, {MAX_TIMEOUT}]")
     env = {k: environ[k] for k in CNI_KEYS if k in environ}
     headers = {k.lower(): environ[k] for k in TRACE_VARS
                if environ.get(k, "").isprintable() and environ.get(k)}

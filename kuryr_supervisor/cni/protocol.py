@@ -215,7 +215,7 @@ def is_netns(path: str) -> bool:
     """True when ``path`` is (still) a network namespace."""
     try:
         return _nstype(path) == _CLONE_NEWNET
-    except OSError:
+    except (OSError, ValueError):   # ValueError: a NUL byte in the path
         return False
 
 

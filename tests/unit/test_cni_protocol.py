@@ -200,3 +200,8 @@ def test_any_input_is_a_request_or_a_cni_error(payload: Any) -> None:
         protocol.parse(payload)
     except errors.CNIError as exc:
         assert exc.wire.code in (1, 2, 3, 4, 6, 7)
+
+
+def test_is_netns_answers_false_for_a_nul_byte() -> None:
+    from kuryr_supervisor.cni import protocol as proto
+    assert proto.is_netns("/a\x00b") is False

@@ -6,6 +6,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from kuryr_supervisor import shim
 
 STDLIB_ONLY = {"__future__", "_json", "_socket", "json", "os", "socket", "sys",
@@ -76,3 +78,18 @@ def test_json_halves_agree_with_json() -> None:
            "list": ["a", 1, None, True], "nested": {"k": "v"}}
     assert json.loads(shim._dumps(obj)) == obj
     assert shim._dumps(obj) == json.dumps(obj)
+
+
+@pytest.mark.parametrize("timeout", ["1e308", "1" + "0" * 400, "-1", "0"])
+def test_absurd_timeout_is_a_config_error(timeout: str) -> None:
+    env = {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "a", "CNI_IFNAME": "eth0",
+           "CNI_NETNS": "/x"}
+    status, out = shim.run(env, '{"daemon_socket": "unix:///nope", '
+                                f'"timeout": {timeout}}}')
+    assert status == 1 and json.loads(out)["code"] == 7
+
+
+def test_deeply_nested_netconf_is_a_decode_error() -> None:
+    status, out = shim.run({"CNI_COMMAND": "ADD"}, "[" * 100000)
+    assert status == 1 and json.loads(out)["code"] == 6
+    assert shim.run({"CNI_COMMAND": "VERSION"}, "[" * 100000)[0] == 0
