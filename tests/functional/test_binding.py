@@ -11,15 +11,12 @@ import pytest
 
 from kuryr_supervisor import errors, netlink
 from kuryr_supervisor.binding import BRIDGE_RECHECK, HOST_PREFIX, BridgeBinding
-from tests.fixtures.netns import (  # noqa: F401 - fixtures
+from tests.fixtures.netns import (
     Netns,
     NetnsFactory,
     ip,
     ip_json,
     link_names,
-    netns,
-    netns_factory,
-    test_bridge,
 )
 
 pytestmark = pytest.mark.privileged

@@ -7,7 +7,6 @@ import http.client
 import ipaddress
 import json
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ from tests.functional.cni_harness import (
 )
 
 pytestmark = pytest.mark.privileged
-
-
-@pytest.fixture
-def namespaces() -> Iterator[Namespaces]:
-    ns = Namespaces()
-    yield ns
-    ns.cleanup()
 
 
 def raw_post(daemon: Daemon, body: bytes, *, path: str = "/cni",

@@ -22,13 +22,6 @@ def daemon(tmp_path: Any) -> Iterator[Daemon]:
         yield d
 
 
-@pytest.fixture
-def namespaces() -> Iterator[Namespaces]:
-    ns = Namespaces()
-    yield ns
-    ns.cleanup()
-
-
 def path(name: str) -> str:
     return f"/var/run/netns/{name}"
 

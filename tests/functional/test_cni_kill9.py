@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -59,13 +58,6 @@ def start_server(state_dir: str, sock: str, bridge: str,
         stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
-
-
-@pytest.fixture
-def namespaces() -> Iterator[Namespaces]:
-    ns = Namespaces()
-    yield ns
-    ns.cleanup()
 
 
 def test_kill9_during_adds_then_gc_leaks_nothing(tmp_path: Any,

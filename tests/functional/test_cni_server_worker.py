@@ -7,7 +7,6 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -30,13 +29,6 @@ from tests.functional.cni_harness import (
 )
 
 pytestmark = pytest.mark.privileged
-
-
-@pytest.fixture
-def namespaces() -> Iterator[Namespaces]:
-    ns = Namespaces()
-    yield ns
-    ns.cleanup()
 
 
 def make_conf(tmp: str, bridge: str) -> cfg.ConfigOpts:

@@ -42,13 +42,6 @@ def api() -> Iterator[FakeAPI]:
     server.stop()
 
 
-@pytest.fixture
-def netns() -> Iterator[Namespaces]:
-    spaces = Namespaces()
-    yield spaces
-    spaces.cleanup()
-
-
 def metric(d: Daemon, name: str) -> float:
     body = d.get("/metrics")[1]
     match = re.search(rf"^kuryr_supervisor_{name} (\S+)$", body, re.M)
@@ -70,7 +63,7 @@ def host_veths(bridge: str) -> list[str]:
     return [link["ifname"] for link in ip_json("link", "show", "master", bridge)]
 
 
-def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, netns: Namespaces) -> None:
+def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, namespaces: Namespaces) -> None:
     cidr = ipaddress.IPv4Network(f"10.{random.randrange(200, 250)}."
                                  f"{random.randrange(256)}.0/24")
     api.add_node(NODE, pod_cidr=str(cidr))
@@ -112,7 +105,7 @@ def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, netns: Namespaces) -> Non
         assert status["ready"], status
 
         # ADD through the installed shim: an address from the Node's podCIDR.
-        ns = netns.create()
+        ns = namespaces.create()
         code, result = run_shim(shim, "ADD", netconf(d), container_id="ctr-web",
                                 netns=f"/var/run/netns/{ns}",
                                 args=pod_args("default", "web",
@@ -122,7 +115,7 @@ def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, netns: Namespaces) -> Non
         assert address.ip in cidr
 
         # A pod the API does not have, or another UID: PodGone, not counted.
-        other = netns.create()
+        other = namespaces.create()
         for args in (pod_args("default", "ghost", "u-1"),
                      pod_args("default", "web", "not-the-uid")):
             code, err = run_shim(shim, "ADD", netconf(d), container_id="ctr-x",
@@ -148,7 +141,7 @@ def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, netns: Namespaces) -> Non
         d.close()
 
 
-def test_cni_failure_budget(tmp_path: Path, netns: Namespaces) -> None:
+def test_cni_failure_budget(tmp_path: Path, namespaces: Namespaces) -> None:
     """Internal plumbing failures fail liveness after cni_failures_count;
     one successful ADD makes the daemon alive again."""
     d = Daemon(tmp_path, {"cni_daemon": {"cni_failures_count": 2}})
@@ -162,7 +155,7 @@ def test_cni_failure_budget(tmp_path: Path, netns: Namespaces) -> None:
         ip("link", "del", bridge, check=False)
         ip("link", "add", bridge, "type", "veth", "peer", "name", bridge + "p")
         for n in range(2):
-            ns = netns.create()
+            ns = namespaces.create()
             code, err = run_shim(shim, "ADD", netconf(d), container_id=f"c{n}",
                                  netns=f"/var/run/netns/{ns}")
             assert code != 0 and err["code"] == 100, err
@@ -171,7 +164,7 @@ def test_cni_failure_budget(tmp_path: Path, netns: Namespaces) -> None:
         assert "cni-failures" in body, body
         assert d.probe("/ready") == 200   # readiness is not the budget's
         ip("link", "del", bridge)
-        ns = netns.create()
+        ns = namespaces.create()
         code, result = run_shim(shim, "ADD", netconf(d), container_id="c-ok",
                                 netns=f"/var/run/netns/{ns}")
         assert code == 0, result

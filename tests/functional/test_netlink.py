@@ -11,15 +11,12 @@ import time
 import pytest
 
 from kuryr_supervisor import netlink as nl
-from tests.fixtures.netns import (  # noqa: F401 - fixtures
+from tests.fixtures.netns import (
     Netns,
     NetnsFactory,
     ip,
     ip_json,
     link_names,
-    netns,
-    netns_factory,
-    test_bridge,
     unique,
 )
 

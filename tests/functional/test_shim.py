@@ -107,13 +107,6 @@ def test_trace_context_is_forwarded(shim_path: str, tmp_path: Any) -> None:
 
 
 @pytest.fixture
-def namespaces() -> Iterator[Namespaces]:
-    ns = Namespaces()
-    yield ns
-    ns.cleanup()
-
-
-@pytest.fixture
 def open_tmp() -> Iterator[str]:
     """A temporary directory every user can traverse (pytest's is 0700)."""
     path = tempfile.mkdtemp(prefix="ksvc-", dir="/tmp")
