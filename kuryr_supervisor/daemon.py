@@ -31,10 +31,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Captured before the manager exists: cotyledon would answer READY=1
     # at once and drop the variable.
     notifier = Notifier.from_environment()
-    # Imported after logging is set up. The master imports the heavy client
-    # libraries before forking so the workers share their pages.
+    # Imported after logging is set up; the heavy client libraries are
+    # imported by the master before it forks, so the workers share them.
+    from kuryr_supervisor import k8s
     from kuryr_supervisor.install import InstallOnFirstReady
     from kuryr_supervisor.manager import Manager
+    if k8s.is_configured(conf):
+        k8s.preload()
     Manager(conf, notifier=notifier,
             ready_hooks=[InstallOnFirstReady(conf)]).run()
 
