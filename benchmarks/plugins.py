@@ -4,7 +4,7 @@ Both are an executable run once per call with ``CNI_*`` variables, the
 netconf on stdin and a minimal ``PATH``, by the same code, so the comparison
 only differs in what the plugin does:
 
-- kuryr-supervisor: ``kuryr_supervisor/shim.py`` copied alone to
+- kuryr-supervisor: ``kuryr_supervisor/cni/shim.py`` copied alone to
   ``<tmp>/bin/kuryr-cni`` and run through its shebang by the host's python3,
   talking to a real daemon (:class:`~benchmarks.harness.BenchDaemon`);
 - reference: ``/usr/lib/cni/bridge`` with ``host-local`` IPAM
@@ -58,7 +58,10 @@ def kuryr(ws: Workspace, daemon: BenchDaemon) -> Plugin:
     bindir = ws.tmp / "bin"
     bindir.mkdir(exist_ok=True)
     shim = bindir / "kuryr-cni"
-    shutil.copyfile(ws.source / "kuryr_supervisor" / "shim.py", shim)
+    source = ws.source / "kuryr_supervisor" / "cni" / "shim.py"
+    if not source.exists():             # a --rev from before the layout
+        source = ws.source / "kuryr_supervisor" / "shim.py"
+    shutil.copyfile(source, shim)
     shim.chmod(0o755)
     return Plugin("kuryr-cni", [str(shim)],
                   {"cniVersion": CNI_VERSION, "name": "bench", "type": "kuryr-cni",

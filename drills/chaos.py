@@ -38,7 +38,7 @@ from drills.common import (
     pod_links,
     stop,
 )
-from kuryr_supervisor.ipam import IpamStore
+from kuryr_supervisor.cni.ipam import IpamStore
 from tests.fixtures.daemon import Daemon, session_pids, wait_until
 
 WORKERS = ("watcher", "server", "health")

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kuryr_supervisor import shim
-from kuryr_supervisor.binding import HOST_PREFIX, BridgeBinding
+from kuryr_supervisor.cni import shim
+from kuryr_supervisor.cni.binding import HOST_PREFIX, BridgeBinding
 from kuryr_supervisor.errors import WIRE
 from tests.fixtures.daemon import Daemon, session_pids, wait_until
 

@@ -38,8 +38,7 @@ from drills.common import (
     stop,
     wait_ready,
 )
-from kuryr_supervisor import shim
-from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni import protocol, shim
 from kuryr_supervisor.errors import WIRE
 from tests.fixtures.daemon import Daemon, free_port
 

@@ -41,7 +41,7 @@ from drills.common import (
     stop,
     wait_ready,
 )
-from kuryr_supervisor.ipam import IpamStore
+from kuryr_supervisor.cni.ipam import IpamStore
 from tests.fixtures.daemon import Daemon, session_pids, wait_until
 
 PODS = 20

@@ -10,7 +10,7 @@ from oslo_log import log
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
-from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.master.sdnotify import Notifier
 
 _QUIET = ["pyroute2=WARN", "urllib3=WARN", "kubernetes=WARN",
           "werkzeug=WARN", "cotyledon=INFO"]
@@ -33,9 +33,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     notifier = Notifier.from_environment()
     # Imported after logging is set up; the heavy client libraries are
     # imported by the master before it forks, so the workers share them.
-    from kuryr_supervisor import k8s
-    from kuryr_supervisor.install import InstallOnFirstReady
-    from kuryr_supervisor.manager import Manager
+    from kuryr_supervisor.cni.install import InstallOnFirstReady
+    from kuryr_supervisor.kubernetes import client as k8s
+    from kuryr_supervisor.master.manager import Manager
     if k8s.is_configured(conf):
         k8s.preload()
     Manager(conf, notifier=notifier,

@@ -2,8 +2,8 @@
 
 The service is written against these structural types, not the concrete
 classes, so it is tested with in-memory fakes and never imports pyroute2.
-:class:`kuryr_supervisor.ipam.IpamStore` and
-:class:`kuryr_supervisor.binding.BridgeBinding` satisfy them.
+:class:`kuryr_supervisor.cni.ipam.IpamStore` and
+:class:`kuryr_supervisor.cni.binding.BridgeBinding` satisfy them.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.ipam import Allocation, PodRef
+from kuryr_supervisor.cni.ipam import Allocation, PodRef
 
 
 class Ipam(Protocol):
-    """What the service needs of :class:`kuryr_supervisor.ipam.IpamStore`."""
+    """What the service needs of :class:`kuryr_supervisor.cni.ipam.IpamStore`."""
 
     def allocate(self, container_id: str, ifname: str, *, netns: str,
                  pod: PodRef) -> Allocation: ...
@@ -27,7 +27,7 @@ class Ipam(Protocol):
 
 
 class Binding(Protocol):
-    """What the service needs of :class:`kuryr_supervisor.binding.BridgeBinding`."""
+    """What the service needs of :class:`kuryr_supervisor.cni.binding.BridgeBinding`."""
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.ipam import PodRef
+from kuryr_supervisor.cni.ipam import PodRef
 
 SUPPORTED_VERSIONS = ("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 LATEST = SUPPORTED_VERSIONS[-1]

@@ -24,10 +24,10 @@ from typing import Any
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol, results
+from kuryr_supervisor.cni.ipam import Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
-from kuryr_supervisor.ipam import Allocation, PodRef
 from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)

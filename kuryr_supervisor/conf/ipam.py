@@ -2,7 +2,7 @@
 
 :func:`validate` refuses a bad combination at start with one line naming the
 option; :func:`settings` turns the options into the parsed values that
-:class:`kuryr_supervisor.ipam.IpamStore` takes.
+:class:`kuryr_supervisor.cni.ipam.IpamStore` takes.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 condition options of [health].
 
 With none of ``api_root``, ``kubeconfig`` or an in-cluster service account
-present the daemon runs standalone (see :func:`kuryr_supervisor.k8s.is_configured`).
+present the daemon runs standalone (see :func:`kuryr_supervisor.kubernetes.client.is_configured`).
 Client timeouts stay well below the probe periods so an API outage shows up
 as a failed readiness check, never as a hung worker.
 """

@@ -1,7 +1,7 @@
 """The HealthManager worker: runs the checks on a timer and serves the probes.
 
-A thin shell around :class:`~kuryr_supervisor.health.HealthMonitor` (the
-logic) and :class:`~kuryr_supervisor.probes.ProbeApp` (the HTTP answers):
+A thin shell around :class:`~kuryr_supervisor.health.monitor.HealthMonitor` (the
+logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
 
 - the probe server is werkzeug's threaded server in a daemon thread, bound
   with SO_REUSEADDR so a restarted HealthManager rebinds the port at once;
@@ -27,11 +27,11 @@ from cotyledon.types import WorkerId
 from oslo_config import cfg
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from kuryr_supervisor import nodecondition
-from kuryr_supervisor.checks import Check, default_checks
-from kuryr_supervisor.health import HealthMonitor, Report
-from kuryr_supervisor.nodecondition import NodeConditionPublisher
-from kuryr_supervisor.probes import ProbeApp
+from kuryr_supervisor.health.checks import Check, default_checks
+from kuryr_supervisor.health.monitor import HealthMonitor, Report
+from kuryr_supervisor.health.probes import ProbeApp
+from kuryr_supervisor.kubernetes import nodecondition
+from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
 from kuryr_supervisor.state import Component, SharedState
 from kuryr_supervisor.workers.base import Worker
 

@@ -1,6 +1,6 @@
 """The Server worker: serves the CNI API until SIGTERM, then drains.
 
-A thin shell: :mod:`kuryr_supervisor.cni.assembly` builds the service from the
+A thin shell: :mod:`kuryr_supervisor.workers.assembly` builds the service from the
 configuration; the worker binds the socket,
 reports ready once accepting, heartbeats from the accept loop (so a wedged
 loop is seen as stale) and on SIGTERM stops accepting, lets in-flight
@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.cni.assembly import build_server_service
 from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import Component
+from kuryr_supervisor.workers.assembly import build_server_service
 from kuryr_supervisor.workers.base import Worker
 
 LOG = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The Watcher worker: this node's pods into the registry, leaks reclaimed.
 
-Kubernetes mode: a :class:`~kuryr_supervisor.podwatch.PodWatch` keeps the
+Kubernetes mode: a :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` keeps the
 pod registry in step with the API; ready once the first list is in; after
 a pod deletion or a relist (and every ``reclaim_interval``) allocations of
 pods that are gone are released. Standalone mode: allocations whose netns
@@ -19,12 +19,12 @@ from typing import ClassVar, cast
 
 from oslo_config import cfg
 
-from kuryr_supervisor import k8s
-from kuryr_supervisor.cni import assembly
-from kuryr_supervisor.podwatch import PodWatch
-from kuryr_supervisor.reclaim import ListAllocations, Reclaimer, Release
-from kuryr_supervisor.registry import Pod, PodRefLike, PodRegistry, registry_path
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.podwatch import PodWatch
+from kuryr_supervisor.kubernetes.reclaim import ListAllocations, Reclaimer, Release
+from kuryr_supervisor.kubernetes.registry import Pod, PodRefLike, PodRegistry, registry_path
 from kuryr_supervisor.state import Component
+from kuryr_supervisor.workers import assembly
 from kuryr_supervisor.workers.base import Worker
 
 LOG = logging.getLogger(__name__)

@@ -23,13 +23,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kuryr_supervisor import shim
-from kuryr_supervisor.binding import BridgeBinding
+from kuryr_supervisor.cni import shim
 from kuryr_supervisor.cni.api import CNIApp
+from kuryr_supervisor.cni.binding import BridgeBinding
+from kuryr_supervisor.cni.ipam import IpamStore
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
-from kuryr_supervisor.ipam import IpamStore
 from kuryr_supervisor.state import SharedState
 
 HOST_PATH = "/usr/bin:/bin"

@@ -9,8 +9,9 @@ import types
 
 import pytest
 
-from kuryr_supervisor import errors, netlink
-from kuryr_supervisor.binding import BRIDGE_RECHECK, HOST_PREFIX, BridgeBinding
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import netlink
+from kuryr_supervisor.cni.binding import BRIDGE_RECHECK, HOST_PREFIX, BridgeBinding
 from tests.fixtures.netns import (
     Netns,
     NetnsFactory,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.binding import BridgeBinding
+from kuryr_supervisor.cni.binding import BridgeBinding
 from tests.functional.cni_harness import Daemon, Namespaces, ip, ip_json, running_daemon, unique
 
 pytestmark = pytest.mark.privileged

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.binding import BridgeBinding
-from kuryr_supervisor.ipam import IpamStore
+from kuryr_supervisor.cni.binding import BridgeBinding
+from kuryr_supervisor.cni.ipam import IpamStore
 from tests.functional.cni_harness import (
     Namespaces,
     delete_bridge,
@@ -34,11 +34,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SERVER = """
 import ipaddress, os, sys
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.binding import BridgeBinding
+from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
-from kuryr_supervisor.ipam import IpamStore
+from kuryr_supervisor.cni.ipam import IpamStore
 state_dir, sock, bridge, subnet = sys.argv[1:5]
 ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"),
                  ipaddress.IPv4Network(subnet))

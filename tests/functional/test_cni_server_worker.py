@@ -14,10 +14,10 @@ from cotyledon.types import WorkerId
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_pkg
-from kuryr_supervisor.cni.assembly import locks_dir
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.conf import binding as binding_conf
 from kuryr_supervisor.state import Component, SharedState
+from kuryr_supervisor.workers.assembly import locks_dir
 from kuryr_supervisor.workers.server import ServerWorker
 from tests.functional.cni_harness import (
     Namespaces,

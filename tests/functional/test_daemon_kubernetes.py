@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.ipam import IpamStore
+from kuryr_supervisor.cni.ipam import IpamStore
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.fakeapi import FakeAPI
 from tests.functional.cni_harness import (

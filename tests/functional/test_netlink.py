@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from kuryr_supervisor import netlink as nl
+from kuryr_supervisor.cni import netlink as nl
 from tests.fixtures.netns import (
     Netns,
     NetnsFactory,

@@ -19,8 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from kuryr_supervisor.ipam import IpamStore, PodRef
-from kuryr_supervisor.registry import PodRegistry, registry_path
+from kuryr_supervisor.cni.ipam import IpamStore, PodRef
+from kuryr_supervisor.kubernetes.registry import PodRegistry, registry_path
 from tests.fixtures.fakeapi import FakeAPI
 
 SUBNET = "10.77.0.0/22"
@@ -36,7 +36,7 @@ def child_main(settings_json: str) -> None:
     from oslo_config import cfg
 
     from kuryr_supervisor import conf as conf_pkg
-    from kuryr_supervisor.ipam import IpamStore
+    from kuryr_supervisor.cni.ipam import IpamStore
     from kuryr_supervisor.state import Component, SharedState
     from kuryr_supervisor.workers.watcher import WatcherWorker
 

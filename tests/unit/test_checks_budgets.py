@@ -7,8 +7,8 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks.base import Kind
-from kuryr_supervisor.checks.budgets import (
+from kuryr_supervisor.health.checks.base import Kind
+from kuryr_supervisor.health.checks.budgets import (
     CheckerCheck,
     CNIFailuresCheck,
     DrainingCheck,

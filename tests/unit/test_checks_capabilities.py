@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.checks.base import Kind, Sort
-from kuryr_supervisor.checks.capabilities import (
+from kuryr_supervisor.health.checks.base import Kind, Sort
+from kuryr_supervisor.health.checks.capabilities import (
     NetAdminCheck,
     effective_capabilities,
 )

@@ -8,7 +8,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks.components import (
+from kuryr_supervisor.health.checks.components import (
     ComponentAliveCheck,
     component_state,
     down_reason,

@@ -10,8 +10,8 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor import processes
-from kuryr_supervisor.checks.memory import DaemonMemory, MemoryCheck, MiB
+from kuryr_supervisor.health import processes
+from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck, MiB
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 PROC = str(FIXTURES / "proc")

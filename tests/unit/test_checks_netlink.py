@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from kuryr_supervisor.checks.base import Kind, Sort
-from kuryr_supervisor.checks.netlink import NetlinkCheck
-from kuryr_supervisor.netlink import NetlinkError
+from kuryr_supervisor.cni.netlink import NetlinkError
+from kuryr_supervisor.health.checks.base import Kind, Sort
+from kuryr_supervisor.health.checks.netlink import NetlinkCheck
 from kuryr_supervisor.state import LiveCause
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kuryr_supervisor import errors, shim
-from kuryr_supervisor.cni import protocol, results
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import protocol, results, shim
 
 NETNS = "/proc/self/ns/net"     # a real network namespace file
 

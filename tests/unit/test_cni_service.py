@@ -10,10 +10,10 @@ import pytest
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.ipam import Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import LazyIpam
 from kuryr_supervisor.cni.service import CNIService
-from kuryr_supervisor.ipam import Allocation, PodRef
 from kuryr_supervisor.state import SharedState
 
 NETNS = "/proc/self/ns/net"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor import shim
+from kuryr_supervisor.cni import shim
 
 STDLIB_ONLY = {"__future__", "_json", "_socket", "json", "os", "socket", "sys",
                "time", "typing"}

@@ -20,8 +20,8 @@ from werkzeug.test import Client
 
 from drills import strategies
 from drills.fuzz import KNOWN_BUGS
-from kuryr_supervisor import errors, shim
-from kuryr_supervisor.cni import protocol
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import protocol, shim
 from kuryr_supervisor.cni.api import CNIApp
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService

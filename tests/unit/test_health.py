@@ -9,9 +9,9 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks import default_checks
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
-from kuryr_supervisor.health import CheckView, HealthMonitor, verdict
+from kuryr_supervisor.health.checks import default_checks
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.monitor import CheckView, HealthMonitor, verdict
 from kuryr_supervisor.state import Component, LiveCause, Reason, SharedState
 
 
@@ -184,7 +184,7 @@ def test_each_transition_is_logged_once(state: SharedState,
                                         ) -> None:
     check = Settable("x")
     mon = monitor(state, conf, [check], wall)
-    caplog.set_level(logging.DEBUG, logger="kuryr_supervisor.health")
+    caplog.set_level(logging.DEBUG, logger="kuryr_supervisor.health.monitor")
     mon.evaluate()
     check.result = Result.failed("down: 1")
     for n in range(10):
@@ -296,7 +296,7 @@ def test_start_up_failures_are_not_warnings(state: SharedState,
     synced = Settable("synced", kind=Kind.READINESS)
     synced.result = Result.failed("first list not done")
     mon = monitor(state, conf, [synced], wall)
-    caplog.set_level(logging.INFO, logger="kuryr_supervisor.health")
+    caplog.set_level(logging.INFO, logger="kuryr_supervisor.health.monitor")
     mon.publish()
     assert [r.levelno for r in caplog.records] == [logging.INFO] * 2
     synced.result = Result.passed()

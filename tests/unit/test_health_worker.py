@@ -15,7 +15,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.state import Component, Reason, SharedState
 from kuryr_supervisor.workers.health import HealthManagerWorker
 

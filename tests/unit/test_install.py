@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from kuryr_supervisor import install
+from kuryr_supervisor.cni import install
 from kuryr_supervisor.conf import cni_install
 
 SHIM = '#!/usr/bin/python3 -S\n"""A stand-in shim."""\nprint("kuryr-cni")\n'

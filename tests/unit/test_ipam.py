@@ -19,8 +19,8 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
 from kuryr_supervisor.conf import ipam as ipam_conf
-from kuryr_supervisor.ipam import Allocation, IpamStore, PodRef
 
 NET = ipaddress.IPv4Network("10.99.0.0/24")
 POD = PodRef("default", "web", "uid-1")
@@ -169,7 +169,7 @@ def test_store_used_before_fork_works_in_parent_and_child(db: str) -> None:
 
 KILLABLE = textwrap.dedent("""
     import ipaddress, sys
-    from kuryr_supervisor.ipam import Allocation, IpamStore, PodRef
+    from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
     store = IpamStore(sys.argv[1], ipaddress.IPv4Network("10.99.0.0/16"))
     i = 0
     while True:

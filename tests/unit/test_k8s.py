@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from kuryr_supervisor import k8s
 from kuryr_supervisor.conf import kubernetes as k8s_conf
+from kuryr_supervisor.kubernetes import client as k8s
 from tests.fixtures.fakeapi import FakeAPI
 
 

@@ -13,8 +13,8 @@ import pytest
 def k8s_client(url: str) -> Any:
     from oslo_config import cfg
 
-    from kuryr_supervisor import k8s
     from kuryr_supervisor.conf import kubernetes
+    from kuryr_supervisor.kubernetes import client as k8s
     conf = cfg.ConfigOpts()
     kubernetes.register_opts(conf)
     conf([], default_config_files=[])

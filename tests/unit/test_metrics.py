@@ -8,9 +8,9 @@ from oslo_config import cfg
 from prometheus_client.parser import text_string_to_metric_families
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks import default_checks
-from kuryr_supervisor.health import HealthMonitor
-from kuryr_supervisor.metrics import MetricsExporter
+from kuryr_supervisor.health.checks import default_checks
+from kuryr_supervisor.health.metrics import MetricsExporter
+from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import Component, Reason, SharedState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

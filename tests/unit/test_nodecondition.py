@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kuryr_supervisor import k8s
-from kuryr_supervisor.nodecondition import NodeConditionPublisher
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
 from tests.fixtures.fakeapi import FakeAPI
 
 

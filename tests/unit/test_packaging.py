@@ -69,7 +69,7 @@ def test_every_option_is_documented_in_readme() -> None:
 
 def test_standalone_master_does_not_import_the_kubernetes_client() -> None:
     """~30 MiB and ~0.2 s of start-up a standalone daemon must not pay."""
-    code = ("import sys, kuryr_supervisor.daemon, kuryr_supervisor.manager; "
+    code = ("import sys, kuryr_supervisor.daemon, kuryr_supervisor.master.manager; "
             "print('kubernetes' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60, check=True)

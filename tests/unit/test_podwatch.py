@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.checks.kubernetes import K8sApiCheck
-from kuryr_supervisor.k8s import K8sGone, K8sTemporary, WatchEvent
-from kuryr_supervisor.podwatch import PodWatch
-from kuryr_supervisor.registry import Pod, PodRegistry
+from kuryr_supervisor.health.checks.kubernetes import K8sApiCheck
+from kuryr_supervisor.kubernetes.podwatch import PodWatch
+from kuryr_supervisor.kubernetes.registry import Pod, PodRegistry
+from kuryr_supervisor.kubernetes.wire import K8sGone, K8sTemporary, WatchEvent
 from tests.fixtures.fakeapi import FakeAPI
 
 

@@ -12,10 +12,10 @@ from oslo_config import cfg
 from werkzeug.test import Client
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks import default_checks
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
-from kuryr_supervisor.health import HealthMonitor
-from kuryr_supervisor.probes import ProbeApp, iso
+from kuryr_supervisor.health.checks import default_checks
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.monitor import HealthMonitor
+from kuryr_supervisor.health.probes import ProbeApp, iso
 from kuryr_supervisor.state import Component, Reason, SharedState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor import k8s
-from kuryr_supervisor.ipam import IpamStore, PodRef
-from kuryr_supervisor.reclaim import AllocationLike, Reclaimer
-from kuryr_supervisor.registry import Pod, PodRefLike, PodRegistry
+from kuryr_supervisor.cni.ipam import IpamStore, PodRef
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.reclaim import AllocationLike, Reclaimer
+from kuryr_supervisor.kubernetes.registry import Pod, PodRefLike, PodRegistry
 from kuryr_supervisor.workers.watcher import confirm_gone
 from tests.fixtures.fakeapi import FakeAPI
 

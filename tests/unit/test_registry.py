@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor import errors, k8s
-from kuryr_supervisor.ipam import PodRef
-from kuryr_supervisor.registry import Pod, PodChecker, PodRegistry, registry_path
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni.ipam import PodRef
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.registry import Pod, PodChecker, PodRegistry, registry_path
 from tests.fixtures.fakeapi import FakeAPI
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.reporting import Reporter
-from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.master.reporting import Reporter
+from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.state import LiveCause, Overall
 
 

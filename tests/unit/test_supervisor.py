@@ -6,8 +6,15 @@ import multiprocessing
 import pytest
 
 from kuryr_supervisor.exitcodes import ExitCode
+from kuryr_supervisor.master.supervisor import (
+    MIB,
+    Limits,
+    RestartLedger,
+    Verb,
+    classify_death,
+    inspect,
+)
 from kuryr_supervisor.state import Component, LiveCause, Overall, Reason, SharedState
-from kuryr_supervisor.supervisor import MIB, Limits, RestartLedger, Verb, classify_death, inspect
 
 
 class Clock:

@@ -18,7 +18,7 @@ import socket
 import struct
 from collections.abc import Iterator
 
-from kuryr_supervisor.netlink.base import (
+from kuryr_supervisor.cni.netlink.base import (
     AF_INET,
     NETLINK_ROUTE,
     NetlinkError,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.state import Overall
 
 LOG = logging.getLogger(__name__)

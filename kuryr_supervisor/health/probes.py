@@ -22,10 +22,10 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from kuryr_supervisor.checks.base import Kind
-from kuryr_supervisor.checks.components import component_state, deadline_of
-from kuryr_supervisor.health import CheckView, HealthMonitor, Report
-from kuryr_supervisor.metrics import MetricsExporter
+from kuryr_supervisor.health.checks.base import Kind
+from kuryr_supervisor.health.checks.components import component_state, deadline_of
+from kuryr_supervisor.health.metrics import MetricsExporter
+from kuryr_supervisor.health.monitor import CheckView, HealthMonitor, Report
 from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ names only.
 """
 from __future__ import annotations
 
-from kuryr_supervisor.netlink.base import (
+from kuryr_supervisor.cni.netlink.base import (
     AF_INET,
     CLONE_NEWNET,
     NETLINK_ROUTE,
@@ -38,7 +38,7 @@ from kuryr_supervisor.netlink.base import (
     NetnsNotFound,
     open_netns,
 )
-from kuryr_supervisor.netlink.pyroute import (
+from kuryr_supervisor.cni.netlink.pyroute import (
     Link,
     Route,
     add_address,
@@ -55,7 +55,7 @@ from kuryr_supervisor.netlink.pyroute import (
     routes,
     set_link,
 )
-from kuryr_supervisor.netlink.rtnl import (
+from kuryr_supervisor.cni.netlink.rtnl import (
     LOOPBACK_INDEX,
     Rtnl,
     configure_pod,

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 
-from kuryr_supervisor.health import HealthMonitor
+from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import SharedState
 
 PREFIX = "kuryr_supervisor_"

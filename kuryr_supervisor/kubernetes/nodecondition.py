@@ -119,7 +119,7 @@ class NodeConditionPublisher:
 
 def from_conf(conf: cfg.ConfigOpts) -> NodeConditionPublisher | None:
     """The publisher for this daemon's configuration; None when off."""
-    from kuryr_supervisor import k8s  # keeps the client out of other imports
+    from kuryr_supervisor.kubernetes import client as k8s  # keeps the client out of other imports
     kind = conf.health.node_condition_type
     if not kind or not k8s.is_configured(conf):
         return None

@@ -2,8 +2,8 @@
 
 It creates the shared state once (from its explicit ``fork`` context), starts
 the Watcher, Server and HealthManager, and runs a governor thread that carries
-out :func:`kuryr_supervisor.supervisor.inspect`'s decisions and feeds the
-:class:`~kuryr_supervisor.reporting.Reporter`. Worker deaths arrive through
+out :func:`kuryr_supervisor.master.supervisor.inspect`'s decisions and feeds the
+:class:`~kuryr_supervisor.master.reporting.Reporter`. Worker deaths arrive through
 cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
 never races cotyledon's SIGCHLD handling.
 """
@@ -22,12 +22,19 @@ import cotyledon
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.checks import kubernetes
 from kuryr_supervisor.exitcodes import ExitCode
-from kuryr_supervisor.reporting import Reporter
-from kuryr_supervisor.sdnotify import Notifier
+from kuryr_supervisor.health.checks import kubernetes
+from kuryr_supervisor.master.reporting import Reporter
+from kuryr_supervisor.master.sdnotify import Notifier
+from kuryr_supervisor.master.supervisor import (
+    Action,
+    Limits,
+    RestartLedger,
+    Verb,
+    classify_death,
+    inspect,
+)
 from kuryr_supervisor.state import Component, Reason, SharedState
-from kuryr_supervisor.supervisor import Action, Limits, RestartLedger, Verb, classify_death, inspect
 from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL, Worker
 from kuryr_supervisor.workers.health import HealthManagerWorker
 from kuryr_supervisor.workers.server import ServerWorker

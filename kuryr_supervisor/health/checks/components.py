@@ -17,7 +17,7 @@ import signal
 
 from oslo_config import cfg
 
-from kuryr_supervisor.checks.base import Check, Kind, Result
+from kuryr_supervisor.health.checks.base import Check, Kind, Result
 from kuryr_supervisor.state import (
     Component,
     ComponentStatus,

@@ -11,23 +11,23 @@ from collections.abc import Callable, Iterable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
-from kuryr_supervisor.checks.budgets import (
+from kuryr_supervisor.cni.netlink import probe as netlink_probe
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.checks.budgets import (
     CheckerCheck,
     CNIFailuresCheck,
     DrainingCheck,
     RestartBudgetCheck,
     ServerCapacityCheck,
 )
-from kuryr_supervisor.checks.capabilities import NetAdminCheck
-from kuryr_supervisor.checks.components import (
+from kuryr_supervisor.health.checks.capabilities import NetAdminCheck
+from kuryr_supervisor.health.checks.components import (
     ComponentAliveCheck,
     server_accepting,
     watcher_synced,
 )
-from kuryr_supervisor.checks.memory import DaemonMemory, MemoryCheck
-from kuryr_supervisor.checks.netlink import NetlinkCheck
-from kuryr_supervisor.netlink import probe as netlink_probe
+from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
+from kuryr_supervisor.health.checks.netlink import NetlinkCheck
 from kuryr_supervisor.state import Component, SharedState
 
 __all__ = ["Check", "CheckerCheck", "Kind", "Result", "Sort",

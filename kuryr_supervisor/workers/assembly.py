@@ -16,14 +16,14 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor import k8s
-from kuryr_supervisor.binding import BridgeBinding
+from kuryr_supervisor.cni.binding import BridgeBinding
+from kuryr_supervisor.cni.ipam import Allocation, IpamStore
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Ipam, LazyIpam
 from kuryr_supervisor.cni.service import CNIService, PodCheck
 from kuryr_supervisor.conf import ipam as ipam_conf
-from kuryr_supervisor.ipam import Allocation, IpamStore
-from kuryr_supervisor.registry import PodChecker, PodRegistry, registry_path
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.registry import PodChecker, PodRegistry, registry_path
 from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from kuryr_supervisor.k8s import K8sError, K8sGone, K8sTemporary, WatchEvent
-from kuryr_supervisor.registry import Pod
+from kuryr_supervisor.kubernetes.registry import Pod
+from kuryr_supervisor.kubernetes.wire import K8sError, K8sGone, K8sTemporary, WatchEvent
 
 LOG = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What the master decides about its workers: a pure function of the shared
 state, the restart history, the limits and the clock.
 
-The master's thread (:mod:`kuryr_supervisor.manager`) only carries out the
+The master's thread (:mod:`kuryr_supervisor.master.manager`) only carries out the
 :class:`Action` values returned here, so every rule of the remediation ladder
 is tested without processes:
 

@@ -2,15 +2,15 @@
 
 It replaces Kuryr's IPDB-per-probe: it runs on the HealthManager's timer (not
 per request) through an injected probe callable, by default
-:func:`kuryr_supervisor.netlink.probe`, which opens and closes its own handle.
+:func:`kuryr_supervisor.cni.netlink.probe`, which opens and closes its own handle.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 
-from kuryr_supervisor import netlink
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.cni import netlink
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.state import LiveCause
 
 

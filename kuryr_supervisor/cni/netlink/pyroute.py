@@ -25,7 +25,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError as _PyrouteNetlinkError
 
-from kuryr_supervisor.netlink.base import AF_INET, NetlinkError, netns_socket, translated
+from kuryr_supervisor.cni.netlink.base import AF_INET, NetlinkError, netns_socket, translated
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ Modelled on Calico's ``libcalico-go/lib/health``: each check vouches for
 liveness or readiness; a check with no result yet counts as failed; the
 overall verdict is a pure function (:func:`verdict`) of the results.
 
-Two sorts of checks (see :mod:`kuryr_supervisor.checks.base`):
+Two sorts of checks (see :mod:`kuryr_supervisor.health.checks.base`):
 
 - I/O checks run only in :meth:`HealthMonitor.run_io`, on the HealthManager's
   timer, into an immutable :class:`Snapshot` that is swapped in whole;
@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from oslo_config import cfg
 
-from kuryr_supervisor import processes
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
-from kuryr_supervisor.checks.budgets import CheckerCheck
+from kuryr_supervisor.health import processes
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.checks.budgets import CheckerCheck
 from kuryr_supervisor.state import Component, LiveCause, SharedState
 
 LOG = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from kuryr_supervisor.registry import Pod, PodRefLike
+from kuryr_supervisor.kubernetes.registry import Pod, PodRefLike
 
 LOG = logging.getLogger(__name__)
 

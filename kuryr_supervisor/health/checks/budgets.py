@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.checks.base import Check, Kind, Result
+from kuryr_supervisor.health.checks.base import Check, Kind, Result
 from kuryr_supervisor.state import LiveCause, SharedState
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 
 CAP_NET_ADMIN = 12
 

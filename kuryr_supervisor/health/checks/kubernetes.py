@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class K8sApiCheck(Check):
 
 def from_conf(conf: cfg.ConfigOpts) -> K8sApiCheck | None:
     """The check for this daemon's configuration; None when standalone."""
-    from kuryr_supervisor import k8s  # keeps the client out of other imports
+    from kuryr_supervisor.kubernetes import client as k8s  # keeps the client out of other imports
     if not k8s.is_configured(conf):
         return None
     client = k8s.K8sClient.from_conf(conf)

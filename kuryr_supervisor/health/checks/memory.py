@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor import processes
-from kuryr_supervisor.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.health import processes
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.state import LiveCause
 
 MiB = 1024 * 1024

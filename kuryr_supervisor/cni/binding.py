@@ -1,7 +1,7 @@
 """Bridge binding: a pod's veth, its address and route, on a Linux bridge.
 
 The same shape as the reference ``bridge`` CNI plugin, done with
-:mod:`kuryr_supervisor.netlink`: a veth pair whose pod end lives in the pod's
+:mod:`kuryr_supervisor.cni.netlink`: a veth pair whose pod end lives in the pod's
 namespace under ``CNI_IFNAME`` and whose host end is a port of a bridge that
 holds the gateway address.
 
@@ -37,7 +37,7 @@ from types import ModuleType
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor import netlink as _netlink
+from kuryr_supervisor.cni import netlink as _netlink
 
 LOG = logging.getLogger(__name__)
 

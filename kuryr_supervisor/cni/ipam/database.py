@@ -1,0 +1,150 @@
+"""One SQLite file shared by processes that fork: connections and transactions.
+
+The Server (ADD/DEL) and the Watcher (GC) open the same file from different
+processes, each possibly from several threads. This module owns everything
+about SQLite itself; :mod:`.store` owns what the rows mean.
+
+Invariants:
+
+* One ``BEGIN IMMEDIATE`` transaction per write: writers from every process
+  are serialised by SQLite's lock (with a busy timeout), readers are not
+  blocked (WAL).
+* A connection never crosses a fork (SQLite forbids using one in a child
+  and a copied one can corrupt the WAL): connections are opened lazily in
+  the process that uses them, closed before any ``fork()`` and forgotten in
+  the child, so a store may be built before cotyledon forks its workers.
+* Every SQLite or OS failure leaves this module as
+  :class:`~kuryr_supervisor.errors.IpamStoreError` naming the file.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from kuryr_supervisor import errors
+
+LOG = logging.getLogger(__name__)
+
+BUSY_TIMEOUT = 10.0
+"""Seconds to wait for another writer before failing with IpamStoreError."""
+
+
+class Database:
+    """Lazily opened, fork-safe connection to the SQLite file ``path``."""
+
+    def __init__(self, path: str, schema: str) -> None:
+        self.path = path
+        self._schema = schema
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        _DATABASES.add(self)
+
+    def _connect(self) -> sqlite3.Connection:
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        # Create the file 0600 ourselves; SQLite gives -wal/-shm its mode.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT,
+                               isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed allocation survives a power cut too, not
+            # only a crash of the process (what NORMAL guarantees in WAL).
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.executescript(self._schema)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+        """One transaction under the thread lock; BEGIN failures mapped.
+
+        Writers take the write lock up front (IMMEDIATE) so two processes
+        never both read the free set and then race to insert.
+        """
+        with self._lock:
+            try:
+                if self._conn is None or self._pid != os.getpid():
+                    self._conn = self._connect()
+                    self._pid = os.getpid()
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except (sqlite3.Error, OSError) as exc:
+                raise errors.IpamStoreError(
+                    f"IPAM store {self.path} unusable: {exc}") from exc
+            try:
+                yield conn
+            except BaseException:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    LOG.exception("IPAM rollback failed")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise errors.IpamStoreError(
+                    f"IPAM store {self.path}: commit failed: {exc}") from exc
+
+    def query(self, sql: str, *args: object,
+              write: bool = False) -> list[tuple]:  # type: ignore[type-arg]
+        """Rows of one statement run in its own transaction."""
+        try:
+            with self.transaction(write) as conn:
+                return conn.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise errors.IpamStoreError(
+                f"IPAM store {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+
+    def _before_fork(self) -> None:
+        # Never block a fork for long: a database busy past the timeout keeps
+        # its connection, and the child forgets it (_after_fork_in_child).
+        if self._lock.acquire(timeout=BUSY_TIMEOUT):
+            try:
+                self._close_locked()
+            finally:
+                self._lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        if self._conn is not None:
+            _ORPHANS.append(self._conn)  # never closed, never used
+        self._conn = None
+        self._lock = threading.Lock()
+
+
+_DATABASES: weakref.WeakSet[Database] = weakref.WeakSet()
+_ORPHANS: list[sqlite3.Connection] = []
+
+
+def _before_fork() -> None:
+    for database in list(_DATABASES):
+        database._before_fork()
+
+
+def _after_fork_in_child() -> None:
+    for database in list(_DATABASES):
+        database._after_fork_in_child()
+
+
+os.register_at_fork(before=_before_fork,
+                    after_in_child=_after_fork_in_child)

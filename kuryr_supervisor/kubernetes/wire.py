@@ -1,0 +1,120 @@
+"""The Kubernetes API on the wire: the error taxonomy and the decoding of
+pods and watch streams into the few fields the daemon uses.
+
+Kept apart from :mod:`.client` (configuration, authentication, requests) so
+that the watch loop and its tests speak of events and errors without the
+client library, and so a change of the API's JSON touches this module only.
+
+Every failure leaves this module as one of :class:`K8sGone`,
+:class:`K8sTemporary` or :class:`K8sPermanent`, chained to its cause.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import urllib3
+
+from kuryr_supervisor.kubernetes.registry import Pod
+
+LOG = logging.getLogger(__name__)
+
+
+class K8sError(Exception):
+    """Base of the adapter's errors; ``status`` is the HTTP status or 0."""
+
+    def __init__(self, msg: str, status: int = 0) -> None:
+        super().__init__(msg)
+        self.status = status
+
+
+class K8sGone(K8sError):
+    """410: the resourceVersion is too old; relist."""
+
+
+class K8sTemporary(K8sError):
+    """5xx, 429, timeouts, connection errors: retry with backoff."""
+
+
+class K8sPermanent(K8sError):
+    """Other 4xx (RBAC, bad request): retrying the same call cannot help."""
+
+
+def from_status(status: int, msg: str) -> K8sError:
+    if status == 410:
+        return K8sGone(msg, status)
+    if status >= 500 or status in (408, 429) or status == 0:
+        return K8sTemporary(msg, status)
+    return K8sPermanent(msg, status)
+
+
+
+def pod_from_json(obj: Mapping[str, Any]) -> Pod:
+    meta = obj.get("metadata") or {}
+    return Pod(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
+               uid=meta.get("uid", ""),
+               deletion_timestamp=meta.get("deletionTimestamp"))
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchEvent:
+    """One watch event: ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    pod: Pod | None
+    resource_version: str
+
+
+def parse_event(line: bytes) -> WatchEvent:
+    """Decode one watch line; an ERROR event is raised as its taxonomy."""
+    try:
+        raw = json.loads(line)
+        kind, obj = raw["type"], raw.get("object") or {}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise K8sTemporary(f"undecodable watch event: {line[:200]!r}") from exc
+    if kind == "ERROR":
+        raise from_status(int(obj.get("code") or 0),
+                           f"watch error: {obj.get('message', obj)}")
+    rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+    pod = None if kind == "BOOKMARK" else pod_from_json(obj)
+    return WatchEvent(kind, pod, rv)
+
+
+class WatchStream:
+    """An open watch; iterate for events, ``close()`` from any thread."""
+
+    def __init__(self, response: urllib3.HTTPResponse) -> None:
+        self._response = response
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        buf = b""
+        complete = False
+        try:
+            for chunk in self._response.stream(65536, decode_content=True):
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield parse_event(line)
+            complete = True
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            if self._closed.is_set():
+                return
+            raise K8sTemporary(f"watch stream broken: {exc}") from exc
+        finally:
+            if not complete:        # never pool a half-read connection
+                self._response.close()
+            self._response.release_conn()
+
+    def close(self) -> None:
+        self._closed.set()
+        try:
+            self._response.shutdown()
+        except Exception:  # noqa: BLE001 - best effort from another thread
+            LOG.debug("watch shutdown failed", exc_info=True)
+        self._response.close()
