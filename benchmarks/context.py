@@ -32,7 +32,7 @@ class Context:
     def __init__(self, ws: Workspace, *, quick: bool = False) -> None:
         self.ws, self.quick = ws, quick
         self._daemon: BenchDaemon | None = None
-        self._plugins: tuple[plugins.Plugin, plugins.Plugin] | None = None
+        self._plugins: tuple[plugins.Plugin, ...] | None = None
         self._pools: dict[str, list[str]] = {}
 
     def scale(self, full: N, quick: N) -> N:
@@ -45,10 +45,19 @@ class Context:
             self._daemon = self.ws.daemon()
         return self._daemon
 
-    def plugins(self) -> tuple[plugins.Plugin, plugins.Plugin]:
-        """(kuryr-cni against the shared daemon, the reference plugin)."""
+    def shims(self) -> list[plugins.Plugin]:
+        """kuryr-cni (go), then kuryr-cni (python), both against the shared
+        daemon and driven by cnitool."""
+        return list(self._all_plugins()[:2])
+
+    def reference(self) -> plugins.Plugin:
+        """The reference bridge+host-local, driven by the same cnitool."""
+        return self._all_plugins()[2]
+
+    def _all_plugins(self) -> tuple[plugins.Plugin, ...]:
         if self._plugins is None:
-            self._plugins = (plugins.kuryr(self.ws, self.daemon()),
+            self._plugins = (plugins.kuryr(self.ws, self.daemon(), "go"),
+                             plugins.kuryr(self.ws, self.daemon(), "python"),
                              plugins.reference(self.ws))
         return self._plugins
 

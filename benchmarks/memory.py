@@ -111,6 +111,11 @@ def run(ctx: Context) -> Outcome:
                               point["uss"] - idle["uss"], "MiB"))
     figures.append(Figure(NAME, f"PSS growth ADD/DEL {warm} -> {cycles}",
                           last["pss"] - warm_point["pss"], "MiB"))
+    for key, before in idle["pss_by_process"].items():   # where the growth is
+        if key in last["pss_by_process"]:
+            title = key.split(" ", 1)[-1].split(":", 1)[-1].strip() or key
+            figures.append(Figure(NAME, f"  of which {title}: idle -> {cycles} ADD/DEL",
+                                  last["pss_by_process"][key] - before, "MiB"))
     raw: dict[str, Any] = {"points_mib": points, "probe_failures": failed,
                            "cycles_seconds": cycle_s}
     return Outcome(figures, raw=raw, notes=[

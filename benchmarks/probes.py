@@ -103,7 +103,7 @@ def _under_burst(ctx: Context, port: int, floor: int, rounds: int, size: int
                  ) -> tuple[dict[str, list[float]], int]:
     """Probe from a separate process (a kubelet is one: the burst's 50 spawning
     threads must not hold the prober's GIL) while bursts run."""
-    kuryr, _ = ctx.plugins()
+    kuryr = ctx.shims()[0]            # the compiled shim: what is installed
     netns = ctx.netns_pool(f"burst-{kuryr.name}", size)
     mp = multiprocessing.get_context("fork")
     busy, done = mp.Event(), mp.Event()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.netns"]
+pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []

@@ -27,6 +27,11 @@ from kuryr_supervisor.cni.ipam import PodRef
 
 SUPPORTED_VERSIONS = ("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 LATEST = SUPPORTED_VERSIONS[-1]
+#: Top-level cniVersion of the conflists we ship and install: the newest that
+#: every runtime in the field can parse a result of (libcni before 1.2, in
+#: containerd 1.6/1.7 and podman 4, refuses a 1.1.0 result and ignores
+#: ``cniVersions``); newer runtimes pick from ``cniVersions``.
+CONFLIST_VERSION = "1.0.0"
 COMMANDS = ("ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION")
 #: First spec version that knows each command.
 _SINCE = {"CHECK": "0.4.0", "STATUS": "1.1.0", "GC": "1.1.0"}

@@ -15,6 +15,8 @@ Invariants:
   modules, whose imports of ``re``, ``enum`` and ``selectors`` would cost
   about 8 ms, more than the rest of the shim's start-up;
 - VERSION is answered locally (the runtime asks before the daemon is up);
+- the request goes only to a Unix socket served by root (``SO_PEERCRED``):
+  otherwise error code 11 naming the peer, and nothing is sent;
 - a daemon that cannot be reached or does not answer in time is error code
   11 (try again later), never a hang past ``timeout`` and never a traceback.
 
@@ -63,6 +65,13 @@ def _loads(text: str) -> Any:
         value, end = _scan(text, 0)
     except StopIteration as exc:
         raise ValueError(f"invalid JSON at char {exc.value}") from None
+    except SystemError:
+        # The C scanner builds its error from json.decoder, but only if that
+        # module is already imported; alone, it fails with SystemError. On
+        # this error path only, the full decoder says what is wrong.
+        import json
+        json.loads(text)
+        raise ValueError("invalid JSON") from None
     if end != len(text):
         raise ValueError(f"extra data at char {end}")
     return value
@@ -118,6 +127,7 @@ def _connect(address: str, timeout: float) -> _socket.socket:
         sock.settimeout(timeout)
         try:
             sock.connect(path)
+            _check_peer(sock, address)
         except BaseException:
             sock.close()
             raise
@@ -126,6 +136,25 @@ def _connect(address: str, timeout: float) -> _socket.socket:
     hostport = address.split("://", 1)[-1].rstrip("/")
     host, _, port = hostport.rpartition(":")
     return socket.create_connection((host.strip("[]"), int(port)), timeout)
+
+
+#: The uid that must serve the daemon's Unix socket (a name for the tests).
+REQUIRED_UID = 0
+
+
+def _check_peer(sock: _socket.socket, address: str) -> None:
+    """Refuse a socket whose listener is not root (``SO_PEERCRED``).
+
+    Whoever could replace the socket file must neither read the runtime's
+    request nor forge its result; the request is not sent.
+    """
+    cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    pid = int.from_bytes(cred[0:4], sys.byteorder)
+    uid = int.from_bytes(cred[4:8], sys.byteorder)
+    if uid != REQUIRED_UID:
+        raise ShimError(TRY_AGAIN, "kuryr-supervisor socket is not served by root",
+                        f"{address}: peer uid {uid} (pid {pid}), not "
+                        f"{REQUIRED_UID}; request not sent")
 
 
 def _version_of(netconf: Any) -> str:
@@ -165,6 +194,8 @@ def call_daemon(address: str, data: bytes, timeout: float,
                 size += len(chunk)
         finally:
             sock.close()
+    except ShimError:
+        raise
     except _socket.timeout as exc:
         raise ShimError(TRY_AGAIN, "kuryr-supervisor did not answer in time",
                         f"{address}: no answer within {timeout:g} s") from exc

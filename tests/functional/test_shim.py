@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +18,6 @@ import pytest
 from tests.functional.cni_harness import (
     HOST_PATH,
     Namespaces,
-    install_shim,
     run_shim,
     running_daemon,
     unique,
@@ -28,8 +27,9 @@ pytestmark = pytest.mark.privileged
 
 
 @pytest.fixture
-def shim_path(tmp_path: Any) -> str:
-    return install_shim(str(tmp_path))
+def shim_path(tmp_path: Any, shim_factory: Callable[[str], str]) -> str:
+    """Each test here runs against both shims (Python and Go)."""
+    return shim_factory(str(tmp_path))
 
 
 def conf(address: str, **extra: Any) -> dict[str, Any]:
@@ -164,7 +164,7 @@ def test_stale_socket_is_replaced_and_live_one_kept(tmp_path: Any) -> None:
     assert path.read_text() == "not a socket"
 
 
-def test_tcp_bind_for_kuryr_compatibility(tmp_path: Any) -> None:
+def test_tcp_bind_for_kuryr_compatibility(shim_path: str) -> None:
     from kuryr_supervisor.cni.serving import CNIServer
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
@@ -176,7 +176,7 @@ def test_tcp_bind_for_kuryr_compatibility(tmp_path: Any) -> None:
     thread.start()
     try:
         port = server.server_address[1]
-        status, body = run_shim(install_shim(str(tmp_path)), "DEL",
+        status, body = run_shim(shim_path, "DEL",
                                 conf(f"127.0.0.1:{port}"), container_id="x1")
         assert (status, body) == (0, None)
     finally:

@@ -36,7 +36,7 @@ def shim(tmp_path: Path) -> str:
 
 def test_nothing_before_ready_everything_after(conf: cfg.ConfigOpts,
                                                shim: str, tmp_path: Path) -> None:
-    on_verdict = install.InstallOnFirstReady(conf, shim_source=shim)
+    on_verdict = install.InstallOnFirstReady(conf, shim_source=shim, compiled=None)
     for _ in range(3):
         assert not on_verdict(False)
     assert not (tmp_path / "bin").exists() and not (tmp_path / "net.d").exists()
@@ -62,7 +62,7 @@ def test_nothing_before_ready_everything_after(conf: cfg.ConfigOpts,
 def test_disabled_installs_nothing(conf: cfg.ConfigOpts, shim: str,
                                    tmp_path: Path) -> None:
     conf.set_override("enabled", False, "cni_install")
-    assert not install.InstallOnFirstReady(conf, shim_source=shim)(True)
+    assert not install.InstallOnFirstReady(conf, shim_source=shim, compiled=None)(True)
     assert not install.install_on_first_ready(conf, shim_source=shim)
     assert not (tmp_path / "bin").exists()
 
@@ -85,7 +85,7 @@ def test_a_broken_template_is_refused(conf: cfg.ConfigOpts, shim: str,
     template = tmp_path / "t.conflist"
     template.write_text("{not json")
     conf.set_override("conflist_template", str(template), "cni_install")
-    on_verdict = install.InstallOnFirstReady(conf, shim_source=shim)
+    on_verdict = install.InstallOnFirstReady(conf, shim_source=shim, compiled=None)
     assert not on_verdict(True) and not on_verdict.done
     assert not (tmp_path / "net.d" / "10-kuryr.conflist").exists()
 
@@ -126,9 +126,48 @@ def test_configured_interpreter_line_is_used(conf: cfg.ConfigOpts, shim: str,
                                              tmp_path: Path) -> None:
     conf.set_override("shim_interpreter", "/usr/bin/env -S python3 -I -S",
                       "cni_install")
-    assert install.InstallOnFirstReady(conf, shim_source=shim)(True)
+    assert install.InstallOnFirstReady(conf, shim_source=shim, compiled=None)(True)
     binary = tmp_path / "bin" / "kuryr-cni"
     assert binary.read_text().splitlines()[0] == "#!/usr/bin/env -S python3 -I -S"
     done = subprocess.run([str(binary)], capture_output=True, text=True,
                           timeout=30)
     assert done.stdout.strip() == "kuryr-cni"
+
+
+def test_compiled_shim_is_preferred_when_built(conf: cfg.ConfigOpts, shim: str,
+                                               tmp_path: Path) -> None:
+    binary = tmp_path / "built" / "kuryr-cni"
+    binary.parent.mkdir()
+    binary.write_bytes(b"\x7fELF fake executable")
+    binary.chmod(0o755)
+    assert install.InstallOnFirstReady(conf, shim_source=shim,
+                                       compiled=str(binary))(True)
+    installed = tmp_path / "bin" / "kuryr-cni"
+    assert installed.read_bytes() == binary.read_bytes()
+    assert stat.S_IMODE(installed.stat().st_mode) == 0o755
+
+
+@pytest.mark.parametrize("state", ["missing", "not executable", "not ELF"])
+def test_python_shim_when_no_usable_build(conf: cfg.ConfigOpts, shim: str,
+                                          tmp_path: Path, state: str) -> None:
+    binary = tmp_path / "built" / "kuryr-cni"
+    if state != "missing":
+        binary.parent.mkdir()
+        binary.write_bytes(b"#!/bin/sh\n" if state == "not ELF" else b"\x7fELF")
+        binary.chmod(0o755 if state == "not ELF" else 0o644)
+    assert install.InstallOnFirstReady(conf, shim_source=shim,
+                                       compiled=str(binary))(True)
+    assert (tmp_path / "bin" / "kuryr-cni").read_text().startswith(
+        "#!/usr/bin/env python3\n")
+
+
+def test_conflists_negotiate_a_version_every_runtime_reads() -> None:
+    """libcni < 1.2 (containerd 1.6/1.7, podman 4) ignores cniVersions and
+    cannot parse a 1.1.0 result: the top-level version must be 1.0.0."""
+    from kuryr_supervisor.cni import protocol
+    shipped = Path(__file__).resolve().parents[2] / "etc/cni/net.d/10-kuryr.conflist"
+    for data in (json.loads(shipped.read_text()),
+                 json.loads(install.default_conflist("kuryr", "unix:///x"))):
+        assert data["cniVersion"] == "1.0.0" == protocol.CONFLIST_VERSION
+        assert data["cniVersions"] == list(protocol.SUPPORTED_VERSIONS)
+        assert data["plugins"][0]["type"] == "kuryr-cni"

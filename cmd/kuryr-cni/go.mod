@@ -1,0 +1,3 @@
+module kuryr-supervisor/cmd/kuryr-cni
+
+go 1.19
