@@ -226,6 +226,59 @@ class K8sClient:
             raise
         return pod_from_json(data)
 
+    # -- cluster-wide pods (the controller role) -----------------------------------
+    def list_all_pods(self) -> tuple[list[dict[str, Any]], str]:
+        """Every pod of the cluster (raw objects) and the list's version."""
+        data = self._json("GET", "/api/v1/pods")
+        return (list(data.get("items") or []),
+                (data.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch_all_pods(self, resource_version: str,
+                       decode: Any) -> WatchStream:
+        """A bounded watch of every pod, events decoded with ``decode``."""
+        raw = self._request("GET", "/api/v1/pods", query=[
+            ("watch", "true"), ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", self.watch_timeout)],
+            timeout=(self.request_timeout, self.watch_read_timeout))
+        return WatchStream(raw, decode)
+
+    def get_pod_object(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The raw pod, or None if it does not exist (404)."""
+        try:
+            pod: dict[str, Any] = self._json(
+                "GET", f"/api/v1/namespaces/{quote(namespace, '')}"
+                       f"/pods/{quote(name, '')}")
+        except K8sPermanent as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return pod
+
+    def annotate_pod(self, namespace: str, name: str, uid: str,
+                     annotations: Mapping[str, str | None]) -> None:
+        """Merge ``annotations`` into the pod (None removes a key); the
+        ``uid`` is a precondition, so a new pod of the same name is never
+        given the old one's annotation (409 instead)."""
+        self._json("PATCH", f"/api/v1/namespaces/{quote(namespace, '')}"
+                            f"/pods/{quote(name, '')}",
+                   body={"metadata": {"uid": uid,
+                                      "annotations": dict(annotations)}},
+                   content_type="application/merge-patch+json")
+
+    def probe_watch(self, timeout: float = 2.0) -> tuple[bool, str]:
+        """Can pods be watched? Opens a one-second watch and closes it once
+        the API has answered it with 200 (RBAC and the watch cache work)."""
+        try:
+            raw = self._request("GET", "/api/v1/pods", query=[
+                ("watch", "true"), ("timeoutSeconds", 1), ("limit", 1)],
+                timeout=(timeout, timeout))
+        except K8sError as exc:
+            return False, str(exc)
+        raw.close()
+        raw.release_conn()
+        return True, "pods watchable"
+
     # -- node ------------------------------------------------------------------
     def get_node(self) -> dict[str, Any]:
         node: dict[str, Any] = self._json("GET", f"/api/v1/nodes/{quote(self.node, '')}")

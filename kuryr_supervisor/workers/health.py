@@ -77,6 +77,8 @@ class ProbeServer:
 #: Builds extra checks in the worker process (after the fork), so a check
 #: that holds a client or a socket never shares it with the master.
 CheckFactory = Callable[[SharedState, cfg.ConfigOpts], Iterable[Check]]
+#: The role's base set of checks (the CNI role's by default).
+BaseChecks = Callable[..., list[Check]]
 
 
 class HealthManagerWorker(Worker):
@@ -91,8 +93,10 @@ class HealthManagerWorker(Worker):
                  conf: cfg.ConfigOpts, master_pid: int, *,
                  extra_checks: Iterable[Check] = (),
                  check_factory: CheckFactory | None = None,
+                 base_checks: BaseChecks = default_checks,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(worker_id, state, conf, master_pid)
+        self._base_checks = base_checks
         self._extra = tuple(extra_checks)
         self._factory = check_factory
         self._clock = clock
@@ -108,8 +112,8 @@ class HealthManagerWorker(Worker):
         extra = list(self._extra)
         if self._factory is not None:
             extra.extend(self._factory(self.state, self.conf))
-        checks = default_checks(self.state, self.conf, self._master_pid,
-                                extra=extra)
+        checks = self._base_checks(self.state, self.conf, self._master_pid,
+                                   extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
         self._condition = nodecondition.from_conf(self.conf)
