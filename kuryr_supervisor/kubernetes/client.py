@@ -34,6 +34,7 @@ from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
     K8sGone,
     K8sPermanent,
     K8sTemporary,
+    LeaseRecord,
     WatchEvent,
     WatchStream,
     from_status,
@@ -278,6 +279,67 @@ class K8sClient:
         raw.close()
         raw.release_conn()
         return True, "pods watchable"
+
+    # -- leases (leader election, the client library's Lease API) ---------------
+    def _leases(self) -> Any:
+        from kubernetes import client
+        return client.CoordinationV1Api(self._api)
+
+    def _lease_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, _request_timeout=(self.request_timeout,
+                                                 self.request_timeout), **kwargs)
+        except _api_exception() as exc:
+            raise from_status(exc.status or 0, f"{what}: {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise K8sTemporary(f"{what}: {exc}") from exc
+
+    @staticmethod
+    def _lease_record(lease: Any) -> LeaseRecord:
+        spec = lease.spec
+        renewed = spec.renew_time or spec.acquire_time
+        return LeaseRecord(
+            holder=spec.holder_identity or "",
+            renew_time=renewed.timestamp() if renewed else 0.0,
+            duration=int(spec.lease_duration_seconds or 0),
+            transitions=int(spec.lease_transitions or 0),
+            resource_version=lease.metadata.resource_version or "")
+
+    def read_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        try:
+            lease = self._lease_call("read lease", self._leases().read_namespaced_lease,
+                                     name, namespace)
+        except K8sPermanent as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._lease_record(lease)
+
+    def write_lease(self, namespace: str, name: str, *, holder: str,
+                    duration: int, transitions: int, acquired: bool,
+                    resource_version: str | None) -> LeaseRecord:
+        """Create (``resource_version`` None) or replace the Lease; a
+        replace carries the version read, so two candidates never both win
+        (the loser gets 409)."""
+        import datetime
+
+        from kubernetes import client
+        now = datetime.datetime.now(datetime.timezone.utc)
+        spec = client.V1LeaseSpec(
+            holder_identity=holder, lease_duration_seconds=duration,
+            lease_transitions=transitions, renew_time=now,
+            acquire_time=now if acquired else None)
+        meta = client.V1ObjectMeta(name=name, namespace=namespace,
+                                   resource_version=resource_version)
+        body = client.V1Lease(metadata=meta, spec=spec)
+        api = self._leases()
+        if resource_version is None:
+            lease = self._lease_call("create lease", api.create_namespaced_lease,
+                                     namespace, body)
+        else:
+            lease = self._lease_call("replace lease", api.replace_namespaced_lease,
+                                     name, namespace, body)
+        return self._lease_record(lease)
 
     # -- node ------------------------------------------------------------------
     def get_node(self) -> dict[str, Any]:

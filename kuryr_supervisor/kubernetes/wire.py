@@ -53,6 +53,17 @@ def from_status(status: int, msg: str) -> K8sError:
 
 
 
+@dataclasses.dataclass(frozen=True)
+class LeaseRecord:
+    """A coordination.k8s.io/v1 Lease, as leader election reads it."""
+
+    holder: str
+    renew_time: float          # epoch seconds; 0 when never renewed
+    duration: int              # leaseDurationSeconds
+    transitions: int
+    resource_version: str
+
+
 def pod_from_json(obj: Mapping[str, Any]) -> Pod:
     meta = obj.get("metadata") or {}
     return Pod(namespace=meta.get("namespace", ""), name=meta.get("name", ""),

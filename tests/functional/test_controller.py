@@ -180,3 +180,34 @@ def test_handler_stale_is_named_and_restarted(controller: Daemon) -> None:
     wait_until(lambda: controller.worker_pids()["handler"] != handler, 10)
     controller.wait_ready(15)
     assert json.loads(controller.get("/status")[1])["components"]["handler"]["restarts"] >= 1
+
+
+def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
+    """With leader_election, only the Lease holder's handlers act; when the
+    leader dies the other replica takes over once the lease runs out."""
+    election = {"controller": {"leader_election": True, "lease_duration": 2,
+                               "lease_namespace": "kube-system"}}
+    first = controller_daemon(tmp_path / "a", cloud, election)
+    second = controller_daemon(tmp_path / "b", cloud, election)
+    try:
+        first.start()
+        first.wait_ready()
+        second.start()
+        wait_until(lambda: second.probe("/status") == 200, 10)
+        time.sleep(1.0)
+        # the follower is alive, not ready: its handlers wait for the lease
+        assert second.probe("/alive") == 200 and second.probe("/ready") != 200
+        holder = cloud.api.leases[("kube-system", "kuryr-supervisor-controller")]
+        assert holder["spec"]["holderIdentity"].endswith(
+            f"_{first.worker_pids()['handler']}")
+        cloud.api.add_pod("default", "one", "node-a")
+        wait_until(lambda: cloud.annotation("default", "one"), 10)
+        first.close()                       # the leader dies
+        second.wait_ready(15)
+        pod = cloud.api.add_pod("default", "two", "node-a")
+        wait_until(lambda: cloud.annotation("default", "two"), 10)
+        assert len(cloud.neutron.ports_for(pod["metadata"]["uid"])) == 1
+        assert len(cloud.neutron.ports) == 2
+    finally:
+        first.close()
+        second.close()
