@@ -324,7 +324,7 @@ class K8sClient:
         import datetime
 
         from kubernetes import client
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         spec = client.V1LeaseSpec(
             holder_identity=holder, lease_duration_seconds=duration,
             lease_transitions=transitions, renew_time=now,
