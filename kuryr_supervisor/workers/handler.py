@@ -6,8 +6,9 @@ thread). The worker's heartbeat is the handlers' own: it beats only while
 every handler has beaten within a heartbeat interval and a half, so one hung
 handler makes the worker stale and the supervisor restarts it. It is ready
 once every handler said so. With ``[controller] leader_election`` the
-handlers start only once this replica holds the Lease, and the worker exits
-(to be restarted as a follower) if it loses it.
+handlers start only once this replica holds the Lease (a standby is ready,
+so rolling updates proceed), and the worker exits (to be restarted as a
+follower) if it loses it.
 """
 from __future__ import annotations
 
@@ -51,8 +52,12 @@ class HandlerWorker(Worker):
                    for name, factory in factories]
         if self.conf.controller.leader_election:
             from kuryr_supervisor.controller.leader import wait_for_leadership
+            # A standby replica is ready: were it not, a rolling update
+            # would wait forever for a new pod while the old one leads.
+            self.state.set_ready(self.component, True)
             if not wait_for_leadership(self.conf, self.stopping, self.beat):
                 return
+            self.state.set_ready(self.component, False)
         if len(runners) == 1:
             name, runner = runners[0]
             LOG.info("running handler %s", name)

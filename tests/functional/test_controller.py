@@ -193,19 +193,19 @@ def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
         first.start()
         first.wait_ready()
         second.start()
-        wait_until(lambda: second.probe("/status") == 200, 10)
-        time.sleep(1.0)
-        # the follower is alive, not ready: its handlers wait for the lease
-        assert second.probe("/alive") == 200 and second.probe("/ready") != 200
+        # the standby is alive and ready (rolling updates proceed); its
+        # handlers wait for the lease
+        second.wait_ready()
+        assert second.probe("/alive") == 200
         holder = cloud.api.leases[("kube-system", "kuryr-supervisor-controller")]
         assert holder["spec"]["holderIdentity"].endswith(
             f"_{first.worker_pids()['handler']}")
         cloud.api.add_pod("default", "one", "node-a")
         wait_until(lambda: cloud.annotation("default", "one"), 10)
+        assert len(cloud.neutron.ports) == 1
         first.close()                       # the leader dies
-        second.wait_ready(15)
         pod = cloud.api.add_pod("default", "two", "node-a")
-        wait_until(lambda: cloud.annotation("default", "two"), 10)
+        wait_until(lambda: cloud.annotation("default", "two"), 15)
         assert len(cloud.neutron.ports_for(pod["metadata"]["uid"])) == 1
         assert len(cloud.neutron.ports) == 2
     finally:
