@@ -11,8 +11,8 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
   heartbeat_interval`` even when the check interval is longer; both options
   are re-read every cycle, so SIGHUP changes them in place;
 - on SIGTERM it keeps answering (readiness already fails through the draining
-  flag) until the Server is gone or ``graceful_shutdown_timeout`` - 1 s has
-  passed, so the kubelet sees the pod go unready rather than refused.
+  flag) until the Server (controller role: the Handler) is gone or
+  ``graceful_shutdown_timeout`` - 1 s has passed, so the kubelet sees the pod go unready rather than refused.
 """
 from __future__ import annotations
 
@@ -187,10 +187,14 @@ class HealthManagerWorker(Worker):
         limit = max(0.0, float(self.conf.supervisor.graceful_shutdown_timeout)
                     - 1.0)
         deadline = self._clock() + limit
-        while (self._clock() < deadline
-               and self.state.component(Component.SERVER).alive):
+        # The Server in the CNI role; in the controller role the Handler.
+        workers = ([Component.SERVER] if Component.SERVER in self.state.active
+                   else [c for c in self.state.active if c is not Component.HEALTH])
+
+        def working() -> bool:
+            return any(self.state.component(c).alive for c in workers)
+        while self._clock() < deadline and working():
             self._closed.wait(0.1)
-        LOG.info("health probes closing (server %s)",
-                 "gone" if not self.state.component(Component.SERVER).alive
-                 else "still up at the drain deadline")
+        LOG.info("health probes closing (workers %s)",
+                 "still up at the drain deadline" if working() else "gone")
         self.close()

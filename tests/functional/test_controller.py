@@ -211,3 +211,27 @@ def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
     finally:
         first.close()
         second.close()
+
+
+def test_handler_failure_budget_exits_76(tmp_path: Path, cloud: Cloud) -> None:
+    """Failures that are the handler's own (here: a subnet without gateway,
+    so no annotation can be written) count; past handler_failures_count
+    liveness fails, and under the exit policy the master exits 76."""
+    d = controller_daemon(tmp_path, cloud, {
+        "controller": {"handler_failures_count": 2},
+        "supervisor": {"worker_death_policy": "exit"}})
+    d.start()
+    try:
+        d.wait_ready()
+        cloud.neutron.subnet["gateway_ip"] = None
+        cloud.api.add_pod("default", "broken", "node-a")
+        assert d.wait_exit(20) == 76, d.log()
+        assert "handler-failures" in d.log() or "handler failures" in d.log()
+    finally:
+        d.close()
+
+
+def test_sigterm_drains_and_exits_0(controller: Daemon) -> None:
+    controller.wait_ready()
+    controller.signal(signal.SIGTERM)
+    assert controller.wait_exit(15) == 0, controller.log()

@@ -112,3 +112,31 @@ def test_wrong_password_is_unavailable(tmp_path: Path,
     keystone.password = "changed"
     with pytest.raises(osa.OpenStackUnavailable, match="Keystone"):
         api.token()
+
+
+def test_cni_role_can_check_openstack_too(tmp_path: Path,
+                                          cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """Nested deployments: [controller] openstack_checks adds the keystone and
+    neutron readiness checks to the CNI role's HealthManager."""
+    from kuryr_supervisor.health.checks import kubernetes as k8s_checks
+    from kuryr_supervisor.health.checks.base import Kind, Sort
+    keystone, neutron = cloud
+    conf = neutron_conf(tmp_path, keystone, openstack_checks="true",
+                        openstack_check_interval=60)
+    conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
+    checks = {c.name: c for c in k8s_checks.extra_checks(None, conf)}  # type: ignore[arg-type]
+    assert set(checks) == {"k8s-api", "keystone", "neutron"}
+    for name in ("keystone", "neutron"):
+        assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
+    now = time.monotonic()
+    for i in range(50):                       # within the interval: cached
+        assert checks["keystone"].run(now + i * 0.1).ok
+        assert checks["neutron"].run(now + i * 0.1).ok
+    assert keystone.issued() == 1
+    assert len([r for r in neutron.requests if "quotas" in r[2]]) == 1
+    neutron.port_limit = 0
+    result = checks["neutron"].run(now + 61)
+    assert not result.ok and "port quota exhausted" in result.message
+    conf.clear_override("api_root", "kubernetes")
+    conf.set_override("openstack_checks", False, "controller")
+    assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
