@@ -19,12 +19,12 @@ NEUTRON_GROUP = "neutron"
 ROLES = ("cni", "controller")
 
 ROLE_OPT = cfg.StrOpt(
-    "role", default="cni", choices=[
-        ("cni", "the CNI node daemon: Watcher, Server, HealthManager"),
-        ("controller", "the controller: handler worker(s) and a "
-                       "HealthManager checking Kubernetes, Keystone and "
-                       "Neutron")],
-    help="Which set of workers the master runs.")
+    "role", default="cni",
+    # Checked by validate(), not by argparse, so a bad value exits 78 with
+    # one line like every other configuration error.
+    help="Which set of workers the master runs: cni (the CNI node daemon: "
+         "Watcher, Server, HealthManager) or controller (handler worker and "
+         "a HealthManager checking Kubernetes, Keystone and Neutron).")
 
 OPTS = [
     cfg.ListOpt("handlers", default=["neutron_port"],
@@ -103,10 +103,10 @@ def _kubernetes_configured(conf: cfg.ConfigOpts) -> bool:
 
 
 def validate(conf: cfg.ConfigOpts) -> None:
-    try:
-        role = conf.role
-    except (cfg.Error, ValueError) as exc:
-        raise ValueError(f"invalid value for role: {exc}") from exc
+    role = conf.role
+    if role not in ROLES:
+        raise ValueError(f"invalid value for role: {role!r} (choose one of "
+                         f"{', '.join(ROLES)})")
     if conf.cni_daemon.address_source == "annotation" and \
             not _kubernetes_configured(conf):
         raise ValueError("invalid value for [cni_daemon] address_source: "
