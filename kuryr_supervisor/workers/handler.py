@@ -72,9 +72,15 @@ class HandlerWorker(Worker):
             thread.start()
             threads.append(thread)
         interval = self.heartbeat_interval
+        reported: list[str] = []
         while not self.stopping.wait(interval / 2):
             now = time.monotonic()
-            late = [n for n, at in beats.items() if now - at > 1.5 * interval]
+            late = sorted(n for n, at in beats.items() if now - at > 1.5 * interval)
+            if late != reported:
+                if late:
+                    LOG.warning("handler(s) %s stopped beating: the worker "
+                                "stops vouching for itself", ", ".join(late))
+                reported = late
             if not late:
                 self.beat()
         for thread in threads:
