@@ -37,7 +37,7 @@ def test_waits_for_the_address_then_records_it(tmp_path: Path) -> None:
     alloc = ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
     assert (alloc.address, alloc.gateway, alloc.mac) == (
         FIXED.address, FIXED.gateway, FIXED.mac)
-    assert asked == [POD] * 4 and slept == [0.05, 0.1, 0.2]
+    assert asked == [POD] * 4 and slept == [0.02, 0.04, 0.08]
     assert ipam.get("c1", "eth0").address == FIXED.address     # type: ignore[union-attr]
     with pytest.raises(errors.AlreadyExists):
         ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)

@@ -28,7 +28,7 @@ from kuryr_supervisor.cni.ipam.store import IpamStore
 
 LOG = logging.getLogger(__name__)
 
-_POLL_FIRST, _POLL_MAX = 0.05, 1.0
+_POLL_FIRST, _POLL_MAX = 0.02, 0.5
 
 
 @dataclasses.dataclass(frozen=True)
