@@ -256,6 +256,18 @@ class K8sClient:
             raise
         return pod
 
+    def watch_pod(self, namespace: str, name: str, resource_version: str,
+                  timeout: float) -> WatchStream:
+        """A watch of one pod (raw objects) ending after ``timeout`` s."""
+        seconds = max(1, int(timeout + 0.999))
+        raw = self._request(
+            "GET", f"/api/v1/namespaces/{quote(namespace, '')}/pods", query=[
+                ("watch", "true"), ("fieldSelector", f"metadata.name={name}"),
+                ("resourceVersion", resource_version),
+                ("timeoutSeconds", seconds)],
+            timeout=(self.request_timeout, seconds + self.request_timeout))
+        return WatchStream(raw, dict)
+
     def annotate_pod(self, namespace: str, name: str, uid: str,
                      annotations: Mapping[str, str | None]) -> None:
         """Merge ``annotations`` into the pod (None removes a key); the

@@ -86,11 +86,12 @@ def build_server_service(conf: cfg.ConfigOpts,
 
 
 def annotation_lookup(client: k8s.K8sClient) -> Lookup:
-    """The pod's address from the controller's port annotation."""
-    read = portannotation.reader(client.get_pod_object)
+    """The pod's address from the controller's port annotation, waiting on
+    a watch of that pod until it is written."""
+    wait = portannotation.waiter(client)
 
-    def lookup(pod: PodRef) -> FixedAddress | None:
-        note = read(pod.namespace, pod.name, pod.uid)
+    def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
+        note = wait(pod.namespace, pod.name, pod.uid, seconds)
         if note is None:
             return None
         return FixedAddress(note.address, note.gateway, note.mac)

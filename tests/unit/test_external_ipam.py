@@ -26,7 +26,8 @@ def test_waits_for_the_address_then_records_it(tmp_path: Path) -> None:
     asked: list[PodRef] = []
     slept: list[float] = []
 
-    def lookup(pod: PodRef) -> FixedAddress | None:
+    def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
+        assert 0 < seconds <= 30.0
         asked.append(pod)
         answer = answers.pop(0)
         if isinstance(answer, Exception):
@@ -37,12 +38,12 @@ def test_waits_for_the_address_then_records_it(tmp_path: Path) -> None:
     alloc = ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
     assert (alloc.address, alloc.gateway, alloc.mac) == (
         FIXED.address, FIXED.gateway, FIXED.mac)
-    assert asked == [POD] * 4 and slept == [0.02, 0.04, 0.08]
+    assert asked == [POD] * 4 and slept == [0.05, 0.1, 0.2]
     assert ipam.get("c1", "eth0").address == FIXED.address     # type: ignore[union-attr]
     with pytest.raises(errors.AlreadyExists):
         ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
     # the same address for another container: refused, never held twice
-    ipam2 = ExternalIpam(ipam.store, lambda pod: FIXED, timeout=lambda: 1.0)
+    ipam2 = ExternalIpam(ipam.store, lambda pod, s: FIXED, timeout=lambda: 1.0)
     with pytest.raises(errors.AlreadyExists):
         ipam2.allocate("c2", "eth0", netns="/run/netns/y", pod=POD)
     assert ipam.release("c1", "eth0") is not None
@@ -50,13 +51,13 @@ def test_waits_for_the_address_then_records_it(tmp_path: Path) -> None:
 
 
 def test_times_out_with_try_again(tmp_path: Path) -> None:
-    ipam = ExternalIpam(store(tmp_path), lambda pod: None, timeout=lambda: 0.2)
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: None, timeout=lambda: 0.2)
     with pytest.raises(errors.TryAgain, match="no port address"):
         ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
     assert ipam.list() == []
 
 
 def test_needs_the_pod(tmp_path: Path) -> None:
-    ipam = ExternalIpam(store(tmp_path), lambda pod: FIXED, timeout=lambda: 1.0)
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: FIXED, timeout=lambda: 1.0)
     with pytest.raises(errors.InvalidEnvironment):
         ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=PodRef("", "", ""))

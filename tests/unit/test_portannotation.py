@@ -69,3 +69,40 @@ def test_handlers_found_by_entry_point() -> None:
     assert name == "neutron_port" and factory.__name__ == "NeutronPortHandler"
     with pytest.raises(handlers.HandlerNotFound, match="nope"):
         handlers.load(["neutron_port", "nope"])
+
+
+def test_waiter_sees_the_annotation_on_a_watch_without_polling() -> None:
+    import threading
+    import time
+
+    from kuryr_supervisor.kubernetes.portannotation import waiter
+    from tests.fixtures.fakeapi import FakeAPI
+    api = FakeAPI().start()
+    try:
+        client = api.client()
+        uid = api.add_pod("default", "web", "node-a")["metadata"]["uid"]
+        note = PortAnnotation(GOOD.port_id, uid, GOOD.mac, GOOD.address,
+                              GOOD.gateway)
+        wait = waiter(client)
+        assert wait("default", "web", uid, 0) is None        # not yet, no wait
+        timer = threading.Timer(0.4, client.annotate_pod, args=(
+            "default", "web", uid, {ANNOTATION: note.to_json()}))
+        timer.start()
+        started = time.monotonic()
+        assert wait("default", "web", uid, 10) == note
+        assert time.monotonic() - started < 2
+        gets = [r for r in api.requests if r[1] == "GET"
+                and r[2] == "/api/v1/namespaces/default/pods/web"]
+        watches = api.requests_for("/api/v1/namespaces/default/pods",
+                                   watch="true")
+        assert len(gets) == 2 and len(watches) == 1     # one GET per call
+        assert watches[0]["fieldSelector"] == "metadata.name=web"
+        assert wait("default", "web", "another-uid", 0.5) is None
+        assert wait("default", "ghost", "u", 5) is None   # no such pod: at once
+        other = api.add_pod("default", "other", "node-a")["metadata"]["uid"]
+        threading.Timer(0.3, api.delete_pod, args=("default", "other")).start()
+        started = time.monotonic()
+        assert wait("default", "other", other, 10) is None
+        assert time.monotonic() - started < 2               # deleted: no wait
+    finally:
+        api.stop()

@@ -2,7 +2,8 @@
 controller role (``[cni_daemon] address_source = annotation``).
 
 :class:`ExternalIpam` is the service's ``Ipam`` port: on ADD it waits,
-bounded by ``timeout``, for the pod's address to be known (the controller may
+bounded by ``timeout``, for the pod's address to be known (``lookup`` itself
+blocks until it is announced, e.g. on a watch) (the controller may
 still be creating the port when the runtime calls us), then records it in
 the same allocation store as the embedded IPAM, so DEL, CHECK, GC and the
 Watcher's reclaim need no second path. It never talks to the Kubernetes API
@@ -28,7 +29,7 @@ from kuryr_supervisor.cni.ipam.store import IpamStore
 
 LOG = logging.getLogger(__name__)
 
-_POLL_FIRST, _POLL_MAX = 0.02, 0.5
+_RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +39,10 @@ class FixedAddress:
     mac: str
 
 
-#: The pod's address when known, else None; may raise while the source is
-#: unreachable (ADD keeps waiting).
-Lookup = Callable[[PodRef], "FixedAddress | None"]
+#: ``(pod, seconds)``: the pod's address, waiting up to ``seconds`` for it
+#: to be announced (None when the time is up); may raise while the source
+#: is unreachable (ADD keeps trying, with backoff, until its own deadline).
+Lookup = Callable[[PodRef, float], "FixedAddress | None"]
 
 
 class ExternalIpam:
@@ -57,11 +59,11 @@ class ExternalIpam:
 
     def wait_for(self, pod: PodRef) -> FixedAddress:
         deadline = time.monotonic() + self._timeout()
-        delay, problem = _POLL_FIRST, "no address announced yet"
+        delay, problem = _RETRY_FIRST, "no address announced yet"
         while True:
             try:
-                fixed = self._lookup(pod)
-            except Exception as exc:  # noqa: BLE001 - the source is down: wait
+                fixed = self._lookup(pod, max(0.0, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - the source is down: retry
                 fixed, problem = None, f"cannot read it: {exc}"
             if fixed is not None:
                 return fixed
@@ -71,7 +73,7 @@ class ExternalIpam:
                     f"pod {pod.namespace}/{pod.name} has no port address "
                     f"from the controller yet ({problem})")
             self._sleep(min(delay, left))
-            delay = min(_POLL_MAX, delay * 2)
+            delay = min(_RETRY_MAX, delay * 2)
 
     def allocate(self, container_id: str, ifname: str, *, netns: str,
                  pod: PodRef) -> Allocation:
