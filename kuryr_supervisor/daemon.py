@@ -38,8 +38,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from kuryr_supervisor.master.manager import Manager
     if k8s.is_configured(conf):
         k8s.preload()
-    Manager(conf, notifier=notifier,
-            ready_hooks=[InstallOnFirstReady(conf)]).run()
+    # The controller role plumbs nothing on this host: no shim to install.
+    hooks = [InstallOnFirstReady(conf)] if conf.role == "cni" else []
+    Manager(conf, notifier=notifier, ready_hooks=hooks).run()
 
 
 if __name__ == "__main__":

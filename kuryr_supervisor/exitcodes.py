@@ -19,6 +19,7 @@ class ExitCode(enum.IntEnum):
     NETLINK = 73            # netlink unusable
     CHECKER_STALE = 74      # the HealthManager's checks stopped running
     ORPHANED = 75           # (worker) the master died; the worker left at once
+    HANDLER_FAILURES = 76   # (controller) handler_failures_count consecutive failures
 
 
 #: Under ``worker_death_policy = exit``, the status for each liveness cause.
@@ -30,4 +31,5 @@ EXIT_FOR_CAUSE: dict[LiveCause, ExitCode] = {
     LiveCause.MEMORY: ExitCode.MEMORY,
     LiveCause.NETLINK: ExitCode.NETLINK,
     LiveCause.CHECKER_STALE: ExitCode.CHECKER_STALE,
+    LiveCause.HANDLER_FAILURES: ExitCode.HANDLER_FAILURES,
 }

@@ -30,10 +30,17 @@ class Component(enum.IntEnum):
     WATCHER = 0
     SERVER = 1
     HEALTH = 2
+    HANDLER = 3      # the controller role's handler worker
 
     @property
     def label(self) -> str:
         return self.name.lower()
+
+
+#: The workers of each role (``--role``); a role's slots are the only ones
+#: probes, metrics and the supervisor look at.
+CNI_COMPONENTS = (Component.WATCHER, Component.SERVER, Component.HEALTH)
+CONTROLLER_COMPONENTS = (Component.HANDLER, Component.HEALTH)
 
 
 class Reason(enum.IntEnum):
@@ -62,6 +69,7 @@ class LiveCause(enum.IntEnum):
     NETLINK = 4
     CHECKER_STALE = 5
     COMPONENT = 6    # a worker dead or stale: the supervisor restarts it
+    HANDLER_FAILURES = 7   # controller: consecutive handler failures
 
 
 # Per-component slot layout.
@@ -69,7 +77,8 @@ _ALIVE, _READY, _HEARTBEAT, _PID, _RESTARTS, _REASON, _STARTED, _EXIT_CODE, \
     _MEMORY, _SLOT_SIZE = range(10)
 # Global layout.
 _CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, \
-    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _GLOBAL_SIZE = range(11)
+    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _HANDLER_FAILURES, \
+    _GLOBAL_SIZE = range(12)
 _SUMMARY_BYTES = 256
 
 
@@ -107,7 +116,9 @@ class SharedState:
     """Named access to the shared health flags (see the module invariant)."""
 
     def __init__(self, slots: Any, globals_: Any, summary: Any, *,
-                 clock: Clock = time.monotonic) -> None:
+                 clock: Clock = time.monotonic,
+                 active: tuple[Component, ...] = CNI_COMPONENTS) -> None:
+        self.active = active
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -116,15 +127,19 @@ class SharedState:
 
     @classmethod
     def create(cls, ctx: multiprocessing.context.BaseContext, *,
-               clock: Clock = time.monotonic) -> SharedState:
-        """Allocate the shared memory; call once, in the master, before forking."""
+               clock: Clock = time.monotonic,
+               active: tuple[Component, ...] = CNI_COMPONENTS) -> SharedState:
+        """Allocate the shared memory; call once, in the master, before forking.
+
+        ``active`` is the role's set of workers (the other slots stay unused).
+        """
         slots = ctx.RawArray("d", len(Component) * _SLOT_SIZE)
         globals_ = ctx.RawArray("d", _GLOBAL_SIZE)
         summary = ctx.RawArray("c", _SUMMARY_BYTES)
         for comp in Component:
             slots[comp * _SLOT_SIZE + _REASON] = Reason.NOT_STARTED
         globals_[_LIVE] = 1.0
-        return cls(slots, globals_, summary, clock=clock)
+        return cls(slots, globals_, summary, clock=clock, active=active)
 
     def now(self) -> float:
         return self._clock()
@@ -180,7 +195,7 @@ class SharedState:
             memory=int(raw[_MEMORY]))
 
     def components(self) -> list[ComponentStatus]:
-        return [self.component(c) for c in Component]
+        return [self.component(c) for c in self.active]
 
     # -- CNI failure budget (written by the Server) ------------------------
     def record_cni_failure(self) -> int:
@@ -196,6 +211,20 @@ class SharedState:
 
     def cni_failures(self) -> int:
         return int(self._globals[_CNI_FAILURES])
+
+    # -- handler failure budget (written by the controller's handler) ------
+    def record_handler_failure(self) -> int:
+        """Count one failed handler step; returns the consecutive count."""
+        with self._local:
+            count = int(self._globals[_HANDLER_FAILURES]) + 1
+            self._globals[_HANDLER_FAILURES] = count
+        return count
+
+    def record_handler_success(self) -> None:
+        self._globals[_HANDLER_FAILURES] = 0
+
+    def handler_failures(self) -> int:
+        return int(self._globals[_HANDLER_FAILURES])
 
     def set_server_load(self, inflight: int, capacity: int) -> None:
         self._globals[_INFLIGHT] = inflight

@@ -92,20 +92,22 @@ class BridgeBinding:
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
-              gateway: ipaddress.IPv4Address) -> PlumbResult:
+              gateway: ipaddress.IPv4Address,
+              mac: str | None = None) -> PlumbResult:
         """Create and configure the pod's interface; all or nothing.
 
         Four netlink round trips: the veth pair is born final (names, MTU,
         MACs, up, host end on the bridge, peer in the pod's namespace) in
         one request, then the pod end's index, then its address, default
-        route and loopback in one datagram. The MACs are chosen here, so no
+        route and loopback in one datagram. The MACs are chosen here (the
+        pod's is ``mac`` when given, e.g. its Neutron port's), so no
         read-back is needed.
         """
         nl = self._nl
         host = self.host_ifname(container_id, ifname)
         bridge_addr = ipaddress.IPv4Interface(
             f"{gateway}/{address.network.prefixlen}")
-        host_mac, pod_mac = nl.random_mac(), nl.random_mac()
+        host_mac, pod_mac = nl.random_mac(), mac or nl.random_mac()
         created = False
         step = "open netns"
         try:

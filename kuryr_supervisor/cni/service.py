@@ -98,10 +98,11 @@ class CNIService:
             held.remove = held.created      # a failed ADD leaves no trace
             alloc = ipam.allocate(cid, ifname, netns=request.netns,
                                   pod=pod or _NO_POD)
+            fixed_mac = {"mac": alloc.mac} if alloc.mac else {}
             try:
                 plumbed = self._binding.plumb(
                     container_id=cid, ifname=ifname, netns=request.netns,
-                    address=alloc.address, gateway=alloc.gateway)
+                    address=alloc.address, gateway=alloc.gateway, **fixed_mac)
             except BaseException:
                 self._release_quietly(ipam, cid, ifname)
                 raise

@@ -20,6 +20,7 @@ from kuryr_supervisor.conf import (
     binding,
     cni_daemon,
     cni_install,
+    controller,
     health,
     ipam,
     kubernetes,
@@ -29,7 +30,8 @@ from kuryr_supervisor.conf import (
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
-    supervisor, health, cni_daemon, ipam, binding, kubernetes, cni_install)
+    supervisor, health, cni_daemon, ipam, binding, kubernetes, cni_install,
+    controller)
 
 
 class ConfigError(Exception):

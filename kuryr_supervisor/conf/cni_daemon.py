@@ -29,6 +29,16 @@ OPTS = [
                       "(another operation on the same container) before "
                       "failing with code 11, and the socket read/write "
                       "timeout of a client connection."),
+    cfg.StrOpt("address_source", default="ipam", choices=[
+        ("ipam", "the embedded host-local IPAM"),
+        ("annotation", "the address, MAC and gateway of the pod's Neutron "
+                       "port, from the annotation the controller role "
+                       "writes (Kubernetes mode only)")],
+        help="Where a pod's address comes from on CNI ADD."),
+    cfg.FloatOpt("annotation_timeout", default=30.0, min=0.1, mutable=True,
+                 help="With address_source = annotation: seconds ADD waits "
+                      "for the controller's annotation before failing with "
+                      "code 11 (try again later)."),
 ]
 
 

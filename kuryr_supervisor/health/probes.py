@@ -174,6 +174,7 @@ class ProbeApp:
             "summary": result.summary, "cause": result.cause.name.lower(),
             "time": iso(report.wall),
             "cniFailures": self.state.cni_failures(),
+            "handlerFailures": self.state.handler_failures(),
             "server": {"inflight": inflight, "capacity": capacity},
             "components": components, "checks": checks,
         }

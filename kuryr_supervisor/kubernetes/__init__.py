@@ -4,4 +4,7 @@
 error taxonomy and the decoding of pods and watch events; ``podwatch`` is the
 list+watch loop, ``registry`` the on-disk pod registry, ``reclaim`` releases
 what deleted pods left and ``nodecondition`` publishes the Node condition.
+For the controller role: ``clusterpods`` (every pod of the cluster, for the
+same loop), ``portannotation`` (the pod's Neutron port, written by the
+controller, read by the CNI role) and ``lease`` (leader election).
 """

@@ -34,6 +34,7 @@ from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
     K8sGone,
     K8sPermanent,
     K8sTemporary,
+    LeaseRecord,
     WatchEvent,
     WatchStream,
     from_status,
@@ -225,6 +226,132 @@ class K8sClient:
                 return None
             raise
         return pod_from_json(data)
+
+    # -- cluster-wide pods (the controller role) -----------------------------------
+    def list_all_pods(self) -> tuple[list[dict[str, Any]], str]:
+        """Every pod of the cluster (raw objects) and the list's version."""
+        data = self._json("GET", "/api/v1/pods")
+        return (list(data.get("items") or []),
+                (data.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch_all_pods(self, resource_version: str,
+                       decode: Any) -> WatchStream:
+        """A bounded watch of every pod, events decoded with ``decode``."""
+        raw = self._request("GET", "/api/v1/pods", query=[
+            ("watch", "true"), ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", self.watch_timeout)],
+            timeout=(self.request_timeout, self.watch_read_timeout))
+        return WatchStream(raw, decode)
+
+    def get_pod_object(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The raw pod, or None if it does not exist (404)."""
+        try:
+            pod: dict[str, Any] = self._json(
+                "GET", f"/api/v1/namespaces/{quote(namespace, '')}"
+                       f"/pods/{quote(name, '')}")
+        except K8sPermanent as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return pod
+
+    def watch_pod(self, namespace: str, name: str, resource_version: str,
+                  timeout: float) -> WatchStream:
+        """A watch of one pod (raw objects) ending after ``timeout`` s."""
+        seconds = max(1, int(timeout + 0.999))
+        raw = self._request(
+            "GET", f"/api/v1/namespaces/{quote(namespace, '')}/pods", query=[
+                ("watch", "true"), ("fieldSelector", f"metadata.name={name}"),
+                ("resourceVersion", resource_version),
+                ("timeoutSeconds", seconds)],
+            timeout=(self.request_timeout, seconds + self.request_timeout))
+        return WatchStream(raw, dict)
+
+    def annotate_pod(self, namespace: str, name: str, uid: str,
+                     annotations: Mapping[str, str | None]) -> None:
+        """Merge ``annotations`` into the pod (None removes a key); the
+        ``uid`` is a precondition, so a new pod of the same name is never
+        given the old one's annotation (409 instead)."""
+        self._json("PATCH", f"/api/v1/namespaces/{quote(namespace, '')}"
+                            f"/pods/{quote(name, '')}",
+                   body={"metadata": {"uid": uid,
+                                      "annotations": dict(annotations)}},
+                   content_type="application/merge-patch+json")
+
+    def probe_watch(self, timeout: float = 2.0) -> tuple[bool, str]:
+        """Can pods be watched? Opens a one-second watch and closes it once
+        the API has answered it with 200 (RBAC and the watch cache work)."""
+        try:
+            raw = self._request("GET", "/api/v1/pods", query=[
+                ("watch", "true"), ("timeoutSeconds", 1), ("limit", 1)],
+                timeout=(timeout, timeout))
+        except K8sError as exc:
+            return False, str(exc)
+        raw.close()
+        raw.release_conn()
+        return True, "pods watchable"
+
+    # -- leases (leader election, the client library's Lease API) ---------------
+    def _leases(self) -> Any:
+        from kubernetes import client
+        return client.CoordinationV1Api(self._api)
+
+    def _lease_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, _request_timeout=(self.request_timeout,
+                                                 self.request_timeout), **kwargs)
+        except _api_exception() as exc:
+            raise from_status(exc.status or 0, f"{what}: {exc.reason}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise K8sTemporary(f"{what}: {exc}") from exc
+
+    @staticmethod
+    def _lease_record(lease: Any) -> LeaseRecord:
+        spec = lease.spec
+        renewed = spec.renew_time or spec.acquire_time
+        return LeaseRecord(
+            holder=spec.holder_identity or "",
+            renew_time=renewed.timestamp() if renewed else 0.0,
+            duration=int(spec.lease_duration_seconds or 0),
+            transitions=int(spec.lease_transitions or 0),
+            resource_version=lease.metadata.resource_version or "")
+
+    def read_lease(self, namespace: str, name: str) -> LeaseRecord | None:
+        try:
+            lease = self._lease_call("read lease", self._leases().read_namespaced_lease,
+                                     name, namespace)
+        except K8sPermanent as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._lease_record(lease)
+
+    def write_lease(self, namespace: str, name: str, *, holder: str,
+                    duration: int, transitions: int, acquired: bool,
+                    resource_version: str | None) -> LeaseRecord:
+        """Create (``resource_version`` None) or replace the Lease; a
+        replace carries the version read, so two candidates never both win
+        (the loser gets 409)."""
+        import datetime
+
+        from kubernetes import client
+        now = datetime.datetime.now(datetime.UTC)
+        spec = client.V1LeaseSpec(
+            holder_identity=holder, lease_duration_seconds=duration,
+            lease_transitions=transitions, renew_time=now,
+            acquire_time=now if acquired else None)
+        meta = client.V1ObjectMeta(name=name, namespace=namespace,
+                                   resource_version=resource_version)
+        body = client.V1Lease(metadata=meta, spec=spec)
+        api = self._leases()
+        if resource_version is None:
+            lease = self._lease_call("create lease", api.create_namespaced_lease,
+                                     namespace, body)
+        else:
+            lease = self._lease_call("replace lease", api.replace_namespaced_lease,
+                                     name, namespace, body)
+        return self._lease_record(lease)
 
     # -- node ------------------------------------------------------------------
     def get_node(self) -> dict[str, Any]:

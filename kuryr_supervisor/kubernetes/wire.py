@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -53,6 +53,17 @@ def from_status(status: int, msg: str) -> K8sError:
 
 
 
+@dataclasses.dataclass(frozen=True)
+class LeaseRecord:
+    """A coordination.k8s.io/v1 Lease, as leader election reads it."""
+
+    holder: str
+    renew_time: float          # epoch seconds; 0 when never renewed
+    duration: int              # leaseDurationSeconds
+    transitions: int
+    resource_version: str
+
+
 def pod_from_json(obj: Mapping[str, Any]) -> Pod:
     meta = obj.get("metadata") or {}
     return Pod(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
@@ -69,7 +80,10 @@ class WatchEvent:
     resource_version: str
 
 
-def parse_event(line: bytes) -> WatchEvent:
+Decode = Callable[[Mapping[str, Any]], Any]
+
+
+def parse_event(line: bytes, decode: Decode = pod_from_json) -> WatchEvent:
     """Decode one watch line; an ERROR event is raised as its taxonomy."""
     try:
         raw = json.loads(line)
@@ -80,15 +94,17 @@ def parse_event(line: bytes) -> WatchEvent:
         raise from_status(int(obj.get("code") or 0),
                            f"watch error: {obj.get('message', obj)}")
     rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-    pod = None if kind == "BOOKMARK" else pod_from_json(obj)
+    pod = None if kind == "BOOKMARK" else decode(obj)
     return WatchEvent(kind, pod, rv)
 
 
 class WatchStream:
     """An open watch; iterate for events, ``close()`` from any thread."""
 
-    def __init__(self, response: urllib3.HTTPResponse) -> None:
+    def __init__(self, response: urllib3.HTTPResponse,
+                 decode: Decode = pod_from_json) -> None:
         self._response = response
+        self._decode = decode
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[WatchEvent]:
@@ -100,7 +116,7 @@ class WatchStream:
                 *lines, buf = buf.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        yield parse_event(line)
+                        yield parse_event(line, self._decode)
             complete = True
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             if self._closed.is_set():

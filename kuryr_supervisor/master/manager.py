@@ -1,7 +1,8 @@
-"""The master process: a cotyledon ServiceManager that governs three workers.
+"""The master process: a cotyledon ServiceManager that governs the workers.
 
 It creates the shared state once (from its explicit ``fork`` context), starts
-the Watcher, Server and HealthManager, and runs a governor thread that carries
+the role's workers (``role = cni``: Watcher, Server and HealthManager;
+``role = controller``: Handler and HealthManager), and runs a governor thread that carries
 out :func:`kuryr_supervisor.master.supervisor.inspect`'s decisions and feeds the
 :class:`~kuryr_supervisor.master.reporting.Reporter`. Worker deaths arrive through
 cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
@@ -24,7 +25,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
-from kuryr_supervisor.health.checks import kubernetes
+from kuryr_supervisor.health.checks import controller, kubernetes
 from kuryr_supervisor.master.reporting import Reporter
 from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.master.supervisor import (
@@ -37,14 +38,24 @@ from kuryr_supervisor.master.supervisor import (
 )
 from kuryr_supervisor.state import Component, Reason, SharedState
 from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL, Worker
+from kuryr_supervisor.workers.handler import HandlerWorker
 from kuryr_supervisor.workers.health import HealthManagerWorker
 from kuryr_supervisor.workers.server import ServerWorker
 from kuryr_supervisor.workers.watcher import WatcherWorker
 
 LOG = logging.getLogger(__name__)
 
-WORKERS: tuple[type[Worker], ...] = (
-    WatcherWorker, ServerWorker, HealthManagerWorker)
+#: A role is the set of workers the master runs, and their extra arguments.
+ROLES: dict[str, tuple[type[Worker], ...]] = {
+    "cni": (WatcherWorker, ServerWorker, HealthManagerWorker),
+    "controller": (HandlerWorker, HealthManagerWorker),
+}
+WORKERS = ROLES["cni"]
+_HEALTH_ARGS: dict[str, dict[str, Any]] = {
+    "cni": {"check_factory": kubernetes.extra_checks},
+    "controller": {"check_factory": controller.dependency_checks,
+                   "base_checks": controller.controller_checks},
+}
 _STACK_DUMP_GRACE = 0.3
 
 
@@ -72,7 +83,9 @@ class Manager(cotyledon.ServiceManager):
             graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
             mp_context=ctx)
         self.conf = conf
-        self.state = SharedState.create(ctx)
+        workers = ROLES[conf.role]
+        self.state = SharedState.create(
+            ctx, active=tuple(w.component for w in workers))
         self._reporter = Reporter(notifier, ready_hooks=ready_hooks)
         self._ledger = RestartLedger()
         self._lock = threading.Lock()
@@ -83,8 +96,8 @@ class Manager(cotyledon.ServiceManager):
         self._by_service: dict[Any, Component] = {}
         master_pid = os.getpid()
         extras: dict[type[Worker], dict[str, Any]] = {
-            HealthManagerWorker: {"check_factory": kubernetes.extra_checks}}
-        for worker in WORKERS:
+            HealthManagerWorker: _HEALTH_ARGS[conf.role]}
+        for worker in workers:
             sid = self.add(worker, workers=1,
                            args=(self.state, conf, master_pid),
                            kwargs=extras.get(worker))

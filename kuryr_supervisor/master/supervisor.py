@@ -52,7 +52,8 @@ class Limits:
             backoff_max=sup.restart_backoff_max,
             deadlines={Component.WATCHER: sup.watcher_deadline,
                        Component.SERVER: sup.server_deadline,
-                       Component.HEALTH: sup.health_deadline},
+                       Component.HEALTH: sup.health_deadline,
+                       Component.HANDLER: sup.handler_deadline},
             max_worker_memory=mem * MIB if mem > 0 else 0,
             checker_deadline=conf.health.checker_deadline)
 

@@ -17,12 +17,14 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from kuryr_supervisor.cni.binding import BridgeBinding
-from kuryr_supervisor.cni.ipam import Allocation, IpamStore
+from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
+from kuryr_supervisor.cni.ipam.external import ExternalIpam, FixedAddress, Lookup
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Ipam, LazyIpam
 from kuryr_supervisor.cni.service import CNIService, PodCheck
 from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import portannotation
 from kuryr_supervisor.kubernetes.registry import PodChecker, PodRegistry, registry_path
 from kuryr_supervisor.state import SharedState
 
@@ -38,21 +40,28 @@ def locks_dir(conf: cfg.ConfigOpts) -> str:
 
 def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
                   pod_check: PodCheck | None = None,
-                  subnet: SubnetProvider | None = None) -> CNIService:
+                  subnet: SubnetProvider | None = None,
+                  lookup: Lookup | None = None) -> CNIService:
     """The CNI service as configured.
 
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
     ``subnet`` replaces [ipam] subnet, e.g. with the Node's podCIDR (return
-    None while unknown: ADD then answers code 11, STATUS code 50).
+    None while unknown: ADD then answers code 11, STATUS code 50);
+    ``lookup`` makes addresses come from elsewhere (the controller's port
+    annotation) instead of the embedded IPAM.
     """
     settings = ipam_conf.settings(conf)
 
     def open_store(net: ipaddress.IPv4Network) -> Ipam:
         same = net == settings.subnet
-        return IpamStore(settings.db_path, net,
-                         gateway=settings.gateway if same else None,
-                         range_start=settings.range_start if same else None,
-                         range_end=settings.range_end if same else None)
+        store = IpamStore(settings.db_path, net,
+                          gateway=settings.gateway if same else None,
+                          range_start=settings.range_start if same else None,
+                          range_end=settings.range_end if same else None)
+        if lookup is None:
+            return store
+        return ExternalIpam(store, lookup, timeout=lambda: float(
+            conf.cni_daemon.annotation_timeout))
 
     binding = BridgeBinding(conf.binding.bridge, conf.binding.mtu)
     return CNIService(
@@ -70,8 +79,23 @@ def build_server_service(conf: cfg.ConfigOpts,
     registry = PodRegistry(registry_path(conf.ipam.state_dir))
     checker = PodChecker(registry, get_pod=client.get_pod)
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
+    lookup = (annotation_lookup(client)
+              if conf.cni_daemon.address_source == "annotation" else None)
     return build_service(conf, state, pod_check=checker.check_pod,
-                         subnet=subnet)
+                         subnet=subnet, lookup=lookup)
+
+
+def annotation_lookup(client: k8s.K8sClient) -> Lookup:
+    """The pod's address from the controller's port annotation, waiting on
+    a watch of that pod until it is written."""
+    wait = portannotation.waiter(client)
+
+    def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
+        note = wait(pod.namespace, pod.name, pod.uid, seconds)
+        if note is None:
+            return None
+        return FixedAddress(note.address, note.gateway, note.mac)
+    return lookup
 
 
 def node_pod_cidr(client: k8s.K8sClient) -> SubnetProvider:

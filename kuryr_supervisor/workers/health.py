@@ -11,8 +11,8 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
   heartbeat_interval`` even when the check interval is longer; both options
   are re-read every cycle, so SIGHUP changes them in place;
 - on SIGTERM it keeps answering (readiness already fails through the draining
-  flag) until the Server is gone or ``graceful_shutdown_timeout`` - 1 s has
-  passed, so the kubelet sees the pod go unready rather than refused.
+  flag) until the Server (controller role: the Handler) is gone or
+  ``graceful_shutdown_timeout`` - 1 s has passed, so the kubelet sees the pod go unready rather than refused.
 """
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ class ProbeServer:
 #: Builds extra checks in the worker process (after the fork), so a check
 #: that holds a client or a socket never shares it with the master.
 CheckFactory = Callable[[SharedState, cfg.ConfigOpts], Iterable[Check]]
+#: The role's base set of checks (the CNI role's by default).
+BaseChecks = Callable[..., list[Check]]
 
 
 class HealthManagerWorker(Worker):
@@ -91,8 +93,10 @@ class HealthManagerWorker(Worker):
                  conf: cfg.ConfigOpts, master_pid: int, *,
                  extra_checks: Iterable[Check] = (),
                  check_factory: CheckFactory | None = None,
+                 base_checks: BaseChecks = default_checks,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(worker_id, state, conf, master_pid)
+        self._base_checks = base_checks
         self._extra = tuple(extra_checks)
         self._factory = check_factory
         self._clock = clock
@@ -108,8 +112,8 @@ class HealthManagerWorker(Worker):
         extra = list(self._extra)
         if self._factory is not None:
             extra.extend(self._factory(self.state, self.conf))
-        checks = default_checks(self.state, self.conf, self._master_pid,
-                                extra=extra)
+        checks = self._base_checks(self.state, self.conf, self._master_pid,
+                                   extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
         self._condition = nodecondition.from_conf(self.conf)
@@ -183,10 +187,14 @@ class HealthManagerWorker(Worker):
         limit = max(0.0, float(self.conf.supervisor.graceful_shutdown_timeout)
                     - 1.0)
         deadline = self._clock() + limit
-        while (self._clock() < deadline
-               and self.state.component(Component.SERVER).alive):
+        # The Server in the CNI role; in the controller role the Handler.
+        workers = ([Component.SERVER] if Component.SERVER in self.state.active
+                   else [c for c in self.state.active if c is not Component.HEALTH])
+
+        def working() -> bool:
+            return any(self.state.component(c).alive for c in workers)
+        while self._clock() < deadline and working():
             self._closed.wait(0.1)
-        LOG.info("health probes closing (server %s)",
-                 "gone" if not self.state.component(Component.SERVER).alive
-                 else "still up at the drain deadline")
+        LOG.info("health probes closing (workers %s)",
+                 "still up at the drain deadline" if working() else "gone")
         self.close()

@@ -63,3 +63,20 @@ def test_reload_applies_mutable_and_refuses_invalid(tmp_path: Path) -> None:
     write(path, "[cni_health_server]\nmax_memory_usage = lots\n")
     assert conf_mod.reload(conf) is False
     assert conf.cni_health_server.max_memory_usage == 500
+
+
+def test_role_is_checked_with_one_line(tmp_path: Path) -> None:
+    for argv, needle in ((["--role", "bogus"], "invalid value for role"),
+                         (["--role", "controller"], "needs the Kubernetes API")):
+        conf = fresh()
+        with pytest.raises(conf_mod.ConfigError, match=needle):
+            conf_mod.load(conf, argv + ["--config-file", write(tmp_path / "e.conf", "")])
+    conf = fresh()
+    conf_mod.load(conf, ["--role", "controller", "--config-file", write(
+        tmp_path / "c.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n"
+        "[controller]\npod_network_id = net\n")])
+    assert conf.role == "controller"
+    conf = fresh()
+    with pytest.raises(conf_mod.ConfigError, match="pod_network_id"):
+        conf_mod.load(conf, ["--role", "controller", "--config-file", write(
+            tmp_path / "d.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n")])

@@ -30,3 +30,4 @@ class Allocation:
     netns: str
     pod: PodRef
     created: float
+    mac: str | None = None   # the pod's MAC when the address source fixes it

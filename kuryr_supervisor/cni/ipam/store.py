@@ -132,6 +132,33 @@ class IpamStore:
                   ifname)
         return allocation
 
+    def record(self, container_id: str, ifname: str, *, netns: str,
+               pod: PodRef, address: ipaddress.IPv4Interface,
+               gateway: ipaddress.IPv4Address) -> Allocation:
+        """Keep an address chosen elsewhere (a Neutron port) as this
+        container's allocation, so DEL, CHECK, GC and reclaim treat it like
+        any other. The same rules hold: one per (container, ifname), an
+        address never held twice."""
+        created = time.time()
+        try:
+            with self._db.transaction() as conn:
+                conn.execute(
+                    f"INSERT INTO allocations ({_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (container_id, ifname, int(address.ip),
+                     address.network.prefixlen, str(gateway), netns,
+                     pod.namespace, pod.name, pod.uid, created))
+        except sqlite3.IntegrityError as exc:
+            raise errors.AlreadyExists(
+                f"{container_id}/{ifname} already has an address, or "
+                f"{address.ip} is held by another container") from exc
+        except sqlite3.Error as exc:
+            raise errors.IpamStoreError(
+                f"IPAM store {self.path}: record failed: {exc}") from exc
+        return Allocation(container_id=container_id, ifname=ifname,
+                          address=address, gateway=gateway, netns=netns,
+                          pod=pod, created=created)
+
     def release(self, container_id: str, ifname: str) -> Allocation | None:
         """Free the address of (container_id, ifname); None if it had none."""
         rows = self._db.query(

@@ -48,7 +48,7 @@ def default_checks(state: SharedState, conf: cfg.ConfigOpts, master_pid: int,
 
     checks: list[Check] = [
         NetlinkCheck(probe),
-        *(ComponentAliveCheck(state, conf, c) for c in Component),
+        *(ComponentAliveCheck(state, conf, c) for c in state.active),
         CNIFailuresCheck(state, conf),
         MemoryCheck(conf, DaemonMemory(master_pid, proc_root=proc_root,
                                        cgroup_root=cgroup_root)),

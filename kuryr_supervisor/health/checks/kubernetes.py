@@ -66,4 +66,8 @@ def extra_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:
     """The HealthManager's ``check_factory``: built in the worker, after the
     fork, so the API client is never shared with the master."""
     check = from_conf(conf)
-    return [check] if check is not None else []
+    checks: list[Check] = [check] if check is not None else []
+    if conf.controller.openstack_checks:     # nested: the CNI role uses Neutron too
+        from kuryr_supervisor.health.checks.openstack import openstack_checks
+        checks.extend(openstack_checks(conf))
+    return checks

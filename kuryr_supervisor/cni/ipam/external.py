@@ -1,0 +1,101 @@
+"""Addresses chosen elsewhere: the pod's Neutron port, announced by the
+controller role (``[cni_daemon] address_source = annotation``).
+
+:class:`ExternalIpam` is the service's ``Ipam`` port: on ADD it waits,
+bounded by ``timeout``, for the pod's address to be known (``lookup`` itself
+blocks until it is announced, e.g. on a watch) (the controller may
+still be creating the port when the runtime calls us), then records it in
+the same allocation store as the embedded IPAM, so DEL, CHECK, GC and the
+Watcher's reclaim need no second path. It never talks to the Kubernetes API
+itself: ``lookup`` is wired in by :mod:`kuryr_supervisor.workers.assembly`
+(the CNI package does not import the Kubernetes one).
+
+Failures: a pod not named in CNI_ARGS is the runtime's mistake (code 4); no
+address within the timeout is "try again later" (code 11), never counted
+against the ADD failure budget.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni.ipam.records import Allocation, PodRef
+from kuryr_supervisor.cni.ipam.store import IpamStore
+
+LOG = logging.getLogger(__name__)
+
+_RETRY_FIRST, _RETRY_MAX = 0.05, 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedAddress:
+    address: ipaddress.IPv4Interface
+    gateway: ipaddress.IPv4Address
+    mac: str
+
+
+#: ``(pod, seconds)``: the pod's address, waiting up to ``seconds`` for it
+#: to be announced (None when the time is up); may raise while the source
+#: is unreachable (ADD keeps trying, with backoff, until its own deadline).
+Lookup = Callable[[PodRef, float], "FixedAddress | None"]
+
+
+class ExternalIpam:
+    """See the module docstring."""
+
+    def __init__(self, store: IpamStore, lookup: Lookup, *,
+                 timeout: Callable[[], float],
+                 sleep: Callable[[float], object] = time.sleep) -> None:
+        self.store = store
+        self._lookup = lookup
+        self._timeout = timeout
+        self._sleep = sleep
+        self._waiting = threading.local()
+
+    def wait_for(self, pod: PodRef) -> FixedAddress:
+        deadline = time.monotonic() + self._timeout()
+        delay, problem = _RETRY_FIRST, "no address announced yet"
+        while True:
+            try:
+                fixed = self._lookup(pod, max(0.0, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - the source is down: retry
+                fixed, problem = None, f"cannot read it: {exc}"
+            if fixed is not None:
+                return fixed
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.TryAgain(
+                    f"pod {pod.namespace}/{pod.name} has no port address "
+                    f"from the controller yet ({problem})")
+            self._sleep(min(delay, left))
+            delay = min(_RETRY_MAX, delay * 2)
+
+    def allocate(self, container_id: str, ifname: str, *, netns: str,
+                 pod: PodRef) -> Allocation:
+        if not pod.namespace or not pod.name:
+            raise errors.InvalidEnvironment(
+                "address_source = annotation needs K8S_POD_NAMESPACE and "
+                "K8S_POD_NAME in CNI_ARGS")
+        if self.store.get(container_id, ifname) is not None:
+            raise errors.AlreadyExists(
+                f"{container_id}/{ifname} already has an address")
+        fixed = self.wait_for(pod)
+        alloc = self.store.record(container_id, ifname, netns=netns, pod=pod,
+                                  address=fixed.address, gateway=fixed.gateway)
+        LOG.debug("%s/%s takes %s (%s) from its port", container_id, ifname,
+                  fixed.address, fixed.mac)
+        return dataclasses.replace(alloc, mac=fixed.mac)
+
+    def release(self, container_id: str, ifname: str) -> Allocation | None:
+        return self.store.release(container_id, ifname)
+
+    def get(self, container_id: str, ifname: str) -> Allocation | None:
+        return self.store.get(container_id, ifname)
+
+    def list(self) -> list[Allocation]:
+        return self.store.list()

@@ -1,0 +1,126 @@
+"""The controller role's options: ``role`` (command line or [DEFAULT]),
+``[controller]`` and ``[neutron]``, the way Kuryr registers them.
+
+``[neutron]`` holds keystoneauth's session and auth options (``auth_type``,
+``auth_section``, then the chosen plugin's own, e.g. ``auth_url``,
+``username``, ``password``, ``project_name`` for ``password``), registered
+with keystoneauth's loading helpers as Kuryr does. keystoneauth1 is the
+``openstack`` extra: without it the group is absent and the controller role
+refuses to start with one line naming the extra.
+"""
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+
+GROUP = "controller"
+NEUTRON_GROUP = "neutron"
+ROLES = ("cni", "controller")
+
+ROLE_OPT = cfg.StrOpt(
+    "role", default="cni",
+    # Checked by validate(), not by argparse, so a bad value exits 78 with
+    # one line like every other configuration error.
+    help="Which set of workers the master runs: cni (the CNI node daemon: "
+         "Watcher, Server, HealthManager) or controller (handler worker and "
+         "a HealthManager checking Kubernetes, Keystone and Neutron).")
+
+OPTS = [
+    cfg.ListOpt("handlers", default=["neutron_port"],
+                help="Handlers the handler worker runs, by entry point name "
+                     "in the group kuryr_supervisor.controller.handlers."),
+    cfg.IntOpt("handler_failures_count", default=5, min=1, mutable=True,
+               help="Consecutive failed handler steps (not counting "
+                    "Kubernetes, Keystone or Neutron outages, which make the "
+                    "controller not ready instead) after which /alive "
+                    "fails."),
+    cfg.StrOpt("pod_network_id", default="",
+               help="Neutron network the pods' ports are created on."),
+    cfg.StrOpt("pod_subnet_id", default="",
+               help="Neutron subnet of the pods' addresses (empty: the "
+                    "network's first subnet)."),
+    cfg.StrOpt("project_id", default="",
+               help="Project whose port quota readiness checks (empty: the "
+                    "token's project)."),
+    cfg.FloatOpt("resync_interval", default=60.0, min=1.0, mutable=True,
+                 help="Seconds between full reconciliations of pods and "
+                      "ports (leaked ports of gone pods are deleted)."),
+    cfg.FloatOpt("token_renew_margin", default=120.0, min=1.0,
+                 help="A Keystone token is renewed when it expires within "
+                      "this many seconds."),
+    cfg.FloatOpt("openstack_check_interval", default=10.0, min=0.1,
+                 mutable=True,
+                 help="Seconds between readiness checks of Keystone and "
+                      "Neutron (probes reuse the last answer)."),
+    cfg.FloatOpt("openstack_timeout", default=5.0, min=0.1,
+                 help="Timeout in seconds of one Keystone or Neutron "
+                      "request."),
+    cfg.BoolOpt("openstack_checks", default=False,
+                help="CNI role: check Keystone and Neutron in readiness too "
+                     "(nested deployments); the controller role always "
+                     "does."),
+    cfg.BoolOpt("leader_election", default=False,
+                help="Act only while holding the Lease (coordination.k8s.io"
+                     "/v1); needed when more than one replica runs."),
+    cfg.StrOpt("lease_name", default="kuryr-supervisor-controller",
+               help="Name of the Lease used for leader election."),
+    cfg.StrOpt("lease_namespace", default="kube-system",
+               help="Namespace of the Lease."),
+    cfg.IntOpt("lease_duration", default=15, min=2,
+               help="Seconds a leader's Lease is valid without renewal."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_cli_opt(ROLE_OPT)
+    conf.register_opts(OPTS, group=GROUP)
+    try:
+        from keystoneauth1 import loading as ks_loading
+    except ImportError:      # the openstack extra is not installed
+        return
+    ks_loading.register_session_conf_options(conf, NEUTRON_GROUP)
+    ks_loading.register_auth_conf_options(conf, NEUTRON_GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """The groups' options (``role`` is a command-line option, checked by
+    :func:`validate`)."""
+    opts: list[tuple[str, list[cfg.Opt]]] = [(GROUP, OPTS)]
+    try:
+        from keystoneauth1 import loading as ks_loading
+    except ImportError:
+        return opts
+    opts.append((NEUTRON_GROUP, ks_loading.get_session_conf_options()
+                 + ks_loading.get_auth_common_conf_options()))
+    return opts
+
+
+def _kubernetes_configured(conf: cfg.ConfigOpts) -> bool:
+    k = conf.kubernetes
+    return bool(k.api_root or k.kubeconfig
+                or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    role = conf.role
+    if role not in ROLES:
+        raise ValueError(f"invalid value for role: {role!r} (choose one of "
+                         f"{', '.join(ROLES)})")
+    if conf.cni_daemon.address_source == "annotation" and \
+            not _kubernetes_configured(conf):
+        raise ValueError("invalid value for [cni_daemon] address_source: "
+                         "annotation needs the Kubernetes API")
+    if role != "controller":
+        return
+    if not _kubernetes_configured(conf):
+        raise ValueError("role controller needs the Kubernetes API "
+                         "([kubernetes] api_root or kubeconfig, or a pod's "
+                         "service account)")
+    if NEUTRON_GROUP not in conf:
+        raise ValueError("role controller needs keystoneauth1: install "
+                         "kuryr-supervisor[openstack]")
+    if "neutron_port" in conf.controller.handlers and \
+            not conf.controller.pod_network_id:
+        raise ValueError("invalid value for [controller] pod_network_id: "
+                         "required by the neutron_port handler")

@@ -1,0 +1,124 @@
+"""Readiness on the controller's dependencies: Kubernetes watchable,
+Keystone authenticating, Neutron answering with port quota left.
+
+An outage of any of them makes the daemon NOT READY, never NOT ALIVE:
+restarting the controller cannot bring Keystone back. Each is an I/O check
+(run on the HealthManager's timer, never on a probe request) that reuses its
+last answer for ``interval`` seconds, so probes cost no request at all and
+the checks cost one request per interval. Keystone is asked only when the
+cached token is missing or expires within ``[controller] token_renew_margin``
+(keystoneauth's cache): the check renews the token before it expires.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from oslo_config import cfg
+
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+
+LOG = logging.getLogger(__name__)
+
+
+class _Cached(Check):
+    """An I/O readiness check that probes at most every ``interval``."""
+
+    kind = Kind.READINESS
+    sort = Sort.IO
+
+    def __init__(self, interval: Callable[[], float]) -> None:
+        self._interval = interval
+        self._last: Result | None = None
+        self._at = 0.0
+
+    def run(self, now: float) -> Result:
+        if self._last is not None and now - self._at < self._interval():
+            return self._last
+        try:
+            result = self.probe()
+        except Exception as exc:  # noqa: BLE001 - a check reports, never raises
+            result = Result.failed(f"{self.name} unreachable: {exc}")
+        self._last, self._at = result, now
+        return result
+
+    def probe(self) -> Result:
+        raise NotImplementedError
+
+
+class K8sWatchCheck(_Cached):
+    """``k8s-watch``: a watch on pods is answered (RBAC, watch cache)."""
+
+    name = "k8s-watch"
+
+    def __init__(self, probe_watch: Callable[[], tuple[bool, str]],
+                 interval: Callable[[], float]) -> None:
+        super().__init__(interval)
+        self._probe_watch = probe_watch
+
+    def probe(self) -> Result:
+        ok, message = self._probe_watch()
+        return Result(ok, message if ok else
+                      f"Kubernetes API cannot be watched: {message}")
+
+
+class KeystoneCheck(_Cached):
+    """``keystone``: a valid token is held (obtained or renewed in time)."""
+
+    name = "keystone"
+
+    def __init__(self, cloud: Any, interval: Callable[[], float],
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        super().__init__(interval)
+        self.cloud = cloud
+        self._wall = wall_clock
+
+    def probe(self) -> Result:
+        from kuryr_supervisor.controller import openstack as osa
+        try:
+            token = self.cloud.token()
+        except osa.OpenStackError as exc:
+            return Result.failed(f"Keystone does not authenticate: {exc}")
+        left = token.expires_at - self._wall()
+        return Result.passed(f"token valid for {left:.0f}s", left)
+
+
+class NeutronCheck(_Cached):
+    """``neutron``: Neutron answers and the project can create a port."""
+
+    name = "neutron"
+
+    def __init__(self, cloud: Any, project_id: Callable[[], str],
+                 interval: Callable[[], float]) -> None:
+        super().__init__(interval)
+        self.cloud = cloud
+        self._project = project_id
+
+    def probe(self) -> Result:
+        from kuryr_supervisor.controller import openstack as osa
+        try:
+            project = self._project() or self.cloud.token().project_id
+            quota = self.cloud.port_quota(project)
+        except osa.OpenStackError as exc:
+            return Result.failed(f"Neutron does not answer: {exc}")
+        left = quota.left
+        if left is None:
+            return Result.passed("port quota unlimited")
+        if left <= 0:
+            return Result.failed(f"port quota exhausted: {quota.used} of "
+                                 f"{quota.limit} ports used", left)
+        return Result.passed(f"{left} of {quota.limit} ports left", left)
+
+
+def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
+    """Keystone and Neutron checks, sharing one adapter (one token)."""
+    from kuryr_supervisor.controller import openstack as osa
+    cloud = osa.OpenStack.from_conf(conf)
+    opts = conf.controller
+
+    def interval() -> float:
+        return float(opts.openstack_check_interval)
+    return [KeystoneCheck(cloud, interval),
+            NeutronCheck(cloud, lambda: str(opts.project_id), interval)]

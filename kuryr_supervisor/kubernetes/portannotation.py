@@ -1,0 +1,151 @@
+"""The pod annotation that carries a pod's Neutron port to the CNI role.
+
+The controller role writes it (:mod:`kuryr_supervisor.controller.neutronport`);
+the CNI role reads it on ADD instead of allocating from its embedded IPAM
+(``[cni_daemon] address_source = annotation``). The value is JSON::
+
+    {"portId": "...", "podUid": "...", "mac": "fa:16:3e:..",
+     "address": "10.20.0.12/24", "gateway": "10.20.0.1"}
+
+Anyone who may edit the pod can write it, so it is hostile input: every
+field is checked (types, lengths, a unicast MAC, a host address inside its
+network, a gateway in the same network and not the address itself) and the
+``podUid`` must be the pod's own, so an annotation copied onto another pod,
+or left on a pod recreated under the same name, is never bound.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+ANNOTATION = "kuryr-supervisor.openstack.org/port"
+_MAX_BYTES = 1024
+_MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+@dataclasses.dataclass(frozen=True)
+class PortAnnotation:
+    port_id: str
+    pod_uid: str
+    mac: str
+    address: ipaddress.IPv4Interface
+    gateway: ipaddress.IPv4Address
+
+    def to_json(self) -> str:
+        return json.dumps({"portId": self.port_id, "podUid": self.pod_uid,
+                           "mac": self.mac, "address": str(self.address),
+                           "gateway": str(self.gateway)}, sort_keys=True)
+
+    @classmethod
+    def parse(cls, text: str) -> PortAnnotation:
+        """Validate and decode; ValueError says what is wrong."""
+        if not isinstance(text, str) or len(text.encode()) > _MAX_BYTES:
+            raise ValueError("not a string of at most 1 KiB")
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise ValueError("not JSON") from exc
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        fields: dict[str, str] = {}
+        for key in ("portId", "podUid", "mac", "address", "gateway"):
+            value = raw.get(key)
+            if not isinstance(value, str):
+                raise ValueError(f"{key} must be a string")
+            fields[key] = value
+        for key in ("portId", "podUid"):
+            if not _ID.match(fields[key]):
+                raise ValueError(f"bad {key}")
+        mac = fields["mac"].lower()
+        if not _MAC.match(mac) or int(mac[:2], 16) & 1:
+            raise ValueError("mac is not a unicast MAC address")
+        try:
+            address = ipaddress.IPv4Interface(fields["address"])
+            gateway = ipaddress.IPv4Address(fields["gateway"])
+        except ValueError as exc:
+            raise ValueError(f"bad address or gateway: {exc}") from exc
+        net = address.network
+        if net.prefixlen > 30 or address.ip in (net.network_address,
+                                                net.broadcast_address):
+            raise ValueError("address is not a host of a /30 or larger")
+        if gateway not in net or gateway == address.ip or gateway in (
+                net.network_address, net.broadcast_address):
+            raise ValueError("gateway is not another host of the network")
+        if address.ip.is_loopback or address.ip.is_multicast:
+            raise ValueError("address is loopback or multicast")
+        return cls(fields["portId"], fields["podUid"], mac, address, gateway)
+
+
+def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
+    """The pod's own, valid annotation, or None (absent, invalid, or
+    written for another pod UID)."""
+    meta = obj.get("metadata") or {}
+    text = (meta.get("annotations") or {}).get(ANNOTATION)
+    if text is None:
+        return None
+    try:
+        ann = PortAnnotation.parse(text)
+    except ValueError:
+        return None
+    return ann if ann.pod_uid == meta.get("uid") else None
+
+
+class PodSource(Protocol):
+    """What :func:`waiter` needs of the API (``K8sClient`` fits)."""
+
+    def get_pod_object(self, namespace: str, name: str
+                       ) -> Mapping[str, Any] | None: ...
+    def watch_pod(self, namespace: str, name: str, resource_version: str,
+                  timeout: float) -> Any: ...
+
+
+Wait = Callable[[str, str, str, float], "PortAnnotation | None"]
+
+
+def _own(obj: Mapping[str, Any] | None, uid: str) -> PortAnnotation | None:
+    if obj is None:
+        return None
+    ann = from_pod(obj)
+    return None if ann is None or (uid and ann.pod_uid != uid) else ann
+
+
+def waiter(source: PodSource) -> Wait:
+    """(namespace, name, uid, seconds) -> the pod's annotation, waiting up
+    to ``seconds`` for it: one GET, then a watch of that pod alone from the
+    GET's resourceVersion, so the annotation is seen the moment it is
+    written, with no polling. None when the time is up, the pod is gone or
+    has another UID."""
+    def wait(namespace: str, name: str, uid: str,
+             seconds: float) -> PortAnnotation | None:
+        deadline = time.monotonic() + seconds
+        obj = source.get_pod_object(namespace, name)
+        found = _own(obj, uid)
+        if found is not None or obj is None or seconds <= 0:
+            return found
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        stream = source.watch_pod(namespace, name, version, seconds)
+        try:
+            for event in stream:
+                if event.type == "DELETED":
+                    return None
+                found = _own(event.pod, uid) if event.pod is not None else None
+                if found is not None or time.monotonic() >= deadline:
+                    return found
+        finally:
+            stream.close()
+        return None
+    return wait
+
+
+def reader(get_pod: Callable[[str, str], Mapping[str, Any] | None]
+           ) -> Callable[[str, str, str], PortAnnotation | None]:
+    """(namespace, name, uid) -> the pod's annotation now, or None."""
+    def read(namespace: str, name: str, uid: str) -> PortAnnotation | None:
+        return _own(get_pod(namespace, name), uid)
+    return read

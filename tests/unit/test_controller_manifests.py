@@ -1,0 +1,177 @@
+"""The controller role's manifests (etc/kubernetes/controller): schema-valid
+(the kubernetes client's models refuse unknown fields), consistent with the
+daemon's configuration, and granting exactly the API calls the controller
+makes."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import pytest
+import yaml
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_pkg
+from kuryr_supervisor.kubernetes.lease import LeaderElector
+from tests.fixtures.fakeapi import FakeAPI
+
+HERE = Path(__file__).parents[2] / "etc" / "kubernetes" / "controller"
+
+
+def documents() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((HERE / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for name in kustomization["resources"]:
+        docs += [d for d in yaml.safe_load_all((HERE / name).read_text()) if d]
+    return docs
+
+
+def by_kind(kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in documents() if d["kind"] == kind]
+    return doc
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((HERE / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(
+        p.name for p in HERE.glob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def test_every_document_matches_the_api_schema() -> None:
+    kinds = []
+    for doc in documents():
+        kinds.append(doc["kind"])
+        getattr(kubernetes.client, f"V1{doc['kind']}").model_validate(doc)
+        assert doc["metadata"].get("namespace", "kube-system") == "kube-system"
+    assert sorted(kinds) == sorted([
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+        "RoleBinding", "ConfigMap", "Secret", "Deployment"])
+
+
+def container() -> dict[str, Any]:
+    spec = by_kind("Deployment")["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    return c
+
+
+def controller_conf(monkeypatch: pytest.MonkeyPatch) -> cfg.ConfigOpts:
+    """The Deployment's command line over the ConfigMap and Secret files."""
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # in a pod
+    files = {"/etc/kuryr-supervisor/kuryr-supervisor.conf":
+             by_kind("ConfigMap")["data"]["kuryr-supervisor.conf"],
+             "/etc/kuryr-supervisor-credentials/neutron.conf":
+             by_kind("Secret")["stringData"]["neutron.conf"]}
+    args = container()["command"][1:]
+    conf = cfg.ConfigOpts()
+    conf_pkg.register_opts(conf)
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, arg in enumerate(args):
+            if arg in files:
+                path = os.path.join(tmp, f"{i}.conf")
+                Path(path).write_text(files[arg])
+                args[i] = path
+        conf(args, default_config_files=[])
+        conf_pkg.validate(conf)
+    return conf
+
+
+def test_command_and_config_make_a_valid_controller(monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = controller_conf(monkeypatch)
+    assert conf.role == "controller"
+    assert conf.controller.leader_election is True
+    assert by_kind("Deployment")["spec"]["replicas"] > 1
+    port = conf.cni_health_server.port
+    assert port != 8090                   # the CNI daemon's, on the same host
+    for probe, path in (("startupProbe", "/startup"), ("livenessProbe", "/alive"),
+                        ("readinessProbe", "/ready")):
+        get = container()[probe]["httpGet"]
+        assert (get["path"], get["port"], get["host"]) == (
+            path, port, conf.cni_health_server.host)
+    grace = by_kind("Deployment")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"]
+    assert grace > conf.supervisor.graceful_shutdown_timeout
+
+
+def test_credentials_are_not_in_the_configmap() -> None:
+    text = by_kind("ConfigMap")["data"]["kuryr-supervisor.conf"]
+    assert "password" not in text and "[neutron]" not in text
+
+
+def test_unprivileged() -> None:
+    sc = container()["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    fake = FakeAPI().start()
+    fake.add_pod("ns", "p", "node-a")
+    yield fake
+    fake.stop()
+
+
+def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
+    """Make every call the controller makes; (group, resource, verb)."""
+    client = api.client("node-a", watch_timeout=1)
+    _, rv = client.list_all_pods()
+    list(client.watch_all_pods(rv, dict))
+    client.get_pod_object("ns", "p")
+    uid = api.pods[("ns", "p")]["metadata"]["uid"]
+    client.annotate_pod("ns", "p", uid, {"a": "b"})
+    client.probe_watch(1)
+    client.probe(1)
+    elector = LeaderElector(client, namespace="kube-system",
+                            name="kuryr-supervisor-controller",
+                            identity="x", duration=5)
+    elector.try_acquire_or_renew()
+    elector.try_acquire_or_renew()
+    used = set()
+    verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update"}
+    for _, method, path, query in api.requests:
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "v1"] and parts[2:] == ["pods"]:
+            used.add(("", "pods", "watch" if query.get("watch") else "list"))
+        elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
+            used.add(("", "pods", verbs[method]))
+        elif parts[:2] == ["apis", "coordination.k8s.io"]:
+            used.add(("coordination.k8s.io", "leases", verbs[method]))
+        elif path not in ("/readyz", "/healthz"):
+            raise AssertionError(f"unexpected request {method} {path}")
+    return used
+
+
+def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:
+    granted = set()
+    for kind in ("ClusterRole", "Role"):
+        for rule in by_kind(kind)["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+            for group in rule["apiGroups"]:
+                granted |= {(group, r, v) for r in rule["resources"]
+                            for v in rule["verbs"]}
+    assert granted == used_permissions(api)
+    lease_rules = by_kind("Role")["rules"]
+    named = [r for r in lease_rules if "update" in r["verbs"]]
+    assert named[0]["resourceNames"] == ["kuryr-supervisor-controller"]
+    opts = {o.name: o.default for o in conf_pkg.controller.OPTS}
+    assert opts["lease_name"] == "kuryr-supervisor-controller"
+
+
+def test_bindings_tie_together() -> None:
+    sa = by_kind("ServiceAccount")["metadata"]
+    subject = {"kind": "ServiceAccount", "name": sa["name"],
+               "namespace": sa["namespace"]}
+    for binding, role in (("ClusterRoleBinding", "ClusterRole"),
+                          ("RoleBinding", "Role")):
+        assert by_kind(binding)["subjects"] == [subject]
+        assert by_kind(binding)["roleRef"]["name"] == by_kind(role)["metadata"]["name"]
+    spec = by_kind("Deployment")["spec"]["template"]["spec"]
+    assert spec["serviceAccountName"] == sa["name"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == by_kind("ConfigMap")["metadata"]["name"]
+    assert volumes["credentials"]["secret"]["secretName"] == \
+        by_kind("Secret")["metadata"]["name"]

@@ -1,0 +1,142 @@
+"""The OpenStack adapter against Keystone and Neutron fakes over real HTTP."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller import openstack as osa
+from tests.fixtures.openstack import PROJECT_ID, FakeKeystone, FakeNeutron
+
+
+def neutron_conf(tmp_path: Path, keystone: FakeKeystone,
+                 **controller: object) -> cfg.ConfigOpts:
+    """A ConfigOpts loaded from a file, as an operator writes it."""
+    lines = ["[neutron]"] + [f"{k} = {v}" for k, v in
+                             keystone.conf_overrides().items()]
+    lines += ["[controller]"] + [f"{k} = {v}" for k, v in controller.items()]
+    path = tmp_path / "controller.conf"
+    path.write_text("\n".join(lines) + "\n")
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf(["--config-file", str(path)], default_config_files=[])
+    return conf
+
+
+@pytest.fixture
+def cloud() -> Iterator[tuple[FakeKeystone, FakeNeutron]]:
+    keystone = FakeKeystone().start()
+    neutron = FakeNeutron(keystone).start()
+    yield keystone, neutron
+    neutron.stop()
+    keystone.stop()
+
+
+def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    port = api.create_port(network_id=neutron.network_id,
+                           subnet_id=neutron.subnet["id"], name="p",
+                           device_id="uid-1")
+    assert port.ip is not None and port.mac.startswith("fa:16:3e")
+    assert [p.id for p in api.ports_of("uid-1")] == [port.id]
+    assert api.ports_of("uid-2") == []
+    subnet = api.subnet(port.subnet_id)
+    assert str(subnet.cidr) == "10.20.0.0/24" and str(subnet.gateway) == "10.20.0.1"
+    assert api.delete_port(port.id) is True
+    assert api.delete_port(port.id) is False
+    assert neutron.ports == {}
+    assert keystone.issued() == 1       # one token for all of it
+
+
+def test_quota_and_over_quota(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    keystone, neutron = cloud
+    neutron.port_limit = 1
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    assert api.port_quota(PROJECT_ID).left == 1
+    api.create_port(network_id=neutron.network_id, subnet_id="", name="a",
+                    device_id="a")
+    assert api.port_quota(PROJECT_ID).left == 0
+    with pytest.raises(osa.QuotaExceeded):
+        api.create_port(network_id=neutron.network_id, subnet_id="",
+                        name="b", device_id="b")
+
+
+def test_token_renewed_before_expiry(tmp_path: Path,
+                                     cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    keystone, neutron = cloud
+    keystone.token_lifetime = 3.0
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone,
+                                               token_renew_margin=2))
+    first = api.token()
+    assert first.project_id == PROJECT_ID
+    assert first.expires_at == pytest.approx(time.time() + 3.0, abs=1.0)
+    for _ in range(20):                       # fresh: no new token
+        api.token()
+        api.ports_of("x")
+    assert keystone.issued() == 1
+    time.sleep(1.2)                           # now within the margin
+    second = api.token()
+    assert keystone.issued() == 2 and second.expires_at > first.expires_at
+    deadline = time.time() + 4.5
+    while time.time() < deadline:             # across several lifetimes
+        api.ports_of("x")
+        time.sleep(0.05)
+    assert neutron.rejected_tokens == 0       # never sent an expired token
+    assert keystone.issued() <= 6
+
+
+def test_outages_are_unavailable(tmp_path: Path,
+                                 cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone,
+                                               openstack_timeout=1))
+    keystone.down()
+    with pytest.raises(osa.OpenStackUnavailable):
+        api.token()
+    keystone.up()
+    api.token()
+    neutron.down()
+    with pytest.raises(osa.OpenStackUnavailable):
+        api.ports_of("x")
+
+
+def test_wrong_password_is_unavailable(tmp_path: Path,
+                                       cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    keystone, _ = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    keystone.password = "changed"
+    with pytest.raises(osa.OpenStackUnavailable, match="Keystone"):
+        api.token()
+
+
+def test_cni_role_can_check_openstack_too(tmp_path: Path,
+                                          cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """Nested deployments: [controller] openstack_checks adds the keystone and
+    neutron readiness checks to the CNI role's HealthManager."""
+    from kuryr_supervisor.health.checks import kubernetes as k8s_checks
+    from kuryr_supervisor.health.checks.base import Kind, Sort
+    keystone, neutron = cloud
+    conf = neutron_conf(tmp_path, keystone, openstack_checks="true",
+                        openstack_check_interval=60)
+    conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
+    checks = {c.name: c for c in k8s_checks.extra_checks(None, conf)}  # type: ignore[arg-type]
+    assert set(checks) == {"k8s-api", "keystone", "neutron"}
+    for name in ("keystone", "neutron"):
+        assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
+    now = time.monotonic()
+    for i in range(50):                       # within the interval: cached
+        assert checks["keystone"].run(now + i * 0.1).ok
+        assert checks["neutron"].run(now + i * 0.1).ok
+    assert keystone.issued() == 1
+    assert len([r for r in neutron.requests if "quotas" in r[2]]) == 1
+    neutron.port_limit = 0
+    result = checks["neutron"].run(now + 61)
+    assert not result.ok and "port quota exhausted" in result.message
+    conf.clear_override("api_root", "kubernetes")
+    conf.set_override("openstack_checks", False, "controller")
+    assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
