@@ -36,6 +36,22 @@ _URLS = Map([Rule("/cni", endpoint="cni", methods=["POST"]),
              Rule("/version", endpoint="version", methods=["GET"])])
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice is refused: two readers of the same netconf (the
+    runtime and the daemon) could otherwise each take a different value."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup!r}")
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are not JSON (RFC 8259)."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def _json(obj: Any, status: int) -> Response:
     return Response(json.dumps(obj) + "\n", status=status,
                     mimetype="application/json")
@@ -106,7 +122,8 @@ class CNIApp:
         if not raw:
             raise errors.DecodeError("empty request body")
         try:
-            return json.loads(raw)
+            return json.loads(raw, object_pairs_hook=_no_duplicates,
+                              parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             raise errors.DecodeError("request body is not JSON",
                                      str(exc)[:200]) from exc

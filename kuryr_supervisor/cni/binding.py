@@ -139,6 +139,13 @@ class BridgeBinding:
             if step == "create veth" and exc.errno == errno.EEXIST:
                 raise self._which_exists(container_id, ifname, netns,
                                          exc) from exc
+            if step == "configure pod interface" and exc.errno == errno.EEXIST:
+                # The pod's namespace already has a default route (another
+                # interface's) or this address: the request's doing, not ours.
+                raise errors.AlreadyExists(
+                    f"netns {netns} already has a default route or "
+                    f"{address}: {ifname} cannot be configured there",
+                    f"errno={exc.errno}") from exc
             raise _plumbing_error(f"plumb {container_id}/{ifname}: {step}",
                                   exc) from exc
         except BaseException:

@@ -11,6 +11,9 @@ Invariants:
 - DEL and GC: unplumb, then release, so an address is never handed out while
   an old interface still carries it. DEL succeeds when anything is already
   gone (netns, interface, allocation).
+- ADD refuses a namespace the ``netns_guard`` rejects (production: the
+  host's and the daemon's own, :func:`protocol.host_netns_guard`) before
+  anything is allocated or plumbed.
 - Only ADD failures whose ``WIRE`` row says ``counts_as_failure`` (and
   unexpected exceptions, wrapped as InternalError) feed the budget; client
   errors, vanished pods and timeouts never do; a successful ADD resets it.
@@ -43,6 +46,7 @@ class CNIService:
                  locks: ContainerLocks, state: SharedState | None, *,
                  lock_timeout: float = 60.0,
                  pod_check: PodCheck | None = None,
+                 netns_guard: Callable[[str], None] | None = None,
                  wall_clock: Callable[[], float] = time.time) -> None:
         self._ipam = ipam
         self._binding = binding
@@ -50,6 +54,7 @@ class CNIService:
         self._state = state
         self._lock_timeout = lock_timeout
         self._pod_check = pod_check
+        self._netns_guard = netns_guard
         self._wall_clock = wall_clock
 
     def handle(self, request: Request) -> dict[str, Any] | None:
@@ -89,6 +94,8 @@ class CNIService:
         return result
 
     def _add(self, request: Request) -> dict[str, Any]:
+        if self._netns_guard is not None:
+            self._netns_guard(request.netns)
         pod = request.pod
         if pod is not None and self._pod_check is not None:
             self._pod_check(pod)

@@ -46,7 +46,8 @@ from kuryr_supervisor.health import wsgi
 
 LOG = logging.getLogger(__name__)
 
-_BACKLOG = 1024
+_BACKLOG = 4096          # the kernel caps it at net.core.somaxconn
+_ACCEPT_BATCH = 1024
 _READ_CHUNK = 4096
 _SWEEP_INTERVAL = 0.05
 
@@ -169,7 +170,7 @@ class BoundedHTTPServer:
             sel.close()
 
     def _accept(self, sel: selectors.BaseSelector) -> None:
-        for _ in range(_BACKLOG):
+        for _ in range(_ACCEPT_BATCH):
             try:
                 sock, peer = self.socket.accept()
             except (BlockingIOError, InterruptedError):

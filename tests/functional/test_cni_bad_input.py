@@ -138,3 +138,50 @@ def test_subnet_exhausted_is_code_101(tmp_path: Any, namespaces: Namespaces) -> 
         assert d.state.cni_failures() == 0
         assert d.files() == before
         assert ip_json("-n", second.rsplit("/", 1)[1], "link", "show", "eth0") == []
+
+
+def test_runtime_mistakes_are_client_errors_and_leave_nothing(
+        tmp_path: Any, namespaces: Namespaces) -> None:
+    """Each of these once reached netlink or SQLite and came back as an
+    internal failure (code 100, counted): a kernel name template, a
+    non-UTF-8 byte, the host's own namespace, a second default route,
+    NaN and duplicate keys."""
+    name = namespaces.create()
+    ns = f"/var/run/netns/{name}"
+    cid = unique("c", 20)
+    with running_daemon(str(tmp_path)) as d:
+        status, res = d.shim("ADD", d.netconf(), container_id=cid, netns=ns)
+        assert status == 0, res
+        before = d.ipam.list()
+        host_links = {link["ifname"] for link in ip_json("link")}
+        through_shim: list[tuple[dict[str, Any], int]] = [
+            ({"ifname": "eth%d"}, 4),
+            ({"ifname": "eth 1"}, 4),
+            ({"ifname": "éééééééé"}, 4),                    # 16 bytes
+            ({"args": "K8S_POD_NAME=a\udcffb"}, 4),          # byte 0xff
+            ({"netns": "/proc/self/ns/net"}, 4),
+            ({"netns": "/proc/1/ns/net"}, 4),
+            ({"ifname": "eth1"}, 102),        # the netns has a default route
+            ({}, 102),                        # the same attachment again
+        ]
+        for kw, code in through_shim:
+            other = unique("c", 20)
+            status, err = d.shim("ADD", d.netconf(),
+                                 container_id=cid if not kw else other,
+                                 netns=kw.get("netns", ns),
+                                 ifname=kw.get("ifname", "eth0"),
+                                 args=kw.get("args", ""))
+            assert (status, err["code"]) == (1, code), (kw, err)
+        netconf = json.dumps(d.netconf())
+        for text in (netconf.replace('"kuryr"', '"kuryr", "mtu": NaN'),
+                     netconf.replace('"kuryr"', '"kuryr", "mtu": -Infinity'),
+                     netconf.replace('"name": "kuryr"',
+                                     '"name": "kuryr", "name": "other"')):
+            status, err = d.shim("ADD", text, container_id=unique("c", 20),
+                                 netns=ns)
+            assert (status, err["code"]) == (1, 6), (text, err)
+        assert d.state.cni_failures() == 0
+        assert d.ipam.list() == before      # the eth1 address was released
+        links = [link["ifname"] for link in ip_json("-n", name, "link")]
+        assert sorted(links) == ["eth0", "lo"]
+        assert {link["ifname"] for link in ip_json("link")} == host_links
