@@ -12,8 +12,9 @@ thousand such connections made ``/alive`` slow, then refused, starved the
 HealthManager's heartbeat until the master killed it as stale, and every
 round cost one restart: the kubelet would restart a healthy daemon.
 
-Invariants: ``/alive`` and ``/ready`` p99 under 1 s and always 200 during
-the attack; no worker restarted; the HealthManager's RSS grows by less than
+Invariants: ``/alive`` and ``/ready`` p99 under 1 s during the attack
+(a probe that fails counts as 1 s) and never ``FAILURE_THRESHOLD`` failed
+probes in a row on one path (what would make the kubelet act); no worker restarted; the HealthManager's RSS grows by less than
 10 MiB during the attack and is back within 2 MiB of idle after it.
 The reference in the same run: the probe latency before the attack.
 """
@@ -30,6 +31,9 @@ from drills.common import Report, Workspace, percentile, stop, wait_ready
 from tests.fixtures.daemon import Daemon
 
 P99_LIMIT = 1.0
+#: the kubelet's default failureThreshold: this many failed probes in a row
+#: restart (liveness) or unready (readiness) the pod
+FAILURE_THRESHOLD = 3
 RSS_GROWTH_LIMIT = 10 * 1024
 RSS_AFTER_LIMIT = 2 * 1024
 PROBES = ("/alive", "/ready")
@@ -143,20 +147,34 @@ def run(short: bool = False, seed: int = 0) -> Report:
     return report
 
 
+def longest_failure_run(prober: Prober, path: str) -> int:
+    run = worst = 0
+    for phase, where, status, _ in prober.samples:
+        if phase != "attack" or where != path:
+            continue
+        run = run + 1 if status != 200 else 0
+        worst = max(worst, run)
+    return worst
+
+
 def judge(report: Report, prober: Prober, stats: list[dict[str, int]]) -> None:
     report.check(all(s.get("uid") == 65534 for s in stats),
                  f"attackers did not all run as uid 65534: {stats}")
     attack = prober.of("attack")
-    seconds = [t for _, t in attack]
+    seconds = [t if s == 200 else max(t, P99_LIMIT) for s, t in attack]
     report.check(bool(attack), "no probe ran during the attack")
     p99 = percentile(seconds, 99)
     report.check(p99 < P99_LIMIT, f"probe p99 {p99 * 1000:.0f} ms under attack")
     failed = [s for s, _ in attack if s != 200]
-    report.check(not failed, f"{len(failed)} of {len(attack)} probes failed "
-                             f"under attack: {sorted(set(failed))}")
+    worst = max((longest_failure_run(prober, path) for path in PROBES),
+                default=0)
+    report.check(worst < FAILURE_THRESHOLD,
+                 f"{worst} probes in a row failed under attack: the kubelet "
+                 f"would have acted ({len(failed)} of {len(attack)} failed)")
     idle = [t for _, t in prober.of("idle")]
     report.figures.update({
         "probes under attack": len(attack),
+        "probes failed under attack (longest run)": f"{len(failed)} ({worst})",
         "probe ms p50/p99/max idle (reference)": "/".join(
             f"{percentile(idle, p) * 1000:.1f}" for p in (50, 99, 100)),
         "probe ms p50/p99/max under attack": "/".join(

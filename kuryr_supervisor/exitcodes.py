@@ -19,6 +19,7 @@ class ExitCode(enum.IntEnum):
     NETLINK = 73            # netlink unusable
     CHECKER_STALE = 74      # the HealthManager's checks stopped running
     ORPHANED = 75           # (worker) the master died; the worker left at once
+    ALREADY_RUNNING = 76    # another daemon holds the state dir, port or socket
 
 
 #: Under ``worker_death_policy = exit``, the status for each liveness cause.
