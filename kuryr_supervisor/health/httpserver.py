@@ -279,8 +279,8 @@ class BoundedHTTPServer:
             sel.unregister(conn.sock)
         except (KeyError, ValueError):
             pass
-        conn.sock.close()
         self.stats[why] += 1
+        conn.sock.close()
 
     def _wake(self) -> None:
         try:
