@@ -45,7 +45,7 @@ def exit_with_master(master_pid: int) -> None:
     the master that ends at every graceful shutdown:
 
     - a thread waiting on a pidfd of the master (woken by the kernel when it
-      exits, no polling) that ``os._exit``\ s at once with
+      exits, no polling) that calls ``os._exit`` at once with
       :attr:`ExitCode.ORPHANED`: it needs no help from the main loop;
     - ``PR_SET_PDEATHSIG`` with SIGCONT: when the forking thread (or the
       master) ends, a stopped worker is resumed so that thread can run.
