@@ -44,11 +44,11 @@ _URLS = Map([Rule("/cni", endpoint="cni", methods=["POST"]),
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A key given twice is refused: two readers of the same netconf (the
     runtime and the daemon) could otherwise each take a different value."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise ValueError(f"duplicate key {dup!r}")
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key {key!r}")
+        obj[key] = value
     return obj
 
 

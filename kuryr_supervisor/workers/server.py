@@ -13,8 +13,8 @@ import logging
 import threading
 
 from kuryr_supervisor.cni.api import CNIApp
-from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.cni.service import CNIService
+from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import Component
 from kuryr_supervisor.workers.assembly import build_server_service
 from kuryr_supervisor.workers.base import Worker
