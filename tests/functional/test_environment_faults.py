@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -173,4 +174,26 @@ def test_subnet_change_leaves_only_the_new_gateway(ws: Workspace) -> None:
                  for link in ip_json("-4", "addr", "show", "dev", bridge)
                  for a in link.get("addr_info", [])]
     assert addresses == [ipaddress.IPv4Interface("10.251.9.1/24")]
+    assert stop(daemon) == 0
+
+
+def test_no_net_admin_fails_ready_not_alive(ws: Workspace) -> None:
+    """Started without CAP_NET_ADMIN (bounding set dropped by setpriv, as a
+    DaemonSet without the capability would be): every ADD fails with 105
+    and is not counted, /ready names the missing capability."""
+    daemon = ws.daemon()
+    log = open(daemon.log_path, "ab")
+    daemon.proc = subprocess.Popen(
+        ["setpriv", "--inh-caps=-net_admin", "--bounding-set=-net_admin", "--",
+         sys.executable, "-m", "kuryr_supervisor.daemon",
+         "--config-file", str(daemon.config)],
+        stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    ws.sessions.add(daemon.pid)
+    wait_until(lambda: daemon.probe("/alive") == 200, 20)
+    netns = ws.netns()
+    before = restarts(daemon)
+    assert failing_adds(ws, daemon, netns) == [FAULT_CODE] * ADDS
+    assert_not_counted(daemon, before)
+    wait_until(lambda: ready_names(daemon, "CAP_NET_ADMIN"), 10)
     assert stop(daemon) == 0
