@@ -107,7 +107,7 @@ def test_slowloris_is_cut_at_the_header_deadline(
         stop.set()
         thread.join()
         sock.close()
-    assert took is not None and took < LIMITS.header_timeout + 0.5
+    assert took is not None and took < LIMITS.header_timeout + 1.5
     assert server.stats["header timeout"] == 1
 
 
@@ -119,7 +119,7 @@ def test_idle_keep_alive_is_closed(server: BoundedHTTPServer) -> None:
         took = closed_within(sock, 3.0)
     finally:
         sock.close()
-    assert took is not None and took < LIMITS.idle_timeout + 0.5
+    assert took is not None and took < LIMITS.idle_timeout + 1.5
     assert server.stats["idle timeout"] == 1
 
 
@@ -136,7 +136,7 @@ def test_connections_and_threads_stay_bounded(
         assert threading.active_count() == threads_before
         start = time.monotonic()
         assert get(server.port, "/probe")[0] == 200   # the newcomer gets in
-        assert time.monotonic() - start < 0.5
+        assert time.monotonic() - start < 2.0
         assert server.stats["evicted"] >= LIMITS.max_connections * 3
     finally:
         for s in socks:
