@@ -1,4 +1,5 @@
-"""Resilience drills for kuryr-supervisor: chaos, fuzz, saturation, SIGTERM.
+"""Resilience drills for kuryr-supervisor: chaos, fuzz, saturation, SIGTERM,
+slowloris, socket trust.
 
 Each drill starts a real daemon (``tests.fixtures.daemon``: its own config,
 probe port, socket, state directory, bridge and subnet), drives it the way a
@@ -15,4 +16,5 @@ lists a failure.
 """
 from __future__ import annotations
 
-DRILLS = ("chaos", "fuzz", "saturation", "sigterm")
+DRILLS = ("chaos", "fuzz", "saturation", "sigterm", "slowloris",
+          "sockettrust")

@@ -1,5 +1,7 @@
 """``kuryr-supervisor``: parse and validate the configuration, set up logging,
-run the master. Invalid configuration exits 78 with one line naming the option.
+check in the master what the workers will need (:mod:`.master.preflight`),
+run the master. Invalid configuration exits 78 with one line naming the
+option; a second daemon on the same state directory, port or socket exits 77.
 """
 from __future__ import annotations
 
@@ -35,12 +37,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     # imported by the master before it forks, so the workers share them.
     from kuryr_supervisor.cni.install import InstallOnFirstReady
     from kuryr_supervisor.kubernetes import client as k8s
+    from kuryr_supervisor.master import preflight
     from kuryr_supervisor.master.manager import Manager
+    try:
+        # Held (open) for the master's life, inherited by every worker.
+        lock = preflight.run(conf)
+    except preflight.PreflightError as exc:
+        print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.CONFIG) from None
+    except preflight.AlreadyRunning as exc:
+        print(f"kuryr-supervisor: already running: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.ALREADY_RUNNING) from None
     if k8s.is_configured(conf):
         k8s.preload()
     # The controller role plumbs nothing on this host: no shim to install.
     hooks = [InstallOnFirstReady(conf)] if conf.role == "cni" else []
-    Manager(conf, notifier=notifier, ready_hooks=hooks).run()
+    try:
+        Manager(conf, notifier=notifier, ready_hooks=hooks).run()
+    finally:
+        lock.close()
 
 
 if __name__ == "__main__":

@@ -108,6 +108,41 @@ class IpamStoreError(InternalError):
     """The allocation store could not be read or written (code 100)."""
 
 
+# Persistent environment faults: every ADD would fail the same way and no
+# restart fixes them. They fail readiness naming the cause (the Server sets
+# the shared-state Fault bit named by ``fault``) and never count against the
+# budget, which would only get the daemon restarted into the same fault.
+class EnvironmentFault(CNIError):
+    """A fault of the node, not of the request or the daemon (code 105)."""
+
+    #: name of the :class:`kuryr_supervisor.state.Fault` bit it raises
+    fault = ""
+
+
+class StoreCorrupt(EnvironmentFault):
+    """The IPAM store is corrupt or not a database."""
+
+    fault = "IPAM_STORE"
+
+
+class StoreUnwritable(EnvironmentFault):
+    """The state directory is full, read-only or not permitted."""
+
+    fault = "DISK_FULL"
+
+
+class BridgeConflict(EnvironmentFault):
+    """The configured bridge name is a link of another kind."""
+
+    fault = "BRIDGE_KIND"
+
+
+class NoNetAdmin(EnvironmentFault):
+    """Netlink refused the change: CAP_NET_ADMIN is missing."""
+
+    fault = "NET_ADMIN"
+
+
 @dataclasses.dataclass(frozen=True)
 class Wire:
     code: int
@@ -132,5 +167,6 @@ WIRE: dict[type[CNIError], Wire] = {
     AlreadyExists: Wire(102, 409, False, False),
     PodGone: Wire(103, 409, False, False),
     CheckFailed: Wire(104, 409, False, False),
+    EnvironmentFault: Wire(105, 503, False, True),
     CNIError: Wire(100, 500, True, True),
 }

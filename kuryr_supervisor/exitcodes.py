@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     CHECKER_STALE = 74      # the HealthManager's checks stopped running
     ORPHANED = 75           # (worker) the master died; the worker left at once
     HANDLER_FAILURES = 76   # (controller) handler_failures_count consecutive failures
+    ALREADY_RUNNING = 77    # another daemon holds the state dir, port or socket
 
 
 #: Under ``worker_death_policy = exit``, the status for each liveness cause.

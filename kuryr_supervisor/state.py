@@ -72,13 +72,28 @@ class LiveCause(enum.IntEnum):
     HANDLER_FAILURES = 7   # controller: consecutive handler failures
 
 
+class Fault(enum.IntFlag):
+    """Persistent environment faults the Server found (a bit set each).
+
+    Restarting cannot fix them, so they fail readiness naming the cause and
+    never count against the CNI ADD failure budget.
+    """
+
+    NONE = 0
+    SOCKET = 1          # the CNI socket file was deleted or replaced
+    IPAM_STORE = 2      # the allocation store is corrupt or unreadable
+    BRIDGE_KIND = 4     # the configured bridge name is another kind of link
+    NET_ADMIN = 8       # netlink refused for lack of CAP_NET_ADMIN
+    DISK_FULL = 16      # the state directory's file system is full or read-only
+
+
 # Per-component slot layout.
 _ALIVE, _READY, _HEARTBEAT, _PID, _RESTARTS, _REASON, _STARTED, _EXIT_CODE, \
     _MEMORY, _SLOT_SIZE = range(10)
 # Global layout.
 _CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, \
-    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _HANDLER_FAILURES, \
-    _GLOBAL_SIZE = range(12)
+    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _HANDLER_FAILURES, _FAULTS, \
+    _GLOBAL_SIZE = range(13)
 _SUMMARY_BYTES = 256
 
 
@@ -232,6 +247,18 @@ class SharedState:
 
     def server_load(self) -> tuple[int, int]:
         return int(self._globals[_INFLIGHT]), int(self._globals[_CAPACITY])
+
+    def set_fault(self, fault: Fault, present: bool) -> bool:
+        """Raise or clear one environment fault (written by the Server's
+        threads); True when that changed anything."""
+        with self._local:
+            before = Fault(int(self._globals[_FAULTS]))
+            after = before | fault if present else before & ~fault
+            self._globals[_FAULTS] = int(after)
+        return after != before
+
+    def faults(self) -> Fault:
+        return Fault(int(self._globals[_FAULTS]))
 
     # -- lifecycle (written by the master) ----------------------------------
     def set_draining(self) -> None:

@@ -7,6 +7,9 @@ Routes:
   ``errors.WIRE`` row;
 - ``GET /version``: the supported spec versions.
 
+An ADD whose client left before it finished (the shim's timeout) is rolled
+back (:func:`client_gone`), so the runtime's retry does not meet 102.
+
 Invariants: every answer, including routing errors, oversized bodies and
 unexpected exceptions, is a JSON CNI object (never werkzeug's HTML pages,
 never a traceback); the body is read only up to ``max_request_bytes``.
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
+import select
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -36,6 +41,22 @@ _URLS = Map([Rule("/cni", endpoint="cni", methods=["POST"]),
              Rule("/version", endpoint="version", methods=["GET"])])
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice is refused: two readers of the same netconf (the
+    runtime and the daemon) could otherwise each take a different value."""
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key {key!r}")
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are not JSON (RFC 8259)."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def _json(obj: Any, status: int) -> Response:
     return Response(json.dumps(obj) + "\n", status=status,
                     mimetype="application/json")
@@ -43,6 +64,23 @@ def _json(obj: Any, status: int) -> Response:
 
 def error_response(exc: errors.CNIError, cni_version: str) -> Response:
     return _json(exc.to_cni(cni_version), exc.wire.http_status)
+
+
+def client_gone(environ: dict[str, Any]) -> bool:
+    """True when the client closed its end of a Unix socket entirely.
+
+    The shim shuts down its writing side after sending (POLLRDHUP alone, it
+    still waits for the answer); only a client that closed or died makes
+    the kernel report POLLHUP on a Unix stream socket. A TCP peer's close
+    cannot be told from a half-close, so over TCP this is always False.
+    """
+    sock = environ.get("werkzeug.socket")
+    if sock is None or getattr(sock, "family", None) != socket.AF_UNIX:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLHUP | select.POLLERR)
+    return any(ev & (select.POLLHUP | select.POLLERR)
+               for _, ev in poller.poll(0))
 
 
 class CNIApp:
@@ -83,6 +121,8 @@ class CNIApp:
             LOG.debug("CNI %s %s/%s %s", command, request.container_id,
                       request.ifname, trace or "")
             result = self._service.handle(request)
+            if command == "ADD" and client_gone(http.environ):
+                self._abandoned(request)
         except errors.CNIError as exc:
             level = logging.WARNING if exc.wire.counts_as_failure else logging.INFO
             LOG.log(level, "CNI %s refused: code %d: %s %s", command,
@@ -96,6 +136,20 @@ class CNIApp:
             return Response(status=204)
         return _json(result, 200)
 
+    def _abandoned(self, request: protocol.Request) -> None:
+        """The shim gave up (its timeout) while the ADD ran: the runtime
+        saw a failure and will retry, so undo the attachment now rather than
+        leave it to make the retry fail with 102 until a DEL comes."""
+        LOG.warning("ADD %s/%s finished after the client left: rolling it "
+                    "back", request.container_id, request.ifname)
+        try:
+            self._service.forget(request.container_id, request.ifname,
+                                 request.netns)
+        except errors.CNIError as exc:
+            LOG.warning("rollback of abandoned ADD %s/%s failed (the "
+                        "runtime's DEL or GC will clean it): %s",
+                        request.container_id, request.ifname, exc.msg)
+
     @staticmethod
     def _decode(http: Request) -> Any:
         try:
@@ -106,7 +160,8 @@ class CNIApp:
         if not raw:
             raise errors.DecodeError("empty request body")
         try:
-            return json.loads(raw)
+            return json.loads(raw, object_pairs_hook=_no_duplicates,
+                              parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             raise errors.DecodeError("request body is not JSON",
                                      str(exc)[:200]) from exc

@@ -65,8 +65,17 @@ def _digest(container_id: str, ifname: str) -> str:
 
 
 def _plumbing_error(what: str, exc: _netlink.NetlinkError) -> errors.CNIError:
+    """Netlink failures by cause: the pod's namespace gone (the caller's),
+    the bridge name taken or no CAP_NET_ADMIN (the node's: not counted,
+    readiness names them), anything else (ours: counted)."""
     if isinstance(exc, _netlink.NetnsNotFound):
         return errors.ContainerUnknown(str(exc), f"errno={exc.errno}")
+    if isinstance(exc, _netlink.WrongLinkKind):
+        return errors.BridgeConflict(f"[binding] bridge: {exc}",
+                                     f"errno={exc.errno}")
+    if exc.errno == errno.EPERM:
+        return errors.NoNetAdmin(f"{what}: {exc} (CAP_NET_ADMIN missing?)",
+                                 f"errno={exc.errno}")
     return errors.PlumbingError(f"{what}: {exc}", f"errno={exc.errno}")
 
 
@@ -141,6 +150,13 @@ class BridgeBinding:
             if step == "create veth" and exc.errno == errno.EEXIST:
                 raise self._which_exists(container_id, ifname, netns,
                                          exc) from exc
+            if step == "configure pod interface" and exc.errno == errno.EEXIST:
+                # The pod's namespace already has a default route (another
+                # interface's) or this address: the request's doing, not ours.
+                raise errors.AlreadyExists(
+                    f"netns {netns} already has a default route or "
+                    f"{address}: {ifname} cannot be configured there",
+                    f"errno={exc.errno}") from exc
             raise _plumbing_error(f"plumb {container_id}/{ifname}: {step}",
                                   exc) from exc
         except BaseException:
@@ -175,6 +191,21 @@ class BridgeBinding:
                 index = int(self._nl.ensure_bridge(ipr, self.bridge, gateway))
             self._bridge_cache = (gateway, index, self._clock())
             return index
+
+    def verify(self) -> None:
+        """Raise BridgeConflict if the bridge name is another kind of link
+        (a missing bridge is fine: the next ADD creates it)."""
+        try:
+            with self._nl.handle() as ipr:
+                if self._nl.link_index(ipr, self.bridge) is None:
+                    return
+                kind = self._nl.get_link(ipr, self.bridge).kind
+        except _netlink.NetlinkError as exc:
+            raise _plumbing_error(f"read bridge {self.bridge}", exc) from exc
+        if kind != "bridge":
+            raise errors.BridgeConflict(
+                f"[binding] bridge: {self.bridge} exists and is a "
+                f"{kind or 'plain'} link, not a bridge")
 
     def _which_exists(self, container_id: str, ifname: str, netns: str,
                       exc: _netlink.NetlinkError) -> errors.CNIError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
+import json
 import os
 import re
 import stat
@@ -117,6 +118,13 @@ def parse(body: Any) -> Request:
     if not isinstance(config, dict):
         raise errors.DecodeError('"config" must be the network configuration '
                                  'object')
+    for key, value in env.items():
+        if not _is_utf8(key) or not _is_utf8(value):
+            raise errors.InvalidEnvironment(
+                f"{key.encode('utf-8', 'replace').decode()} is not valid "
+                "UTF-8")
+    if not _is_utf8(config):
+        raise errors.DecodeError("network configuration is not valid UTF-8")
     command = env.get("CNI_COMMAND", "")
     if command not in COMMANDS:
         raise errors.InvalidEnvironment(
@@ -174,14 +182,19 @@ def _container_id(value: str) -> str:
 
 
 def _ifname(value: str) -> str:
+    """The kernel's ``dev_valid_name`` (1-15 bytes, not '.' or '..', no '/',
+    ':' or whitespace) plus no '%': the kernel expands ``eth%d`` into a free
+    name, so the interface would not be called what the runtime asked for
+    and netlink would fail later, counted as an internal failure."""
     if not value:
         raise errors.InvalidEnvironment("CNI_IFNAME is missing")
-    if (len(value) > _IFNAME_MAX or value in (".", "..")
-            or any(c in "/:" or c.isspace() for c in value)
+    if (len(value.encode("utf-8", "surrogatepass")) > _IFNAME_MAX
+            or value in (".", "..")
+            or any(c in "/:%" or c.isspace() for c in value)
             or not value.isprintable()):
         raise errors.InvalidEnvironment(
             f"CNI_IFNAME {value!r} is invalid",
-            "must be 1-15 characters, not '.' or '..', without '/', ':' "
+            "must be 1-15 bytes, not '.' or '..', without '/', ':', '%' "
             "or whitespace")
     return value
 
@@ -241,6 +254,40 @@ def _nstype(path: str) -> int:
         raise
     finally:
         os.close(fd)
+
+
+def _is_utf8(value: Any) -> bool:
+    """False when a string anywhere in ``value`` holds a lone surrogate: the
+    shim's encoding of a non-UTF-8 byte in the environment, which would
+    fail later in SQLite or a log line as an internal error."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def host_netns_guard(path: str) -> None:
+    """Refuse the daemon's own or the host's network namespace as a pod's.
+
+    Compared by namespace identity (device and inode of the nsfs file), so
+    every path to those namespaces (``/proc/self/ns/net``, ``/proc/1/ns/net``,
+    a bind mount) is caught: a pod interface plumbed there would land on
+    the host.
+    """
+    try:
+        target = os.stat(path)
+    except OSError:
+        return                  # parse() already said whether it exists
+    for own in ("/proc/self/ns/net", "/proc/1/ns/net"):
+        try:
+            ref = os.stat(own)
+        except OSError:
+            continue
+        if (ref.st_dev, ref.st_ino) == (target.st_dev, target.st_ino):
+            raise errors.InvalidEnvironment(
+                f"CNI_NETNS {path} is the host's or the daemon's own network "
+                "namespace", "a pod needs a network namespace of its own")
 
 
 def _cni_args(value: str) -> dict[str, str]:

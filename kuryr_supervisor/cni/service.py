@@ -11,9 +11,16 @@ Invariants:
 - DEL and GC: unplumb, then release, so an address is never handed out while
   an old interface still carries it. DEL succeeds when anything is already
   gone (netns, interface, allocation).
+- ADD refuses a namespace the ``netns_guard`` rejects (production: the
+  host's and the daemon's own, :func:`protocol.host_netns_guard`) before
+  anything is allocated or plumbed.
 - Only ADD failures whose ``WIRE`` row says ``counts_as_failure`` (and
   unexpected exceptions, wrapped as InternalError) feed the budget; client
   errors, vanished pods and timeouts never do; a successful ADD resets it.
+- Persistent environment faults (``errors.EnvironmentFault``: corrupt or
+  unwritable store, bridge name taken, no CAP_NET_ADMIN) never count: they
+  raise their shared-state Fault bit (readiness ``cni-environment``), which
+  a successful ADD or :meth:`CNIService.verify_environment` clears.
 """
 from __future__ import annotations
 
@@ -23,17 +30,29 @@ from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni import protocol, results
+from kuryr_supervisor.cni import environment, protocol, results
 from kuryr_supervisor.cni.ipam import Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
 
 PodCheck = Callable[[PodRef], None]
 _NO_POD = PodRef(namespace="", name="", uid="")
+
+
+#: Faults a successful ADD proves gone (it wrote the store, on the bridge,
+#: with netlink rights).
+ADD_PROVES_FINE = (Fault.IPAM_STORE | Fault.DISK_FULL | Fault.BRIDGE_KIND
+                   | Fault.NET_ADMIN)
+
+
+def _verify_store(ipam: Ipam) -> None:
+    verify = getattr(ipam, "verify", None)
+    if verify is not None:
+        verify()
 
 
 class CNIService:
@@ -43,6 +62,7 @@ class CNIService:
                  locks: ContainerLocks, state: SharedState | None, *,
                  lock_timeout: float = 60.0,
                  pod_check: PodCheck | None = None,
+                 netns_guard: Callable[[str], None] | None = None,
                  wall_clock: Callable[[], float] = time.time) -> None:
         self._ipam = ipam
         self._binding = binding
@@ -50,6 +70,7 @@ class CNIService:
         self._state = state
         self._lock_timeout = lock_timeout
         self._pod_check = pod_check
+        self._netns_guard = netns_guard
         self._wall_clock = wall_clock
 
     def handle(self, request: Request) -> dict[str, Any] | None:
@@ -73,6 +94,9 @@ class CNIService:
     def _budgeted_add(self, request: Request) -> dict[str, Any]:
         try:
             result = self._add(request)
+        except errors.EnvironmentFault as exc:
+            self._fault(exc, True)
+            raise
         except errors.CNIError as exc:
             if exc.wire.counts_as_failure and self._state is not None:
                 count = self._state.record_cni_failure()
@@ -86,9 +110,56 @@ class CNIService:
             raise errors.InternalError(f"ADD failed: {exc}") from exc
         if self._state is not None:
             self._state.record_cni_success()
+            if self._state.faults() & ADD_PROVES_FINE:
+                self._state.set_fault(ADD_PROVES_FINE, False)
         return result
 
+    def _fault(self, exc: errors.EnvironmentFault, present: bool) -> None:
+        if self._state is None or not exc.fault:
+            return
+        if self._state.set_fault(Fault[exc.fault], present) and present:
+            LOG.error("environment fault, readiness fails until it is fixed "
+                      "(not counted as a CNI failure): %s", exc.msg)
+
+    # -- environment watch ----------------------------------------------------
+    def verify_environment(self, state_dir: str) -> Fault:
+        """Look for the persistent faults again (Server start, then a timer):
+        the store's integrity, a write in ``state_dir``, the bridge's kind,
+        CAP_NET_ADMIN. Raises or clears each Fault bit; returns the faults
+        found. Never raises."""
+        found = Fault.NONE
+        probes: list[tuple[Fault, Callable[[], None]]] = [
+            (Fault.IPAM_STORE, lambda: _verify_store(self._ipam())),
+            (Fault.DISK_FULL, lambda: environment.disk_probe(
+                state_dir, write=bool(self._faults() & Fault.DISK_FULL))),
+            (Fault.BRIDGE_KIND, self._binding_verify),
+            (Fault.NET_ADMIN, environment.require_net_admin),
+        ]
+        for fault, probe in probes:
+            try:
+                probe()
+            except errors.EnvironmentFault as exc:
+                found |= Fault[exc.fault]
+                self._fault(exc, True)
+                continue
+            except Exception as exc:  # noqa: BLE001 - a probe, not a verdict
+                LOG.debug("environment probe %s failed: %s", fault.name, exc)
+                continue
+            if self._state is not None and self._state.set_fault(fault, False):
+                LOG.warning("environment fault cleared: %s", fault.name)
+        return found
+
+    def _faults(self) -> Fault:
+        return self._state.faults() if self._state is not None else Fault.NONE
+
+    def _binding_verify(self) -> None:
+        verify = getattr(self._binding, "verify", None)
+        if verify is not None:
+            verify()
+
     def _add(self, request: Request) -> dict[str, Any]:
+        if self._netns_guard is not None:
+            self._netns_guard(request.netns)
         pod = request.pod
         if pod is not None and self._pod_check is not None:
             self._pod_check(pod)

@@ -21,7 +21,10 @@ published with ``state.set_server_load``.
 Invariants: the socket comes from :mod:`kuryr_supervisor.cni.sockets`
 (root-only Unix socket, stale file replaced); protocol-level errors are
 answered in JSON like everything else; draining removes the socket file
-only if it is still ours.
+only if it is still ours; a socket file deleted or replaced under the
+running server is noticed within :data:`SOCKET_WATCH_INTERVAL` (plus one
+poll), published as ``Fault.SOCKET`` (readiness ``cni-environment``) and
+bound again (:meth:`CNIServer.watch_socket`).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -38,10 +42,29 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.sockets import bind_tcp, bind_unix, parse_address
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.cni.sockets import (
+    AddressInUse,
+    UntrustedPath,
+    bind_tcp,
+    bind_unix,
+    parse_address,
+)
+from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
+
+
+#: Seconds between checks that the socket file at the path is still ours.
+SOCKET_WATCH_INTERVAL = 1.0
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class _Handler(WSGIRequestHandler):
@@ -98,7 +121,9 @@ class CNIServer(BaseWSGIServer):
         else:
             sock, host = bind_tcp(path, port), path
         self.unix_path = path if host.startswith("unix://") else None
-        self._inode = os.stat(path).st_ino if self.unix_path else 0
+        self._inode = _identity(path) if self.unix_path else None
+        self._next_watch = 0.0
+        self._lost_logged = False
         self.address = address
         self.capacity = max_concurrency
         self.request_timeout = request_timeout
@@ -116,6 +141,8 @@ class CNIServer(BaseWSGIServer):
         finally:
             sock.close()          # werkzeug keeps its own duplicate
         self._publish()
+        if self.unix_path:
+            self._set_fault(False)    # freshly bound: ours again
 
     # -- accept loop ------------------------------------------------------
     def serve_forever(self, poll_interval: float = 0.5) -> None:
@@ -128,6 +155,48 @@ class CNIServer(BaseWSGIServer):
     def service_actions(self) -> None:
         if self._on_poll is not None:
             self._on_poll()
+        if self.unix_path and time.monotonic() >= self._next_watch:
+            self._next_watch = time.monotonic() + SOCKET_WATCH_INTERVAL
+            self.watch_socket()
+
+    # -- the socket file -----------------------------------------------------
+    def watch_socket(self) -> bool:
+        """Notice our socket file deleted or replaced; bind it again.
+
+        Clients reach the daemon by path, so a socket file removed (a
+        cleanup script, a second daemon's unlink) makes every ADD fail while
+        the process looks healthy. The fault is published (readiness fails
+        naming the socket) until a fresh socket is bound at the path and
+        swapped in under the accept loop (``dup2`` onto the listening
+        descriptor: the loop's poll keeps waiting on the same number).
+        Returns True when the socket at the path is ours.
+        """
+        path = self.unix_path
+        if path is None or self._stopping.is_set():
+            return True
+        if _identity(path) == self._inode:
+            return True
+        if not self._lost_logged:
+            LOG.error("CNI socket %s was deleted or replaced; binding it "
+                      "again", path)
+            self._lost_logged = True
+        self._set_fault(True)
+        try:
+            fresh = bind_unix(path)
+        except (OSError, AddressInUse, UntrustedPath) as exc:
+            LOG.debug("cannot bind %s again yet: %s", path, exc)
+            return False
+        with fresh:
+            os.dup2(fresh.fileno(), self.socket.fileno())
+        self._inode = _identity(path)
+        self._lost_logged = False
+        self._set_fault(False)
+        LOG.warning("CNI socket %s bound again", path)
+        return True
+
+    def _set_fault(self, present: bool) -> None:
+        if self._state is not None:
+            self._state.set_fault(Fault.SOCKET, present)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         while not self._slots.acquire(timeout=0.2):
@@ -178,10 +247,9 @@ class CNIServer(BaseWSGIServer):
         if serving:
             self.shutdown()     # returns once serve_forever has left
         self.server_close()
-        if self.unix_path:
+        if self.unix_path and _identity(self.unix_path) == self._inode:
             with contextlib.suppress(FileNotFoundError):
-                if os.stat(self.unix_path).st_ino == self._inode:
-                    os.unlink(self.unix_path)
+                os.unlink(self.unix_path)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait for in-flight requests to finish; False on timeout."""

@@ -4,7 +4,8 @@ Invariants: the Unix socket is created 0600 (bound under a temporary name,
 chmod-ed, then renamed into place, so it is never reachable with looser
 permissions) inside a directory created 0700; a stale socket file (nobody
 listening) is replaced, a live one is never stolen, and a file at the path
-that is not a socket is never removed.
+that is not a socket is never removed; every directory on the path is
+root-owned and not writable by others (:func:`check_trusted`).
 """
 from __future__ import annotations
 
@@ -26,21 +27,66 @@ class AddressInUse(Exception):
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """``unix:///path`` -> (path, -1); ``[tcp://]host:port`` -> (host, port)."""
+    """``unix:///path`` -> (path, -1); ``[tcp://]host:port`` -> (host, port).
+
+    A Unix path must be absolute: ``unix://run/x.sock`` is refused rather
+    than read as ``/x.sock`` (its "host" part silently dropped).
+    """
     if address.startswith("unix:"):
         path = address[len("unix:"):]
-        path = "/" + path.lstrip("/") if path.startswith("//") else path
-        if not path.startswith("/"):
-            raise ValueError(f"unix socket path must be absolute: {address}")
-        return path, -1
+        if path.startswith("//"):
+            path = path[2:]
+        if not path.startswith("/") or "\0" in path:
+            raise ValueError(f"unix socket path must be absolute "
+                             f"(unix:///path): {address}")
+        return os.path.normpath(path), -1
     host, sep, port = address.removeprefix("tcp://").rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"expected unix:///path or host:port, got {address}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+class UntrustedPath(Exception):
+    """A directory on the socket's path could be changed by a non-root user."""
+
+
+def check_trusted(path: str) -> None:
+    """Refuse a socket path another user could swap, as sshd's StrictModes.
+
+    Every existing directory from ``/`` to the socket's own directory (after
+    symlinks) must be owned by root and not writable by group or others, or
+    anyone who can write there could rename the socket away and put their
+    own in its place, and the root shim would send pod requests to them and
+    trust their answer. One exception, for the ancestors only: a root-owned
+    sticky directory such as ``/tmp``, where others may create entries but
+    cannot rename or delete ours. Directories still to be created are made
+    0700 by :func:`bind_unix`.
+    """
+    directory = os.path.realpath(os.path.dirname(path))
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    chain = [existing]
+    while chain[-1] != "/":
+        chain.append(os.path.dirname(chain[-1]))
+    for current in chain:
+        st = os.stat(current)
+        own_dir = current == directory
+        if not stat.S_ISDIR(st.st_mode):
+            raise UntrustedPath(f"{current} is not a directory")
+        if st.st_uid != 0:
+            raise UntrustedPath(f"{current} is owned by uid {st.st_uid}, "
+                                "not root")
+        writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and (own_dir or not st.st_mode & stat.S_ISVTX):
+            raise UntrustedPath(
+                f"{current} is writable by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o})")
+
+
 def bind_unix(path: str) -> socket.socket:
     """A listening Unix socket at ``path``, mode 0600, parent 0700 if new."""
+    check_trusted(path)
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         os.makedirs(parent, mode=0o700, exist_ok=True)

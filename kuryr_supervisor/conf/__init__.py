@@ -11,6 +11,7 @@ line naming the option, instead of surfacing later inside a worker.
 """
 from __future__ import annotations
 
+import re
 import types
 from collections.abc import Sequence
 
@@ -109,5 +110,16 @@ def reload(conf: cfg.ConfigOpts) -> bool:
     return True
 
 
+# oslo.config's "Value for option X from LocationInfo(location=<...>,
+# detail='FILE') is not valid: WHY": the option is already named by us.
+_LOCATION = re.compile(r"Value for option \S+ from LocationInfo\(location=<[^>]*>, "
+                       r"detail=(?:'(?P<file>[^']*)'|[^)]*)\) is not valid: ")
+
+
 def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+    text = " ".join(str(exc).split())
+    found = _LOCATION.search(text)
+    if found is None:
+        return text
+    where = f" (in {found['file']})" if found["file"] else ""
+    return _LOCATION.sub("", text) + where

@@ -7,8 +7,8 @@ from oslo_config import cfg
 
 GROUP = "binding"
 # What the kernel accepts as an interface name (dev_valid_name), minus ':'
-# which the ip tool treats as an alias separator.
-_IFNAME = re.compile(r"^[^\s/:]{1,15}$")
+# which the ip tool treats as an alias separator and '%' (a name template).
+_IFNAME = re.compile(r"^[^\s/:%]{1,15}$")
 
 OPTS: list[cfg.Opt] = [
     cfg.StrOpt("bridge", default="kuryr0",

@@ -22,6 +22,19 @@ SERVER_OPTS: list[cfg.Opt] = [
                     "Empty: the master's own cgroup from /proc/self/cgroup "
                     "(v2 memory.current, v1 memory.memsw.usage_in_bytes or "
                     "memory.usage_in_bytes)."),
+    cfg.IntOpt("max_connections", default=256, min=8, max=16384,
+               help="Most client connections the probe listener keeps open; "
+                    "at the limit the oldest idle or slow one is closed to "
+                    "make room, so a probe always gets in."),
+    cfg.IntOpt("threads", default=4, min=1, max=64,
+               help="Threads answering probe requests, whatever the number "
+                    "of connections."),
+    cfg.FloatOpt("header_timeout", default=2.0, min=0.1, max=60.0,
+                 help="Seconds a client has to send its request line and "
+                      "headers, counted from the connection's start (not "
+                      "reset by each byte received)."),
+    cfg.FloatOpt("idle_timeout", default=5.0, min=0.1, max=600.0,
+                 help="Seconds an idle keep-alive connection is kept open."),
 ]
 
 HEALTH_OPTS: list[cfg.Opt] = [

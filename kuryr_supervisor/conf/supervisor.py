@@ -40,7 +40,9 @@ OPTS = [
                       "controller role's handler worker is stale."),
     cfg.IntOpt("max_worker_memory", default=-1, min=-1, mutable=True,
                help="Per-worker memory limit (USS) in MiB; a worker above it "
-                    "is restarted gracefully. -1 disables the check."),
+                    "is restarted gracefully. The HealthManager is exempt (it "
+                    "must stay up to explain failures; max_memory_usage "
+                    "still counts it). -1 disables the check."),
     cfg.IntOpt("graceful_shutdown_timeout", default=25, min=1, max=3600,
                help="Seconds SIGTERM waits for in-flight work before the "
                     "daemon exits anyway; keep it below the pod's "

@@ -7,7 +7,8 @@ is tested without processes:
 
 * a worker whose heartbeat is older than its deadline is stale → its stacks
   are dumped and it is killed (cotyledon then restarts it);
-* a worker whose USS passes ``max_worker_memory`` is restarted gracefully;
+* a worker whose USS passes ``max_worker_memory`` is restarted gracefully
+  (except the HealthManager, :data:`MEMORY_EXEMPT`);
 * more than ``max_restarts`` restarts within ``restart_window`` exhausts the
   restart budget (liveness fails); under ``worker_death_policy = exit`` the
   master exits with the documented status, as it does for any liveness cause
@@ -56,6 +57,12 @@ class Limits:
                        Component.HANDLER: sup.handler_deadline},
             max_worker_memory=mem * MIB if mem > 0 else 0,
             checker_deadline=conf.health.checker_deadline)
+
+
+#: Never recycled for max_worker_memory: the HealthManager is what explains
+#: every other failure (/status); a limit set too low must not silence it.
+#: The daemon-wide max_memory_usage (liveness) still counts its memory.
+MEMORY_EXEMPT = frozenset({Component.HEALTH})
 
 
 class Verb(enum.Enum):
@@ -132,7 +139,8 @@ def inspect(statuses: Iterable[ComponentStatus], overall: Overall,
                 Verb.KILL_STALE, st.component, st.pid,
                 why=f"{st.component.label} stale: no heartbeat for "
                     f"{age:.1f}s (deadline {deadline:g}s, pid {st.pid})"))
-        elif limits.max_worker_memory and st.memory > limits.max_worker_memory:
+        elif (limits.max_worker_memory and st.component not in MEMORY_EXEMPT
+              and st.memory > limits.max_worker_memory):
             actions.append(Action(
                 Verb.RECYCLE, st.component, st.pid,
                 why=f"{st.component.label} uses {st.memory // MIB} MiB, above "

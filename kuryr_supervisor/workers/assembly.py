@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
+from kuryr_supervisor.cni import protocol
 from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
 from kuryr_supervisor.cni.ipam.external import ExternalIpam, FixedAddress, Lookup
@@ -67,7 +68,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
     return CNIService(
         LazyIpam(open_store, subnet or (lambda: settings.subnet)), binding,
         ContainerLocks(locks_dir(conf)), state,
-        lock_timeout=conf.cni_daemon.request_timeout, pod_check=pod_check)
+        lock_timeout=conf.cni_daemon.request_timeout, pod_check=pod_check,
+        netns_guard=protocol.host_netns_guard)
 
 
 def build_server_service(conf: cfg.ConfigOpts,

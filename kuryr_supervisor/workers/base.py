@@ -2,15 +2,19 @@
 
 Why the heartbeat is driven by the worker's own loop (``beat()``) and not by a
 timer thread: a timer keeps ticking when the loop that matters is deadlocked,
-so the supervisor would never see the hang.
+so the supervisor would never see the hang. Leaving when the master dies is
+the opposite: it must not depend on the loop (:func:`exit_with_master`).
 """
 from __future__ import annotations
 
+import ctypes
 import faulthandler
 import logging
 import os
+import select
 import signal
 import threading
+import time
 from typing import ClassVar
 
 import cotyledon
@@ -26,6 +30,53 @@ LOG = logging.getLogger(__name__)
 #: The supervisor sends this before killing a stale worker; faulthandler
 #: writes every thread's Python stack to stderr (the daemon's log).
 STACK_DUMP_SIGNAL = signal.SIGUSR1
+
+
+_PR_SET_PDEATHSIG = 1
+#: Polling interval of the master watch where pidfd_open is missing.
+_PPID_POLL = 0.1
+
+
+def exit_with_master(master_pid: int) -> None:
+    """Leave within a moment of the master's death, whatever the main loop
+    is doing (busy, blocked in a call, SIGSTOPped).
+
+    Two kernel mechanisms, because cotyledon forks from a helper thread of
+    the master that ends at every graceful shutdown:
+
+    - a thread waiting on a pidfd of the master (woken by the kernel when it
+      exits, no polling) that calls ``os._exit`` at once with
+      :attr:`ExitCode.ORPHANED`: it needs no help from the main loop;
+    - ``PR_SET_PDEATHSIG`` with SIGCONT: when the forking thread (or the
+      master) ends, a stopped worker is resumed so that thread can run.
+      SIGKILL there would kill workers that are still draining after a
+      SIGTERM, because the forking thread ends first.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGCONT), 0, 0, 0)
+    except (OSError, AttributeError):     # not Linux: the watch alone
+        LOG.debug("prctl(PR_SET_PDEATHSIG) unavailable")
+    if os.getppid() != master_pid:        # died before we could ask
+        os._exit(ExitCode.ORPHANED)
+    try:
+        pidfd: int | None = os.pidfd_open(master_pid)
+    except (OSError, AttributeError):
+        pidfd = None
+    threading.Thread(target=_watch_master, args=(master_pid, pidfd),
+                     name="master-watch", daemon=True).start()
+
+
+def _watch_master(master_pid: int, pidfd: int | None) -> None:
+    if pidfd is not None:
+        select.select([pidfd], [], [])
+    else:
+        while os.getppid() == master_pid:
+            time.sleep(_PPID_POLL)
+    # Not LOG: a logging lock held by the frozen main thread would hang us.
+    os.write(2, f"kuryr-supervisor worker {os.getpid()}: master "
+                f"{master_pid} is gone, exiting\n".encode())
+    os._exit(ExitCode.ORPHANED)
 
 
 class Worker(cotyledon.Service):
@@ -71,6 +122,7 @@ class Worker(cotyledon.Service):
         self.state.heartbeat(self.component)
 
     def run(self) -> None:
+        exit_with_master(self._master_pid)
         self.beat()
         self.serve()
 

@@ -3,9 +3,12 @@
 A thin shell around :class:`~kuryr_supervisor.health.monitor.HealthMonitor` (the
 logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
 
-- the probe server is werkzeug's threaded server in a daemon thread, bound
-  with SO_REUSEADDR so a restarted HealthManager rebinds the port at once;
-  requests are logged at DEBUG only (a kubelet probes every few seconds);
+- the probe server is :mod:`kuryr_supervisor.health.httpserver`'s bounded
+  server (a selector thread and a fixed pool; connections, threads, header
+  and idle time bounded; bound with SO_REUSEADDR so a restarted
+  HealthManager rebinds the port at once), built by :func:`build_server`;
+  its threads never touch the main loop, so the heartbeat does not depend
+  on how many clients are connected;
 - the main loop runs the I/O checks every ``[health] check_interval`` and
   publishes the verdict, and heartbeats at least every ``[supervisor]
   heartbeat_interval`` even when the check interval is longer; both options
@@ -25,9 +28,10 @@ from typing import Any
 
 from cotyledon.types import WorkerId
 from oslo_config import cfg
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
+from kuryr_supervisor.health import httpserver
 from kuryr_supervisor.health.checks import Check, default_checks
+from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
 from kuryr_supervisor.health.probes import ProbeApp
 from kuryr_supervisor.kubernetes import nodecondition
@@ -41,37 +45,19 @@ LOG = logging.getLogger(__name__)
 SWITCH_INTERVAL = 0.0005
 
 
-class _QuietHandler(WSGIRequestHandler):
-    """Probe requests are routine: log them at DEBUG, not werkzeug's INFO."""
+def probe_limits(conf: cfg.ConfigOpts) -> Limits:
+    """The probe listener's bounds from ``[cni_health_server]``."""
+    opts = conf.cni_health_server
+    return Limits(max_connections=opts.max_connections, threads=opts.threads,
+                  header_timeout=opts.header_timeout,
+                  idle_timeout=opts.idle_timeout)
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        LOG.debug("%s %s %s", self.command, self.path, code)
 
-
-class ProbeServer:
-    """A threaded werkzeug HTTP server for ``app`` on its own daemon thread."""
-
-    def __init__(self, host: str, port: int, app: Any) -> None:
-        # BaseWSGIServer sets allow_reuse_address: SO_REUSEADDR on bind.
-        self.http: BaseWSGIServer = make_server(
-            host, port, app, threaded=True, request_handler=_QuietHandler)
-        self._thread = threading.Thread(target=self.http.serve_forever,
-                                        kwargs={"poll_interval": 0.1},
-                                        name="probe-http", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self.http.server_port)
-
-    def start(self) -> ProbeServer:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._thread.is_alive():   # shutdown() waits for serve_forever
-            self.http.shutdown()
-        self.http.server_close()
-        self._thread.join(timeout=5)
+def build_server(app: Any, host: str, port: int,
+                 conf: cfg.ConfigOpts) -> BoundedHTTPServer:
+    """A started, bounded listener for ``app`` on ``host:port``: the one way
+    the HealthManager serves HTTP (see :mod:`kuryr_supervisor.health.httpserver`)."""
+    return httpserver.serve(app, host, port, probe_limits(conf))
 
 
 #: Builds extra checks in the worker process (after the fork), so a check
@@ -103,11 +89,11 @@ class HealthManagerWorker(Worker):
         self._closed = threading.Event()
         self._wake = threading.Event()
         self.monitor: HealthMonitor | None = None
-        self.server: ProbeServer | None = None
+        self.server: BoundedHTTPServer | None = None
         self._condition: NodeConditionPublisher | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
-    def start(self) -> ProbeServer:
+    def start(self) -> BoundedHTTPServer:
         """Build the monitor, take the first snapshot, start serving."""
         extra = list(self._extra)
         if self._factory is not None:
@@ -121,8 +107,8 @@ class HealthManagerWorker(Worker):
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
         opts = self.conf.cni_health_server
-        self.server = ProbeServer(opts.host, opts.port,
-                                  ProbeApp(self.monitor, self.state)).start()
+        self.server = build_server(ProbeApp(self.monitor, self.state),
+                                   opts.host, opts.port, self.conf)
         self.state.set_ready(self.component, True)
         LOG.info("health probes listening on %s:%d", opts.host,
                  self.server.port)

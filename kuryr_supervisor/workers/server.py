@@ -2,15 +2,18 @@
 
 A thin shell: :mod:`kuryr_supervisor.workers.assembly` builds the service from the
 configuration; the worker binds the socket,
-reports ready once accepting, heartbeats from the accept loop (so a wedged
+looks for persistent environment faults (a thread: at start, then on a
+timer), reports ready once accepting and checked, heartbeats from the accept loop (so a wedged
 loop is seen as stale) and on SIGTERM stops accepting, lets in-flight
 requests finish within the graceful shutdown budget, and returns.
 """
 from __future__ import annotations
 
 import logging
+import threading
 
 from kuryr_supervisor.cni.api import CNIApp
+from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import Component
 from kuryr_supervisor.workers.assembly import build_server_service
@@ -19,6 +22,10 @@ from kuryr_supervisor.workers.base import Worker
 LOG = logging.getLogger(__name__)
 
 _DRAIN_MARGIN = 2.0     # seconds kept from graceful_shutdown_timeout to exit
+#: Seconds between environment checks (store integrity, disk, bridge kind,
+#: CAP_NET_ADMIN) when all is well, and while a fault is present.
+ENV_WATCH_INTERVAL = 5.0
+ENV_WATCH_FAULTED = 2.0
 
 
 class ServerWorker(Worker):
@@ -30,8 +37,11 @@ class ServerWorker(Worker):
 
     def serve(self) -> None:
         opts = self.conf.cni_daemon
-        self._app = CNIApp(build_server_service(self.conf, self.state),
-                           max_request_bytes=opts.max_request_bytes)
+        service = build_server_service(self.conf, self.state)
+        self._app = CNIApp(service, max_request_bytes=opts.max_request_bytes)
+        checked = threading.Event()
+        threading.Thread(target=self._watch_environment, args=(service, checked),
+                         name="environment-watch", daemon=True).start()
         server = CNIServer(opts.bind_address, self._app,
                            max_concurrency=opts.max_concurrency,
                            request_timeout=opts.request_timeout,
@@ -42,8 +52,28 @@ class ServerWorker(Worker):
             return
         LOG.info("CNI API listening on %s (%d concurrent requests)",
                  opts.bind_address, opts.max_concurrency)
+        # Ready only once the environment was looked at: a corrupt store
+        # must fail /ready (and so /startup) from the very first probe.
+        while not checked.wait(self.heartbeat_interval):
+            self.beat()
+            if self.stopping.is_set():
+                return
         self.state.set_ready(self.component, True)
         server.serve_forever(poll_interval=min(self.heartbeat_interval, 0.5))
+
+    def _watch_environment(self, service: CNIService,
+                           checked: threading.Event) -> None:
+        """Look for persistent environment faults at start, then again every
+        ENV_WATCH_FAULTED s while one is present (so readiness recovers once
+        the operator fixed it) and every ENV_WATCH_INTERVAL s otherwise. In
+        its own thread: a busy store must not stall the heartbeat."""
+        state_dir = self.conf.ipam.state_dir
+        while True:
+            found = service.verify_environment(state_dir)
+            checked.set()
+            if self.stopping.wait(ENV_WATCH_FAULTED if found
+                                  else ENV_WATCH_INTERVAL):
+                return
 
     def drain(self) -> None:
         self.state.set_ready(self.component, False)

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kuryr_supervisor.cni import shim
+from kuryr_supervisor.cni import protocol, shim
 from kuryr_supervisor.cni.api import CNIApp
 from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import IpamStore
@@ -165,7 +165,8 @@ def running_daemon(tmp: str, *, subnet: ipaddress.IPv4Network | None = None,
     ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"), subnet)
     service = CNIService(lambda: ipam, BridgeBinding(bridge, mtu),
                          ContainerLocks(os.path.join(state_dir, "locks")),
-                         state, lock_timeout=30)
+                         state, lock_timeout=30,
+                         netns_guard=protocol.host_netns_guard)
     socket_path = os.path.join(tmp, "run", "cni.sock")
     server = CNIServer(f"unix://{socket_path}",
                        CNIApp(service, max_request_bytes=max_request_bytes),

@@ -138,3 +138,94 @@ def test_subnet_exhausted_is_code_101(tmp_path: Any, namespaces: Namespaces) -> 
         assert d.state.cni_failures() == 0
         assert d.files() == before
         assert ip_json("-n", second.rsplit("/", 1)[1], "link", "show", "eth0") == []
+
+
+def test_runtime_mistakes_are_client_errors_and_leave_nothing(
+        tmp_path: Any, namespaces: Namespaces) -> None:
+    """Each of these once reached netlink or SQLite and came back as an
+    internal failure (code 100, counted): a kernel name template, a
+    non-UTF-8 byte, the host's own namespace, a second default route,
+    NaN and duplicate keys."""
+    name = namespaces.create()
+    ns = f"/var/run/netns/{name}"
+    cid = unique("c", 20)
+    with running_daemon(str(tmp_path)) as d:
+        status, res = d.shim("ADD", d.netconf(), container_id=cid, netns=ns)
+        assert status == 0, res
+        before = d.ipam.list()
+        host_links = {link["ifname"] for link in ip_json("link")}
+        through_shim: list[tuple[dict[str, Any], int]] = [
+            ({"ifname": "eth%d"}, 4),
+            ({"ifname": "eth 1"}, 4),
+            ({"ifname": "éééééééé"}, 4),                    # 16 bytes
+            ({"args": "K8S_POD_NAME=a\udcffb"}, 4),          # byte 0xff
+            ({"netns": "/proc/self/ns/net"}, 4),
+            ({"netns": "/proc/1/ns/net"}, 4),
+            ({"ifname": "eth1"}, 102),        # the netns has a default route
+            ({}, 102),                        # the same attachment again
+        ]
+        for kw, code in through_shim:
+            other = unique("c", 20)
+            status, err = d.shim("ADD", d.netconf(),
+                                 container_id=cid if not kw else other,
+                                 netns=kw.get("netns", ns),
+                                 ifname=kw.get("ifname", "eth0"),
+                                 args=kw.get("args", ""))
+            assert (status, err["code"]) == (1, code), (kw, err)
+        netconf = json.dumps(d.netconf())
+        for text in (netconf.replace('"kuryr"', '"kuryr", "mtu": NaN'),
+                     netconf.replace('"kuryr"', '"kuryr", "mtu": -Infinity'),
+                     netconf.replace('"name": "kuryr"',
+                                     '"name": "kuryr", "name": "other"')):
+            status, err = d.shim("ADD", text, container_id=unique("c", 20),
+                                 netns=ns)
+            assert (status, err["code"]) == (1, 6), (text, err)
+        assert d.state.cni_failures() == 0
+        assert d.ipam.list() == before      # the eth1 address was released
+        links = [link["ifname"] for link in ip_json("-n", name, "link")]
+        assert sorted(links) == ["eth0", "lo"]
+        assert {link["ifname"] for link in ip_json("link")} == host_links
+
+
+def _hold_lock(locks_dir: str, cid: str, ready: Any, release: Any) -> None:
+    from kuryr_supervisor.cni.locks import ContainerLocks
+    with ContainerLocks(locks_dir).hold(cid, timeout=5):
+        ready.set()
+        release.wait(30)
+
+
+def test_add_abandoned_by_a_timed_out_shim_is_rolled_back(
+        tmp_path: Any, namespaces: Namespaces) -> None:
+    """The shim gives up (its timeout) while the ADD waits; when the ADD
+    finishes anyway it is undone, so the runtime's retry succeeds instead
+    of meeting 102 ("already exists") until a DEL comes."""
+    import multiprocessing
+    import os
+    import time
+
+    name = namespaces.create()
+    ns = f"/var/run/netns/{name}"
+    cid = unique("c", 20)
+    with running_daemon(str(tmp_path)) as d:
+        ctx = multiprocessing.get_context("fork")
+        ready, release = ctx.Event(), ctx.Event()
+        holder = ctx.Process(target=_hold_lock, args=(
+            os.path.join(d.tmp, "state", "locks"), cid, ready, release))
+        holder.start()
+        try:
+            assert ready.wait(5)
+            status, err = d.shim("ADD", d.netconf(extra={"timeout": 1}),
+                                 container_id=cid, netns=ns)
+            assert (status, err["code"]) == (1, 11), err
+        finally:
+            release.set()
+            holder.join(5)
+        # the ADD now runs to its end, finds its client gone, rolls back
+        deadline = time.monotonic() + 10
+        while d.server.inflight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert d.ipam.list() == []
+        assert ip_json("-n", name, "link", "show", "eth0") == []
+        assert d.state.cni_failures() == 0
+        status, res = d.shim("ADD", d.netconf(), container_id=cid, netns=ns)
+        assert status == 0, res

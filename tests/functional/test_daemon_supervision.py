@@ -127,6 +127,25 @@ def test_master_killed_leaves_no_orphan(make_daemon: Factory) -> None:
     assert time.monotonic() - start < 2.0
 
 
+def test_master_killed_frozen_workers_leave_too(make_daemon: Factory) -> None:
+    """Leaving with the master must not depend on the worker's loop: here
+    every worker is SIGSTOPped (its loop cannot notice anything) when the
+    master is SIGKILLed; each must still be gone within a second."""
+    d = make_daemon()
+    d.wait_ready()
+    workers = set(d.worker_pids().values())
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    d.signal(signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        wait_until(lambda: not (session_pids(d.pid) & workers), 3.0)
+    finally:
+        for pid in session_pids(d.pid) & workers:     # old code: rescue them
+            os.kill(pid, signal.SIGKILL)
+    assert time.monotonic() - start < 1.0
+
+
 def test_memory_limit_fails_liveness_until_reloaded(make_daemon: Factory) -> None:
     d = make_daemon({"cni_health_server": {"max_memory_usage": 1}})
     wait_until(lambda: d.probe("/status") == 200, 20)

@@ -279,7 +279,8 @@ def test_default_checks_and_extra_hook(state: SharedState,
         "netlink", "watcher", "server", "health", "cni-failures", "memory",
         "restart-budget", "checker"]
     assert names[Kind.READINESS] == [
-        "net-admin", "watcher-synced", "server-accepting", "server-capacity",
+        "net-admin", "watcher-synced", "server-accepting", "cni-environment",
+        "server-capacity",
         "draining", "k8s-api"]
     api.result = Result.failed("k8s API unreachable")
     mon.run_io()

@@ -79,7 +79,7 @@ def test_serves_real_http(worker: HealthManagerWorker,
     code, body = get(server.port, "/alive")
     assert code == 503
     assert "server dead: killed by SIGKILL" in body
-    listener = server.http.socket
+    listener = server.socket
     assert listener.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR)
 
 

@@ -220,12 +220,15 @@ def test_sigkill_mid_allocation_leaves_a_consistent_db(db: str, delay: float) ->
     assert fresh not in addresses
 
 
-def test_unusable_file_is_ipam_store_error(tmp_path: pathlib.Path) -> None:
+def test_unusable_file_is_an_environment_fault(tmp_path: pathlib.Path) -> None:
+    """A file that is not a database is the node's fault: it must not count
+    against the ADD failure budget (restarting cannot fix it)."""
     bad = tmp_path / "ipam.sqlite"
     bad.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(errors.IpamStoreError) as info:
+    with pytest.raises(errors.StoreCorrupt) as info:
         IpamStore(str(bad), NET)
-    assert info.value.wire.counts_as_failure
+    assert not info.value.wire.counts_as_failure
+    assert info.value.wire.code == 105
     with pytest.raises(errors.IpamStoreError):
         IpamStore(str(tmp_path), NET)  # a directory
 

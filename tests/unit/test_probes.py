@@ -90,6 +90,7 @@ def test_verbose_lists_every_check(env: Env) -> None:
         "[+]net-admin ok",
         "[+]watcher-synced ok",
         "[+]server-accepting ok",
+        "[+]cni-environment ok",
         "[-]server-capacity failed: server saturated: 64/64 in flight",
         "[+]draining ok",
         "[+]k8s-api ok",

@@ -84,6 +84,19 @@ def test_memory_hog_is_recycled(state: SharedState, clock: Clock) -> None:
     assert "300 MiB" in actions[0].why
 
 
+def test_health_manager_is_never_recycled_for_memory(state: SharedState,
+                                                     clock: Clock) -> None:
+    """A max_worker_memory below the HealthManager's size would restart it
+    for ever and leave /status silent; it is exempt."""
+    for comp in Component:
+        state.set_memory(comp, 300 * MIB)
+    actions = inspect(state.components(), LIVE, False,
+                      limits(max_worker_memory=10 * MIB), clock.now)
+    assert Component.HEALTH not in {a.component for a in actions}
+    assert {a.component for a in actions} == {Component.WATCHER,
+                                              Component.SERVER}
+
+
 def test_exit_policy_exits_on_budget(state: SharedState, clock: Clock) -> None:
     acts = inspect(state.components(), LIVE, True, limits(policy="exit"), clock.now)
     assert [(a.verb, a.code) for a in acts] == [(Verb.EXIT, ExitCode.RESTART_BUDGET)]

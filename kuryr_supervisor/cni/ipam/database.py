@@ -13,11 +13,15 @@ Invariants:
   and a copied one can corrupt the WAL): connections are opened lazily in
   the process that uses them, closed before any ``fork()`` and forgotten in
   the child, so a store may be built before cotyledon forks its workers.
-* Every SQLite or OS failure leaves this module as
-  :class:`~kuryr_supervisor.errors.IpamStoreError` naming the file.
+* Every SQLite or OS failure leaves this module as a CNIError naming the
+  file (:func:`classify`): ``StoreCorrupt`` or ``StoreUnwritable`` (faults
+  of the node, not counted) or ``IpamStoreError`` (transient, counted).
+* The database file is never memory-mapped (``mmap_size=0``), so a full or
+  read-only file system fails a request, never the process (SIGBUS).
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -53,6 +57,12 @@ class Database:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT,
                                isolation_level=None, check_same_thread=False)
         try:
+            # No memory map of the database file: a write fault on a mapped
+            # page of a full or vanished file system is SIGBUS, which kills
+            # the Server instead of failing one request. (The WAL index is
+            # still mapped; SQLite writes every new page of it before
+            # mapping it, so a full disk is SQLITE_IOERR/FULL there too.)
+            conn.execute("PRAGMA mmap_size=0")
             conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed allocation survives a power cut too, not
             # only a crash of the process (what NORMAL guarantees in WAL).
@@ -78,8 +88,8 @@ class Database:
                 conn = self._conn
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except (sqlite3.Error, OSError) as exc:
-                raise errors.IpamStoreError(
-                    f"IPAM store {self.path} unusable: {exc}") from exc
+                raise classify(exc, f"IPAM store {self.path} unusable"
+                               ) from exc
             try:
                 yield conn
             except BaseException:
@@ -94,8 +104,8 @@ class Database:
                 if conn.in_transaction:
                     with suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
-                raise errors.IpamStoreError(
-                    f"IPAM store {self.path}: commit failed: {exc}") from exc
+                raise classify(exc, f"IPAM store {self.path}: commit failed"
+                               ) from exc
 
     def query(self, sql: str, *args: object,
               write: bool = False) -> list[tuple]:  # type: ignore[type-arg]
@@ -104,8 +114,16 @@ class Database:
             with self.transaction(write) as conn:
                 return conn.execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise errors.IpamStoreError(
-                f"IPAM store {self.path}: {exc}") from exc
+            raise classify(exc, f"IPAM store {self.path}") from exc
+
+    def verify(self) -> None:
+        """SQLite's own integrity check of the file (start-up and watch);
+        raises the classified error when the store cannot be trusted."""
+        rows = self.query("PRAGMA quick_check")
+        verdict = "; ".join(str(r[0]) for r in rows[:3])
+        if verdict != "ok":
+            raise errors.StoreCorrupt(f"IPAM store {self.path} failed its "
+                                      f"integrity check: {verdict}")
 
     def close(self) -> None:
         with self._lock:
@@ -130,6 +148,28 @@ class Database:
             _ORPHANS.append(self._conn)  # never closed, never used
         self._conn = None
         self._lock = threading.Lock()
+
+
+# SQLite primary result codes (sqlite3.h) and errnos that no retry fixes.
+_CORRUPT = frozenset({11, 26})            # SQLITE_CORRUPT, SQLITE_NOTADB
+_UNWRITABLE = frozenset({8, 13, 14})      # SQLITE_READONLY, _FULL, _CANTOPEN
+_UNWRITABLE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                errno.EACCES, errno.EPERM})
+
+
+def classify(exc: BaseException, what: str) -> errors.CNIError:
+    """The error a store failure leaves this module as: a persistent
+    environment fault (corrupt; full, read-only or forbidden) or a
+    transient internal one (busy, I/O), which counts against the budget."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    message = f"{what}: {exc}"
+    if primary in _CORRUPT:
+        return errors.StoreCorrupt(message)
+    if primary in _UNWRITABLE or (isinstance(exc, OSError)
+                                  and exc.errno in _UNWRITABLE_ERRNOS):
+        return errors.StoreUnwritable(message)
+    return errors.IpamStoreError(message)
 
 
 _DATABASES: weakref.WeakSet[Database] = weakref.WeakSet()

@@ -21,7 +21,7 @@ import sqlite3
 import time
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni.ipam.database import Database
+from kuryr_supervisor.cni.ipam.database import Database, classify
 from kuryr_supervisor.cni.ipam.records import Allocation, PodRef
 
 LOG = logging.getLogger(__name__)
@@ -121,8 +121,8 @@ class IpamStore:
             raise errors.AlreadyExists(
                 f"{container_id}/{ifname} already has an address") from exc
         except sqlite3.Error as exc:
-            raise errors.IpamStoreError(
-                f"IPAM store {self.path}: allocate failed: {exc}") from exc
+            raise classify(exc, f"IPAM store {self.path}: allocate failed"
+                           ) from exc
         allocation = Allocation(
             container_id=container_id, ifname=ifname,
             address=ipaddress.IPv4Interface(
@@ -182,6 +182,11 @@ class IpamStore:
         rows = self._db.query(
             f"SELECT {_COLUMNS} FROM allocations ORDER BY created")
         return [_row_to_allocation(row) for row in rows]
+
+    def verify(self) -> None:
+        """Raise StoreCorrupt (or the classified error) unless SQLite finds
+        the file sound."""
+        self._db.verify()
 
     def close(self) -> None:
         self._db.close()

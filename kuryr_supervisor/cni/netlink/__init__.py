@@ -36,6 +36,7 @@ from kuryr_supervisor.cni.netlink.base import (
     NETLINK_ROUTE,
     NetlinkError,
     NetnsNotFound,
+    WrongLinkKind,
     open_netns,
 )
 from kuryr_supervisor.cni.netlink.pyroute import (
@@ -68,7 +69,8 @@ from kuryr_supervisor.cni.netlink.rtnl import (
 
 __all__ = [
     "AF_INET", "CLONE_NEWNET", "LOOPBACK_INDEX", "NETLINK_ROUTE", "Link",
-    "NetlinkError", "NetnsNotFound", "Route", "Rtnl", "add_address",
+    "NetlinkError", "NetnsNotFound", "Route", "Rtnl", "WrongLinkKind",
+    "add_address",
     "add_default_route", "configure_pod", "create_veth", "delete_link",
     "ensure_bridge", "get_link", "handle", "link_index", "list_links",
     "move_link", "new_veth", "open_netns", "pod_index", "probe",

@@ -37,6 +37,10 @@ class NetlinkError(Exception):
         self.errno = errno
 
 
+class WrongLinkKind(NetlinkError):
+    """A link of the expected name exists but is of another kind."""
+
+
 class NetnsNotFound(NetlinkError):
     """The network namespace path does not exist or is no namespace."""
 

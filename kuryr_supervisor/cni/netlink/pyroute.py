@@ -25,7 +25,13 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError as _PyrouteNetlinkError
 
-from kuryr_supervisor.cni.netlink.base import AF_INET, NetlinkError, netns_socket, translated
+from kuryr_supervisor.cni.netlink.base import (
+    AF_INET,
+    NetlinkError,
+    WrongLinkKind,
+    netns_socket,
+    translated,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +115,8 @@ def link_index(ipr: Any, ifname: str) -> int | None:
 
 def ensure_bridge(ipr: Any, name: str,
                   gateway: ipaddress.IPv4Interface) -> int:
-    """Create bridge ``name`` if missing, give it ``gateway``, set it up.
+    """Create bridge ``name`` if missing, give it ``gateway`` (removing any
+    other IPv4 address: the gateway of a previous subnet), set it up.
 
     Safe against a concurrent creator: EEXIST on the link or the address
     means someone else got there first. A fresh bridge gets its own MAC
@@ -127,13 +134,20 @@ def ensure_bridge(ipr: Any, name: str,
         idx = _index(ipr, name)
     link = get_link(ipr, name)
     if link.kind != "bridge":
-        raise NetlinkError(f"{name} exists and is a {link.kind or 'plain'} "
-                           "link, not a bridge", errno_mod.EEXIST)
+        raise WrongLinkKind(f"{name} exists and is a {link.kind or 'plain'} "
+                            "link, not a bridge", errno_mod.EEXIST)
     if created:
         with translated(f"pin MAC of bridge {name}"):
             ipr.link("set", index=idx, address=link.mac)
     if gateway not in link.addresses:
         add_address(ipr, name, gateway, exist_ok=True)
+        # A new gateway means the subnet changed: the old gateway address
+        # would keep routing the old subnet to this bridge.
+        for old in link.addresses:
+            if old != gateway:
+                with translated(f"remove old gateway {old} from {name}"):
+                    ipr.addr("del", index=idx, address=str(old.ip),
+                             prefixlen=old.network.prefixlen)
     if not link.up:
         set_link(ipr, name, up=True)
     return idx

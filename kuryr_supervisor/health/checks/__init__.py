@@ -26,6 +26,7 @@ from kuryr_supervisor.health.checks.components import (
     server_accepting,
     watcher_synced,
 )
+from kuryr_supervisor.health.checks.faults import EnvironmentCheck
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
 from kuryr_supervisor.health.checks.netlink import NetlinkCheck
 from kuryr_supervisor.state import Component, SharedState
@@ -56,6 +57,7 @@ def default_checks(state: SharedState, conf: cfg.ConfigOpts, master_pid: int,
         NetAdminCheck(plumbing_pid, proc_root=proc_root),
         watcher_synced(state),
         server_accepting(state),
+        EnvironmentCheck(state, conf),
         ServerCapacityCheck(state),
         DrainingCheck(state),
         *extra,

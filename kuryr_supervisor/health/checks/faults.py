@@ -1,0 +1,55 @@
+"""Readiness ``cni-environment``: persistent environment faults, by name.
+
+The Server raises a :class:`~kuryr_supervisor.state.Fault` bit when it meets
+a fault that no restart can fix (its socket file deleted or replaced, the
+IPAM store corrupt or unreadable, the bridge name taken by another kind of
+link, no CAP_NET_ADMIN, a full or read-only state disk). Such a fault makes
+every ADD fail, so it must take the node out of the kubelet's rotation
+(readiness) and tell the operator what to fix; it must not exhaust the ADD
+failure budget and get the daemon restarted into the same fault.
+
+Reads shared memory only, so it runs on every probe request.
+"""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from kuryr_supervisor.health.checks.base import Check, Kind, Result
+from kuryr_supervisor.state import Fault, SharedState
+
+
+def describe(fault: Fault, conf: cfg.ConfigOpts) -> str:
+    """What is wrong and what to do, for one fault bit."""
+    if fault is Fault.SOCKET:
+        return (f"CNI socket {conf.cni_daemon.bind_address} was deleted or "
+                "replaced; the Server is binding it again (check what "
+                "removes files in its directory)")
+    if fault is Fault.IPAM_STORE:
+        return (f"IPAM store in {conf.ipam.state_dir} is corrupt or "
+                "unreadable; stop the daemon, move ipam.sqlite* aside (pods "
+                "keep their interfaces; DEL and GC clean up) and start again")
+    if fault is Fault.BRIDGE_KIND:
+        return (f"[binding] bridge {conf.binding.bridge} exists and is not a "
+                "bridge; rename that link or choose another bridge name")
+    if fault is Fault.NET_ADMIN:
+        return "netlink refused: the daemon lacks CAP_NET_ADMIN"
+    if fault is Fault.DISK_FULL:
+        return (f"[ipam] state_dir {conf.ipam.state_dir} is full or "
+                "read-only; free space there")
+    return fault.name or str(int(fault))
+
+
+class EnvironmentCheck(Check):
+    name = "cni-environment"
+    kind = Kind.READINESS
+
+    def __init__(self, state: SharedState, conf: cfg.ConfigOpts) -> None:
+        self.state = state
+        self.conf = conf
+
+    def run(self, now: float) -> Result:
+        faults = self.state.faults()
+        if not faults:
+            return Result.passed()
+        return Result.failed("; ".join(describe(f, self.conf)
+                                       for f in Fault if f and f in faults))

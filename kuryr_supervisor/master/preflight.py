@@ -1,0 +1,159 @@
+"""Checks in the master, before any worker is forked, of what workers need.
+
+Why here: oslo.config checks a value's type, not whether the world agrees
+with it. A probe host that does not resolve, a ``state_dir`` that is a
+file or a socket directory another user can write make a worker fail at
+start, the supervisor restart it, and so on without end. Found here, they
+stop the daemon with one line naming the option and exit 78, which systemd
+(``RestartPreventExitStatus=78``) and an operator both understand.
+
+A second daemon on the same state directory, probe port or socket would
+write into the first one's allocations and log; it is refused with exit 77
+(:attr:`~kuryr_supervisor.exitcodes.ExitCode.ALREADY_RUNNING`). The state
+directory's lock (``flock`` on ``<state_dir>/daemon.lock``) is held by the
+master and inherited by its workers, so it is released only when the last
+process of the daemon is gone.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import socket
+import stat
+from typing import IO
+
+from oslo_config import cfg
+
+from kuryr_supervisor.cni import sockets
+
+LOCK_FILE = "daemon.lock"
+
+
+class PreflightError(Exception):
+    """A configured value the world disagrees with (exit 78)."""
+
+
+class AlreadyRunning(Exception):
+    """Another daemon holds the state directory, port or socket (exit 77)."""
+
+
+def run(conf: cfg.ConfigOpts) -> IO[str]:
+    """Every check; returns the held state-directory lock (keep it open)."""
+    _probe_address(conf)
+    _socket_path(conf)
+    lock = _state_dir_lock(conf.ipam.state_dir)
+    try:
+        _probe_port_free(conf)
+        _socket_free(conf)
+    except BaseException:
+        lock.close()
+        raise
+    return lock
+
+
+def _probe_address(conf: cfg.ConfigOpts) -> None:
+    opts = conf.cni_health_server
+    try:
+        socket.getaddrinfo(opts.host, opts.port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise PreflightError(f"[cni_health_server] host {opts.host!r} does "
+                             f"not resolve: {exc}") from exc
+    if opts.cg_path and not os.path.isdir(opts.cg_path):
+        raise PreflightError(f"[cni_health_server] cg_path {opts.cg_path!r} "
+                             "is not a directory")
+
+
+def _socket_path(conf: cfg.ConfigOpts) -> None:
+    address = conf.cni_daemon.bind_address
+    try:
+        path, port = sockets.parse_address(address)
+    except ValueError as exc:
+        raise PreflightError(f"[cni_daemon] bind_address: {exc}") from exc
+    if port >= 0:
+        return
+    try:
+        sockets.check_trusted(path)
+    except sockets.UntrustedPath as exc:
+        raise PreflightError(f"[cni_daemon] bind_address {address}: {exc}; "
+                             "refusing a socket another user could "
+                             "replace") from exc
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise PreflightError(f"[cni_daemon] bind_address {address}: {path} "
+                             "exists and is not a socket")
+
+
+def _state_dir_lock(state_dir: str) -> IO[str]:
+    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
+        raise PreflightError(f"[ipam] state_dir {state_dir} exists and is "
+                             "not a directory")
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        lock = open(os.path.join(state_dir, LOCK_FILE), "a+")  # noqa: SIM115
+    except OSError as exc:
+        raise PreflightError(f"[ipam] state_dir {state_dir}: "
+                             f"{exc.strerror}") from exc
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        lock.seek(0)
+        holder = lock.read().strip() or "unknown"
+        lock.close()
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise AlreadyRunning(f"[ipam] state_dir {state_dir} is in use by "
+                                 f"another kuryr-supervisor (pid {holder})"
+                                 ) from exc
+        raise PreflightError(f"[ipam] state_dir {state_dir}: cannot lock "
+                             f"{LOCK_FILE}: {exc.strerror}") from exc
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
+def _probe_port_free(conf: cfg.ConfigOpts) -> None:
+    opts = conf.cni_health_server
+    family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((opts.host, opts.port))
+        except OSError as exc:
+            where = f"{opts.host}:{opts.port}"
+            if exc.errno == errno.EADDRINUSE:
+                raise AlreadyRunning(f"[cni_health_server] port: {where} is "
+                                     "already in use") from exc
+            raise PreflightError(f"[cni_health_server] host/port {where}: "
+                                 f"{exc.strerror}") from exc
+
+
+def _socket_free(conf: cfg.ConfigOpts) -> None:
+    address = conf.cni_daemon.bind_address
+    path, port = sockets.parse_address(address)
+    if port >= 0:
+        family = socket.AF_INET6 if ":" in path else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((path, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise AlreadyRunning(f"[cni_daemon] bind_address "
+                                         f"{address} is already in use"
+                                         ) from exc
+                raise PreflightError(f"[cni_daemon] bind_address {address}: "
+                                     f"{exc.strerror}") from exc
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return                  # absent or stale: the Server replaces it
+    raise AlreadyRunning(f"[cni_daemon] bind_address {address}: another "
+                         "server is listening there")
