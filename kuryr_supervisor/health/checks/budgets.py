@@ -21,22 +21,42 @@ from kuryr_supervisor.health.checks.base import Check, Kind, Result
 from kuryr_supervisor.state import LiveCause, SharedState
 
 
-class CNIFailuresCheck(Check):
-    name = "cni-failures"
+class FailureBudgetCheck(Check):
+    """Consecutive failures of one kind against their configured limit.
+
+    A subclass names the failures (``what``) and says where the count and the
+    limit are; the verdict and its text are the same for every budget.
+    """
+
     kind = Kind.LIVENESS
-    cause = LiveCause.CNI_FAILURES
+    what = "failures"
 
     def __init__(self, state: SharedState, conf: cfg.ConfigOpts) -> None:
         self.state = state
         self.conf = conf
 
+    def count(self) -> int:
+        raise NotImplementedError
+
+    def limit(self) -> int:
+        raise NotImplementedError
+
     def run(self, now: float) -> Result:
-        count = self.state.cni_failures()
-        limit = int(self.conf.cni_daemon.cni_failures_count)
-        text = f"{count} consecutive CNI ADD failures (limit {limit})"
-        if count >= limit:
-            return Result.failed(text, count)
-        return Result.passed(text, count)
+        count, limit = self.count(), self.limit()
+        text = f"{count} consecutive {self.what} (limit {limit})"
+        return (Result.failed if count >= limit else Result.passed)(text, count)
+
+
+class CNIFailuresCheck(FailureBudgetCheck):
+    name = "cni-failures"
+    cause = LiveCause.CNI_FAILURES
+    what = "CNI ADD failures"
+
+    def count(self) -> int:
+        return self.state.cni_failures()
+
+    def limit(self) -> int:
+        return int(self.conf.cni_daemon.cni_failures_count)
 
 
 class RestartBudgetCheck(Check):

@@ -13,8 +13,12 @@ from collections.abc import Iterable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.health.checks.base import Check, Kind, Result
-from kuryr_supervisor.health.checks.budgets import DrainingCheck, RestartBudgetCheck
+from kuryr_supervisor.health.checks.base import Check
+from kuryr_supervisor.health.checks.budgets import (
+    DrainingCheck,
+    FailureBudgetCheck,
+    RestartBudgetCheck,
+)
 from kuryr_supervisor.health.checks.components import (
     ComponentAliveCheck,
     ComponentReadyCheck,
@@ -24,20 +28,16 @@ from kuryr_supervisor.health.checks.openstack import K8sWatchCheck, openstack_ch
 from kuryr_supervisor.state import Component, LiveCause, SharedState
 
 
-class HandlerFailuresCheck(Check):
+class HandlerFailuresCheck(FailureBudgetCheck):
     name = "handler-failures"
-    kind = Kind.LIVENESS
     cause = LiveCause.HANDLER_FAILURES
+    what = "handler failures"
 
-    def __init__(self, state: SharedState, conf: cfg.ConfigOpts) -> None:
-        self.state = state
-        self.conf = conf
+    def count(self) -> int:
+        return self.state.handler_failures()
 
-    def run(self, now: float) -> Result:
-        count = self.state.handler_failures()
-        limit = int(self.conf.controller.handler_failures_count)
-        text = f"{count} consecutive handler failures (limit {limit})"
-        return (Result.failed if count >= limit else Result.passed)(text, count)
+    def limit(self) -> int:
+        return int(self.conf.controller.handler_failures_count)
 
 
 def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
