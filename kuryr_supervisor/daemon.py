@@ -1,5 +1,7 @@
 """``kuryr-supervisor``: parse and validate the configuration, set up logging,
-run the master. Invalid configuration exits 78 with one line naming the option.
+run the master. Invalid configuration exits 78 with one line naming the option;
+so does Kubernetes mode without the optional ``kubernetes`` client library
+(the ``[kubernetes]`` extra), naming what to install.
 """
 from __future__ import annotations
 
@@ -37,7 +39,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     from kuryr_supervisor.kubernetes import client as k8s
     from kuryr_supervisor.master.manager import Manager
     if k8s.is_configured(conf):
-        k8s.preload()
+        try:
+            k8s.preload()
+        except ImportError as exc:
+            print("kuryr-supervisor: Kubernetes mode needs the kubernetes "
+                  "client library: pip install 'kuryr-supervisor[kubernetes]' "
+                  f"({exc})", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
     Manager(conf, notifier=notifier,
             ready_hooks=[InstallOnFirstReady(conf)]).run()
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from kuryr_supervisor import version
 from kuryr_supervisor.conf import (
     binding,
     cni_daemon,
@@ -68,9 +69,12 @@ def validate(conf: cfg.ConfigOpts) -> None:
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:
-    """Parse the command line and files into ``conf`` and validate them."""
+    """Parse the command line and files into ``conf`` and validate them.
+
+    ``--version`` prints the installed package's version and exits 0.
+    """
     try:
-        conf(list(argv), project=PROJECT)
+        conf(list(argv), project=PROJECT, version=version.version())
     except cfg.Error as exc:
         raise ConfigError(_one_line(exc)) from exc
     validate(conf)
