@@ -24,13 +24,15 @@ from kuryr_supervisor.conf import (
     health,
     ipam,
     kubernetes,
+    metrics,
     supervisor,
 )
 
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
-    supervisor, health, cni_daemon, ipam, binding, kubernetes, cni_install)
+    supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
+    cni_install)
 
 
 class ConfigError(Exception):

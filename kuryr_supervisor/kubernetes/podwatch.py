@@ -26,7 +26,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from kuryr_supervisor.kubernetes.registry import Pod
-from kuryr_supervisor.kubernetes.wire import K8sError, K8sGone, K8sTemporary, WatchEvent
+from kuryr_supervisor.kubernetes.wire import (
+    K8sError,
+    K8sGone,
+    K8sPermanent,
+    K8sTemporary,
+    WatchEvent,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -63,8 +69,14 @@ class PodWatch:
                  heartbeat_interval: float = 0.5,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0,
                  stall_timeout: float = 90.0,
-                 on_synced: Callable[[], None] = lambda: None) -> None:
+                 on_synced: Callable[[], None] = lambda: None,
+                 on_relist: Callable[[], None] = lambda: None,
+                 on_error: Callable[[str], None] = lambda kind: None) -> None:
+        """``on_relist`` hears of every complete list, ``on_error`` of every
+        failed list or watch by kind (gone, temporary, permanent, other):
+        the Watcher counts them for ``/metrics``."""
         self.source, self.sink = source, sink
+        self.on_relist, self.on_error = on_relist, on_error
         self.heartbeat, self.heartbeat_interval = heartbeat, heartbeat_interval
         self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
         self.stall_timeout = stall_timeout
@@ -79,6 +91,7 @@ class PodWatch:
         pods, rv = self.source.list_pods()
         self.sink.replace_all(pods, rv)
         self.resource_version = rv
+        self.on_relist()
         if not self.synced:
             self.synced = True
             LOG.info("pod watch synced: %d pods on this node", len(pods))
@@ -147,11 +160,13 @@ class PodWatch:
                     time.monotonic() - started < _MIN_EMPTY_WATCH:
                 return self.backoff_initial     # no hot loop on empty watches
         except K8sGone:
+            self.on_error("gone")
             LOG.info("resourceVersion %s expired, relisting",
                      self.resource_version)
             self.resource_version = None
             return 0.0
         except Exception as exc:  # noqa: BLE001 - API or sink: back off, go on
+            self.on_error(_error_kind(exc))
             if not isinstance(exc, K8sError):
                 LOG.exception("pod watch step failed")
             self.failures += 1
@@ -188,6 +203,14 @@ class PodWatch:
     def run(self, stopping: threading.Event) -> None:
         while not stopping.is_set():
             self.wait(self.step(stopping), stopping)
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, K8sTemporary):
+        return "temporary"
+    if isinstance(exc, K8sPermanent):
+        return "permanent"
+    return "other"
 
 
 def _pump(stream: Stream, events: queue.Queue[object]) -> None:

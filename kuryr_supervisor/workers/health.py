@@ -5,6 +5,7 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
 
 - the probe server is werkzeug's threaded server in a daemon thread, bound
   with SO_REUSEADDR so a restarted HealthManager rebinds the port at once;
+  a second instance of it serves only ``/metrics`` on ``[metrics] host:port``;
   requests are logged at DEBUG only (a kubelet probes every few seconds);
 - the main loop runs the I/O checks every ``[health] check_interval`` and
   publishes the verdict, and heartbeats at least every ``[supervisor]
@@ -28,6 +29,7 @@ from oslo_config import cfg
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from kuryr_supervisor.health.checks import Check, default_checks
+from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
 from kuryr_supervisor.health.probes import ProbeApp
 from kuryr_supervisor.kubernetes import nodecondition
@@ -100,6 +102,8 @@ class HealthManagerWorker(Worker):
         self._wake = threading.Event()
         self.monitor: HealthMonitor | None = None
         self.server: ProbeServer | None = None
+        self.metrics_server: ProbeServer | None = None
+        self._ipam: IpamSampler | None = None
         self._condition: NodeConditionPublisher | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
@@ -116,13 +120,30 @@ class HealthManagerWorker(Worker):
         # The first snapshot before the first request: no probe ever sees
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
+        self._ipam = IpamSampler(self.state, self.conf)
+        self._sample()
+        exporter = MetricsExporter(self.state, self.monitor)
         opts = self.conf.cni_health_server
-        self.server = ProbeServer(opts.host, opts.port,
-                                  ProbeApp(self.monitor, self.state)).start()
+        self.server = ProbeServer(
+            opts.host, opts.port,
+            ProbeApp(self.monitor, self.state, metrics=exporter)).start()
+        metrics = self.conf.metrics
+        if metrics.port:
+            self.metrics_server = ProbeServer(
+                metrics.host, metrics.port, MetricsApp(exporter)).start()
+            LOG.info("metrics listening on %s:%d", metrics.host,
+                     self.metrics_server.port)
         self.state.set_ready(self.component, True)
         LOG.info("health probes listening on %s:%d", opts.host,
                  self.server.port)
         return self.server
+
+    def _sample(self) -> None:
+        if self._ipam is not None:
+            try:
+                self._ipam.sample()
+            except Exception:  # noqa: BLE001 - a figure, never the loop
+                LOG.debug("IPAM sample failed", exc_info=True)
 
     def step(self, due: float, *, woken: bool = False) -> float:
         """One loop turn: run the checks if ``due`` has come (or only
@@ -136,6 +157,7 @@ class HealthManagerWorker(Worker):
                 if now >= due:
                     report = self.monitor.tick()
                     due = now + float(self.conf.health.check_interval)
+                    self._sample()
                     self._publish_condition(report)
                 else:
                     self.monitor.publish()
@@ -164,6 +186,9 @@ class HealthManagerWorker(Worker):
         if self.server is not None:
             self.server.close()
             self.server = None
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            self.metrics_server = None
 
     # -- worker shell ------------------------------------------------------------
     def serve(self) -> None:

@@ -31,7 +31,8 @@ class ServerWorker(Worker):
     def serve(self) -> None:
         opts = self.conf.cni_daemon
         self._app = CNIApp(build_server_service(self.conf, self.state),
-                           max_request_bytes=opts.max_request_bytes)
+                           max_request_bytes=opts.max_request_bytes,
+                           state=self.state)
         server = CNIServer(opts.bind_address, self._app,
                            max_concurrency=opts.max_concurrency,
                            request_timeout=opts.request_timeout,
