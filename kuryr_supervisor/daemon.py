@@ -5,6 +5,7 @@ so does Kubernetes mode without the optional ``kubernetes`` client library
 """
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -46,8 +47,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                   "client library: pip install 'kuryr-supervisor[kubernetes]' "
                   f"({exc})", file=sys.stderr)
             raise SystemExit(ExitCode.CONFIG) from None
-    Manager(conf, notifier=notifier,
-            ready_hooks=[InstallOnFirstReady(conf)]).run()
+    from kuryr_supervisor.cni.install import uninstall_on_stop
+    master = os.getpid()
+    try:
+        Manager(conf, notifier=notifier,
+                ready_hooks=[InstallOnFirstReady(conf)]).run()
+    except SystemExit as exc:
+        if os.getpid() == master:        # never in a forked worker
+            uninstall_on_stop(conf, exc.code)
+        raise
 
 
 if __name__ == "__main__":
