@@ -129,10 +129,19 @@ class HealthManagerWorker(Worker):
             ProbeApp(self.monitor, self.state, metrics=exporter)).start()
         metrics = self.conf.metrics
         if metrics.port:
-            self.metrics_server = ProbeServer(
-                metrics.host, metrics.port, MetricsApp(exporter)).start()
-            LOG.info("metrics listening on %s:%d", metrics.host,
-                     self.metrics_server.port)
+            # Metrics are not health: a port taken by someone else must not
+            # take the probes down with a restart loop. (werkzeug answers a
+            # taken port with SystemExit, after printing why.)
+            try:
+                self.metrics_server = ProbeServer(
+                    metrics.host, metrics.port, MetricsApp(exporter)).start()
+            except (OSError, SystemExit) as exc:
+                LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
+                          "stays on the probe port", metrics.host,
+                          metrics.port, exc)
+            else:
+                LOG.info("metrics listening on %s:%d", metrics.host,
+                         self.metrics_server.port)
         self.state.set_ready(self.component, True)
         LOG.info("health probes listening on %s:%d", opts.host,
                  self.server.port)

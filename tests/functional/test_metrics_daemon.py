@@ -12,8 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures.daemon import Daemon, wait_until
-from tests.functional.cni_harness import Namespaces
-from tests.functional.test_capabilities import add_and_del
+from tests.functional.cni_harness import Namespaces, install_shim, run_shim
 
 pytestmark = pytest.mark.privileged
 
@@ -55,8 +54,19 @@ def test_figures_follow_real_traffic(daemon: Daemon, tmp_path: Path,
     assert before[(P + "build_info", (("version", version),))] == 1
     pool = before[(P + "ipam_pool_addresses", ())]
     assert pool == 253                                  # a /24 less the gateway
-    code, result, del_code = add_and_del(daemon, tmp_path, namespaces.create())
-    assert (code, del_code) == (0, 0), result
+    shim = install_shim(str(tmp_path))
+    netconf = {"cniVersion": "1.0.0", "name": "kuryr", "type": "kuryr-cni",
+               "daemon_socket": f"unix://{daemon.socket_path}"}
+    netns = f"/run/netns/{namespaces.create()}"
+    code, result = run_shim(shim, "ADD", netconf, container_id="metrics0001",
+                            netns=netns)
+    assert code == 0, result
+    used = (P + "ipam_allocated_addresses", ())
+    wait_until(lambda: samples(daemon.metrics_port)[used] == 1, 10)
+    code, _ = run_shim(shim, "DEL", netconf, container_id="metrics0001",
+                       netns=netns)
+    assert code == 0
+    wait_until(lambda: samples(daemon.metrics_port)[used] == 0, 10)
     m = samples(daemon.metrics_port)
     assert m[(P + "cni_requests_total", (("code", "0"), ("command", "ADD")))] == 1
     assert m[(P + "cni_requests_total", (("code", "0"), ("command", "DEL")))] == 1

@@ -266,3 +266,19 @@ def test_metrics_listener_is_separate_from_the_probes(
         worker.close()
     with pytest.raises(OSError):
         get(metrics_port, "/metrics")           # closed with the worker
+
+
+def test_a_taken_metrics_port_does_not_take_the_probes_down(
+        state: SharedState, conf: cfg.ConfigOpts) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        conf.set_override("port", taken.getsockname()[1], group="metrics")
+        worker = HealthManagerWorker(0, state, conf, os.getppid())
+        port = worker.start().port
+        try:
+            assert worker.metrics_server is None
+            assert get(port, "/alive")[0] == 200
+            assert get(port, "/metrics")[0] == 200
+        finally:
+            worker.close()
