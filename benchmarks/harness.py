@@ -114,6 +114,7 @@ class BenchDaemon:
         self.socket_path = workdir / "run" / "cni.sock"
         self.options: Options = {
             "cni_health_server": {"host": "127.0.0.1", "port": self.port},
+            "metrics": {"host": "127.0.0.1", "port": 0},
             "cni_daemon": {"bind_address": f"unix://{self.socket_path}"},
             "ipam": {"state_dir": str(workdir / "state"), "subnet": self.subnet},
             "binding": {"bridge": self.bridge},

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from benchmarks import burst, cni_latency, controller, memory, probes, recovery, startup
+from benchmarks import burst, cni_latency, controller, fleet, memory, probes, recovery, startup
 from benchmarks.context import Context, Outcome
 from benchmarks.harness import REPO, Workspace
 from benchmarks.stats import format_machine, format_table, machine
@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "startup": startup.run, "cni-latency": cni_latency.run, "burst": burst.run,
     "probes": probes.run, "memory": memory.run, "recovery": recovery.run,
     "controller": controller.run,
+    "fleet": fleet.run,
 }
 
 

@@ -1,10 +1,13 @@
 """``kuryr-supervisor``: parse and validate the configuration, set up logging,
 check in the master what the workers will need (:mod:`.master.preflight`),
 run the master. Invalid configuration exits 78 with one line naming the
-option; a second daemon on the same state directory, port or socket exits 77.
+option; so does Kubernetes mode without the optional ``kubernetes`` client
+library (the ``[kubernetes]`` extra), naming what to install. A second daemon
+on the same state directory, port or socket exits 77.
 """
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -49,13 +52,26 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"kuryr-supervisor: already running: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.ALREADY_RUNNING) from None
     if k8s.is_configured(conf):
-        k8s.preload()
+        try:
+            k8s.preload()
+        except ImportError as exc:
+            print("kuryr-supervisor: Kubernetes mode needs the kubernetes "
+                  "client library: pip install 'kuryr-supervisor[kubernetes]' "
+                  f"({exc})", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
+    from kuryr_supervisor.cni.install import uninstall_on_stop
     # The controller role plumbs nothing on this host: no shim to install.
     hooks = [InstallOnFirstReady(conf)] if conf.role == "cni" else []
+    master = os.getpid()
     try:
         Manager(conf, notifier=notifier, ready_hooks=hooks).run()
+    except SystemExit as exc:
+        if os.getpid() == master and conf.role == "cni":  # never in a worker
+            uninstall_on_stop(conf, exc.code)
+        raise
     finally:
-        lock.close()
+        if os.getpid() == master:
+            lock.close()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ back (:func:`client_gone`), so the runtime's retry does not meet 102.
 Invariants: every answer, including routing errors, oversized bodies and
 unexpected exceptions, is a JSON CNI object (never werkzeug's HTML pages,
 never a traceback); the body is read only up to ``max_request_bytes``.
+With a shared state, every ``/cni`` answer is counted by command and result
+code, and ADD/DEL durations go to the latency histogram (``/metrics``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import json
 import logging
 import select
 import socket
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,6 +33,7 @@ from werkzeug.wrappers import Request, Response
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
 from kuryr_supervisor.cni.service import CNIService
+from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)
 
@@ -87,9 +91,11 @@ class CNIApp:
     """WSGI callable dispatching CNI requests to a :class:`CNIService`."""
 
     def __init__(self, service: CNIService, *,
-                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> None:
+                 max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+                 state: SharedState | None = None) -> None:
         self._service = service
         self.max_request_bytes = max_request_bytes
+        self._state = state
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -109,8 +115,17 @@ class CNIApp:
         return self._cni(http)
 
     def _cni(self, http: Request) -> Response:
+        started = time.monotonic()
+        command, code, response = self._answer(http)
+        if self._state is not None:
+            self._state.record_cni_request(command, code,
+                                           time.monotonic() - started)
+        return response
+
+    def _answer(self, http: Request) -> tuple[str, int, Response]:
+        """(command, result code, response) for one ``/cni`` request."""
         config: Any = None
-        command = "?"
+        command = "unknown"
         try:
             body = self._decode(http)
             config = body.get("config") if isinstance(body, dict) else None
@@ -127,14 +142,16 @@ class CNIApp:
             level = logging.WARNING if exc.wire.counts_as_failure else logging.INFO
             LOG.log(level, "CNI %s refused: code %d: %s %s", command,
                     exc.wire.code, exc.msg, exc.details)
-            return error_response(exc, protocol.version_of(config))
+            return command, exc.wire.code, error_response(
+                exc, protocol.version_of(config))
         except Exception as exc:  # noqa: BLE001 - a JSON error, never a traceback
             LOG.exception("CNI %s: unexpected failure", command)
-            return error_response(errors.InternalError(
-                f"unexpected failure: {exc}"), protocol.version_of(config))
+            internal = errors.InternalError(f"unexpected failure: {exc}")
+            return command, internal.wire.code, error_response(
+                internal, protocol.version_of(config))
         if result is None:
-            return Response(status=204)
-        return _json(result, 200)
+            return command, 0, Response(status=204)
+        return command, 0, _json(result, 200)
 
     def _abandoned(self, request: protocol.Request) -> None:
         """The shim gave up (its timeout) while the ADD ran: the runtime

@@ -164,3 +164,37 @@ class InstallOnFirstReady:
             return False
         self.done = True
         return True
+
+
+def uninstall(conf: cfg.ConfigOpts) -> list[str]:
+    """Remove the conflist, then the shim: the reverse of the install order,
+    so the runtime never finds a conflist whose plugin is gone. Returns the
+    paths removed. The DaemonSet's uninstall path calls it as the daemon's
+    exit hook (``[cni_install] uninstall_on_stop``): without it, the kubelet
+    keeps running a shim that answers "try again later" (code 11) forever.
+    """
+    opts = conf.cni_install
+    removed = []
+    for path in (os.path.join(opts.conf_dir, opts.conflist_name),
+                 os.path.join(opts.bin_dir, SHIM_NAME)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        LOG.info("removed %s", path)
+        removed.append(path)
+    return removed
+
+
+def uninstall_on_stop(conf: cfg.ConfigOpts, exit_code: object) -> list[str]:
+    """The exit hook: only after a graceful stop (status 0) and only when
+    asked; a crash or a restart for health leaves the host as it is."""
+    opts = conf.cni_install
+    if exit_code not in (0, None) or not (opts.enabled
+                                          and opts.uninstall_on_stop):
+        return []
+    try:
+        return uninstall(conf)
+    except OSError:
+        LOG.exception("removing the CNI shim and conflist failed")
+        return []

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
+from kuryr_supervisor import version
 from kuryr_supervisor.conf import (
     binding,
     cni_daemon,
@@ -25,14 +26,15 @@ from kuryr_supervisor.conf import (
     health,
     ipam,
     kubernetes,
+    metrics,
     supervisor,
 )
 
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
-    supervisor, health, cni_daemon, ipam, binding, kubernetes, cni_install,
-    controller)
+    supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
+    cni_install, controller)
 
 
 class ConfigError(Exception):
@@ -71,9 +73,12 @@ def validate(conf: cfg.ConfigOpts) -> None:
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:
-    """Parse the command line and files into ``conf`` and validate them."""
+    """Parse the command line and files into ``conf`` and validate them.
+
+    ``--version`` prints the installed package's version and exits 0.
+    """
     try:
-        conf(list(argv), project=PROJECT)
+        conf(list(argv), project=PROJECT, version=version.version())
     except cfg.Error as exc:
         raise ConfigError(_one_line(exc)) from exc
     validate(conf)

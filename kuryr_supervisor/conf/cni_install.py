@@ -28,6 +28,12 @@ OPTS: list[cfg.Opt] = [
                     "faster per CNI call."),
     cfg.StrOpt("network_name", default="kuryr",
                help="Network name of the generated conflist."),
+    cfg.BoolOpt("uninstall_on_stop", default=False,
+                help="On a graceful stop (SIGTERM, exit 0), remove the "
+                     "conflist and then the shim from the host. Off by "
+                     "default so a rolling upgrade keeps the node's CNI; the "
+                     "uninstall path turns it on before deleting the "
+                     "DaemonSet (README: Uninstall)."),
 ]
 
 

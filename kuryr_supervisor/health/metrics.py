@@ -5,18 +5,44 @@ one, so no metric of an imported library leaks in and tests can build as many
 as they like) reads the shared state and the monitor's check views when
 scraped; nothing is updated in the background, so a figure is never older than
 the last snapshot it comes from.
+
+The counters live in shared memory, written by the process that owns each
+(the Server: CNI requests and ADD/DEL latency; the Watcher: relists and
+watch errors; the master: restarts by cause; this process: the IPAM pool,
+sampled on the check timer), so they survive a restart of their writer and
+of this worker. :class:`MetricsApp` serves them alone on the ``[metrics]``
+listener, so opening metrics to a Prometheus server does not open
+``/status`` and the probes.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from typing import Any
 
+from oslo_config import cfg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+)
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
+from werkzeug.wrappers import Request, Response
 
+from kuryr_supervisor import version
+from kuryr_supervisor.cni.ipam import store as ipam_store
+from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.health.monitor import HealthMonitor
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import (
+    LATENCY_BUCKETS,
+    TIMED_COMMANDS,
+    SharedState,
+)
+
+LOG = logging.getLogger(__name__)
 
 PREFIX = "kuryr_supervisor_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -37,8 +63,9 @@ class HealthCollector:
                                "1 when the worker process is alive.",
                                labels=["component"])
         restarts = CounterMetricFamily(PREFIX + "worker_restarts",
-                                       "Restarts of the worker by the master.",
-                                       labels=["component"])
+                                       "Restarts of the worker by the master, "
+                                       "by cause.",
+                                       labels=["component", "cause"])
         age = GaugeMetricFamily(PREFIX + "worker_heartbeat_age_seconds",
                                 "Seconds since the worker's last heartbeat.",
                                 labels=["component"])
@@ -48,11 +75,16 @@ class HealthCollector:
         for status in comps:
             label = [status.component.label]
             up.add_metric(label, 1.0 if status.alive else 0.0)
-            restarts.add_metric(label, float(status.restarts))
             if status.heartbeat:
                 age.add_metric(label, max(0.0, status.heartbeat_age(report.now)))
             memory.add_metric(label, float(status.memory))
+        for (comp, cause), count in self.state.restarts_by_cause().items():
+            restarts.add_metric([comp.label, cause.name.lower()], float(count))
         yield from (up, restarts, age, memory)
+        yield from self._cni()
+        yield from self._watch_and_ipam()
+        yield InfoMetricFamily(PREFIX + "build", "The running version.",
+                               value={"version": version.version()})
 
         daemon = report.get("memory")
         if daemon is not None and daemon.value is not None:
@@ -80,6 +112,96 @@ class HealthCollector:
                                 value=1.0 if report.verdict.live else 0.0)
         yield GaugeMetricFamily(PREFIX + "ready", "1 when readiness passes.",
                                 value=1.0 if report.verdict.ready else 0.0)
+
+
+    def _cni(self) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            PREFIX + "cni_requests", "CNI requests answered, by command and "
+            "result code (0: success).", labels=["command", "code"])
+        for (command, code), count in sorted(self.state.cni_requests().items()):
+            requests.add_metric([command, str(code) if code >= 0 else "other"],
+                                float(count))
+        yield requests
+        latency = HistogramMetricFamily(
+            PREFIX + "cni_request_duration_seconds",
+            "Time to answer a CNI ADD or DEL.", labels=["command"])
+        for command in TIMED_COMMANDS:
+            counts, total, _ = self.state.cni_latency(command)
+            cumulative, running = [], 0
+            for bound, n in zip(LATENCY_BUCKETS, counts, strict=True):
+                running += n
+                cumulative.append((_bound(bound), float(running)))
+            latency.add_metric([command], cumulative, sum_value=total)
+        yield latency
+
+    def _watch_and_ipam(self) -> Iterator[Metric]:
+        relists, errors = self.state.watch_counts()
+        yield CounterMetricFamily(PREFIX + "watch_relists",
+                                  "Complete lists of this node's pods.",
+                                  value=float(relists))
+        failed = CounterMetricFamily(PREFIX + "watch_errors",
+                                     "Failed pod lists or watches, by kind.",
+                                     labels=["kind"])
+        for kind, count in errors.items():
+            failed.add_metric([kind], float(count))
+        yield failed
+        size, used = self.state.ipam_pool()
+        if size is not None:
+            yield GaugeMetricFamily(PREFIX + "ipam_pool_addresses",
+                                    "Addresses the IPAM pool can hand out.",
+                                    value=float(size))
+        yield GaugeMetricFamily(PREFIX + "ipam_allocated_addresses",
+                                "Addresses allocated to pods.",
+                                value=float(used))
+
+
+def _bound(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(bound)
+
+
+class IpamSampler:
+    """Reads the IPAM pool's size and use (read-only SQLite) for /metrics.
+
+    Called from the HealthManager's check timer, never a request path. The
+    size is known from [ipam] unless the pool is the Node's podCIDR, which
+    only the Server learns."""
+
+    def __init__(self, state: SharedState, conf: cfg.ConfigOpts) -> None:
+        self.state = state
+        settings = ipam_conf.settings(conf)
+        self.path = settings.db_path
+        self.size: int | None = None if conf.ipam.use_node_pod_cidr else \
+            ipam_store.pool_size(settings.subnet, settings.gateway,
+                                 settings.range_start, settings.range_end)
+
+    def sample(self) -> None:
+        self.state.set_ipam_pool(self.size,
+                                 ipam_store.allocated_count(self.path))
+
+
+class MetricsApp:
+    """WSGI: ``/metrics`` and nothing else (the ``[metrics]`` listener)."""
+
+    def __init__(self, exporter: MetricsExporter) -> None:
+        self.exporter = exporter
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        request = Request(environ)
+        if request.path != "/metrics":
+            response = Response("not found\n", status=404, mimetype="text/plain")
+        elif request.method not in ("GET", "HEAD"):
+            response = Response("method not allowed\n", status=405,
+                                mimetype="text/plain", headers={"Allow": "GET"})
+        else:
+            try:
+                payload, content_type = self.exporter.render()
+            except Exception:  # noqa: BLE001 - an answer, never a traceback
+                LOG.exception("rendering /metrics failed")
+                response = Response("error\n", status=500, mimetype="text/plain")
+            else:
+                response = Response(payload, content_type=content_type,
+                                    headers={"Cache-Control": "no-store"})
+        return response(environ, start_response)
 
 
 class MetricsExporter:

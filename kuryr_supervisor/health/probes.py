@@ -22,6 +22,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from kuryr_supervisor import version
 from kuryr_supervisor.health.checks.base import Kind
 from kuryr_supervisor.health.checks.components import component_state, deadline_of
 from kuryr_supervisor.health.metrics import MetricsExporter
@@ -169,6 +170,7 @@ class ProbeApp:
             for v in report.checks}
         result = report.verdict
         return {
+            "version": version.version(),
             "live": result.live, "ready": result.ready,
             "started": report.started, "draining": self.state.draining(),
             "summary": result.summary, "cause": result.cause.name.lower(),

@@ -200,9 +200,20 @@ class K8sClient:
         return ("fieldSelector", f"spec.nodeName={self.node}")
 
     # -- pods ------------------------------------------------------------------
-    def list_pods(self) -> tuple[list[Pod], str]:
-        """This node's pods and the list's resourceVersion."""
-        data = self._json("GET", "/api/v1/pods", query=[self._selector])
+    def list_pods(self, resource_version: str = "") -> tuple[list[Pod], str]:
+        """This node's pods and the list's resourceVersion.
+
+        ``resource_version`` picks who serves it: "" a consistent read (a
+        quorum read from etcd); "0" any version, from the API server's watch
+        cache; a version seen before, from the cache, never older than it
+        (``resourceVersionMatch=NotOlderThan``) -- the cheap relist.
+        """
+        query = [self._selector]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+            if resource_version != "0":
+                query.append(("resourceVersionMatch", "NotOlderThan"))
+        data = self._json("GET", "/api/v1/pods", query=query)
         pods = [pod_from_json(item) for item in data.get("items") or []]
         return pods, (data.get("metadata") or {}).get("resourceVersion", "")
 

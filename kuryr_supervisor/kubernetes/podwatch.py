@@ -3,9 +3,23 @@
 The loop lists, then watches from the list's resourceVersion; every event
 and bookmark moves the resourceVersion on, so a watch that ends or breaks
 resumes where it left off. 410 Gone means the version was compacted away:
-relist at once. Other errors back off exponentially up to a cap, so an API
-outage never becomes a hot loop. The first complete list makes the loop
-*synced*.
+relist after a short random pause. Other errors back off exponentially up to
+a cap, so an API outage never becomes a hot loop.
+The first complete list makes the loop *synced*.
+
+At fleet scale the API server is shared, so nodes must not move in step:
+
+- every wait has jitter ("equal jitter": between half and all of the
+  exponential delay), so watchers that failed together when the API went
+  down do not all come back at the same instant;
+- the cheapest correct relist, as client-go's reflector does it: the first
+  list takes any version from the API server's watch cache
+  (``resourceVersion=0``), a relist asks the cache for a version not older
+  than the last one seen (``NotOlderThan``: never back in time), and only a
+  list refused with 410 falls back to a consistent read from etcd. A stale
+  answer is safe: the watch that follows brings every change since, and
+  "pod gone" decisions are confirmed with a GET (``PodChecker``,
+  ``confirm_gone``).
 
 Heartbeats: the stream is read by a pump thread into a queue, and the loop
 itself waits on the queue for at most one heartbeat interval, so it beats
@@ -20,13 +34,20 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from kuryr_supervisor.kubernetes.registry import Pod
-from kuryr_supervisor.kubernetes.wire import K8sError, K8sGone, K8sTemporary, WatchEvent
+from kuryr_supervisor.kubernetes.wire import (
+    K8sError,
+    K8sGone,
+    K8sPermanent,
+    K8sTemporary,
+    WatchEvent,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +64,7 @@ class Stream(Protocol):
 class PodSource(Protocol):
     """What the loop needs of the API (``k8s.K8sClient`` fits)."""
 
-    def list_pods(self) -> tuple[list[Pod], str]: ...
+    def list_pods(self, resource_version: str = "") -> tuple[list[Pod], str]: ...
     def watch_pods(self, resource_version: str) -> Stream: ...
 
 
@@ -63,8 +84,17 @@ class PodWatch:
                  heartbeat_interval: float = 0.5,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0,
                  stall_timeout: float = 90.0,
-                 on_synced: Callable[[], None] = lambda: None) -> None:
+                 on_synced: Callable[[], None] = lambda: None,
+                 on_relist: Callable[[], None] = lambda: None,
+                 on_error: Callable[[str], None] = lambda kind: None,
+                 rng: random.Random | None = None,
+                 cache_relist: bool = True) -> None:
+        """``on_relist`` hears of every complete list, ``on_error`` of every
+        failed list or watch by kind (gone, temporary, permanent, other):
+        the Watcher counts them for ``/metrics``. ``rng`` and
+        ``cache_relist`` are hooks for tests and the fleet benchmark."""
         self.source, self.sink = source, sink
+        self.on_relist, self.on_error = on_relist, on_error
         self.heartbeat, self.heartbeat_interval = heartbeat, heartbeat_interval
         self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
         self.stall_timeout = stall_timeout
@@ -73,12 +103,32 @@ class PodWatch:
         self.synced = False
         self.failures = 0
         self._failing = False
+        self.rng = rng or random.Random()
+        self.cache_relist = cache_relist
+        self._last_seen = ""       # newest resourceVersion seen, for relists
+        self._list_expired = False  # the last list was refused with 410
+
+    def list_version(self) -> str:
+        """The resourceVersion the next list asks for (see the module doc)."""
+        if not self.cache_relist or self._list_expired:
+            return ""
+        return self._last_seen or "0"
+
+    def jittered(self, delay: float) -> float:
+        """``delay`` spread over [delay/2, delay]: still growing, never in step."""
+        return self.rng.uniform(delay / 2, delay)
 
     # -- steps -------------------------------------------------------------------
     def relist(self) -> None:
-        pods, rv = self.source.list_pods()
+        try:
+            pods, rv = self.source.list_pods(self.list_version())
+        except K8sGone:
+            self._list_expired = True       # next time: a consistent read
+            raise
+        self._list_expired = False
         self.sink.replace_all(pods, rv)
-        self.resource_version = rv
+        self.resource_version = self._last_seen = rv
+        self.on_relist()
         if not self.synced:
             self.synced = True
             LOG.info("pod watch synced: %d pods on this node", len(pods))
@@ -97,7 +147,7 @@ class PodWatch:
             LOG.exception("skipping %s event of pod %s", event.type,
                           event.pod and f"{event.pod.namespace}/{event.pod.name}")
         if event.resource_version:
-            self.resource_version = event.resource_version
+            self.resource_version = self._last_seen = event.resource_version
 
     def watch(self, stopping: threading.Event) -> int:
         """Follow one watch request to its end, beating while idle; returns
@@ -145,18 +195,22 @@ class PodWatch:
                 self.relist()
             elif self.watch(stopping) == 0 and \
                     time.monotonic() - started < _MIN_EMPTY_WATCH:
-                return self.backoff_initial     # no hot loop on empty watches
+                # no hot loop on empty watches
+                return self.jittered(self.backoff_initial)
         except K8sGone:
+            self.on_error("gone")
             LOG.info("resourceVersion %s expired, relisting",
                      self.resource_version)
             self.resource_version = None
-            return 0.0
+            return self.rng.uniform(0.0, self.backoff_initial)
         except Exception as exc:  # noqa: BLE001 - API or sink: back off, go on
+            self.on_error(_error_kind(exc))
             if not isinstance(exc, K8sError):
                 LOG.exception("pod watch step failed")
             self.failures += 1
-            delay = min(self.backoff_max,
-                        self.backoff_initial * 2 ** (self.failures - 1))
+            delay = self.jittered(min(
+                self.backoff_max,
+                self.backoff_initial * 2 ** min(self.failures - 1, 32)))
             if not self._failing:
                 self._failing = True
                 LOG.warning("Kubernetes API error, retrying with backoff: %s",
@@ -188,6 +242,14 @@ class PodWatch:
     def run(self, stopping: threading.Event) -> None:
         while not stopping.is_set():
             self.wait(self.step(stopping), stopping)
+
+
+def _error_kind(exc: BaseException) -> str:
+    if isinstance(exc, K8sTemporary):
+        return "temporary"
+    if isinstance(exc, K8sPermanent):
+        return "permanent"
+    return "other"
 
 
 def _pump(stream: Stream, events: queue.Queue[object]) -> None:

@@ -133,6 +133,7 @@ class Manager(cotyledon.ServiceManager):
                                     self._pending.pop(status.pid, None))
         self.state.mark_down(comp, reason, exit_code)
         restarts = self.state.count_restart(comp)
+        self.state.record_restart_cause(comp, reason)
         now = self.state.now()
         limits = Limits.from_conf(self.conf)
         with self._lock:

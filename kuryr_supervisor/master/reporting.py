@@ -4,6 +4,13 @@ ready hooks (installing the shim and conflist, so the kubelet keeps the
 node NotReady until the daemon can serve).
 
 Runs in the master, fed from shared memory by the governor thread.
+
+Start-up is bounded by liveness, not readiness: systemd's watchdog is off
+while a unit is activating, and READY=1 waits for the first ready verdict
+(the Kubernetes API may be down at boot). So while the daemon is alive but
+not yet ready it sends ``EXTEND_TIMEOUT_USEC`` every few seconds: an API
+outage keeps the unit "activating" instead of looping on start timeouts,
+and a daemon that is not alive stops extending and hits ``TimeoutStartSec``.
 """
 from __future__ import annotations
 
@@ -14,6 +21,9 @@ from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.state import Overall
 
 LOG = logging.getLogger(__name__)
+
+START_EXTEND_EVERY = 10.0          # seconds between start-timeout extensions
+START_EXTEND_USEC = 30_000_000     # each extension: well over the period
 
 
 class Reporter:
@@ -27,6 +37,7 @@ class Reporter:
         self._status = ""
         self._live: bool | None = None
         self._last_ping = float("-inf")
+        self._last_extend = float("-inf")
 
     @property
     def ready_sent(self) -> bool:
@@ -56,6 +67,11 @@ class Reporter:
         if interval and live and now - self._last_ping >= interval:
             self._notifier.notify("WATCHDOG=1")
             self._last_ping = now
+        if live and not self._ready_sent and \
+                now - self._last_extend >= START_EXTEND_EVERY:
+            self._notifier.notify(f"EXTEND_TIMEOUT_USEC={START_EXTEND_USEC}",
+                                  f"STATUS=starting: {summary}")
+            self._last_extend = now
 
     def _run_hooks(self, ready: bool) -> None:
         for hook in self._ready_hooks:

@@ -8,7 +8,8 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
   and idle time bounded; bound with SO_REUSEADDR so a restarted
   HealthManager rebinds the port at once), built by :func:`build_server`;
   its threads never touch the main loop, so the heartbeat does not depend
-  on how many clients are connected;
+  on how many clients are connected; a second one, built the same way,
+  serves only ``/metrics`` on ``[metrics] host:port``;
 - the main loop runs the I/O checks every ``[health] check_interval`` and
   publishes the verdict, and heartbeats at least every ``[supervisor]
   heartbeat_interval`` even when the check interval is longer; both options
@@ -32,6 +33,7 @@ from oslo_config import cfg
 from kuryr_supervisor.health import httpserver
 from kuryr_supervisor.health.checks import Check, default_checks
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
+from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
 from kuryr_supervisor.health.probes import ProbeApp
 from kuryr_supervisor.kubernetes import nodecondition
@@ -90,6 +92,8 @@ class HealthManagerWorker(Worker):
         self._wake = threading.Event()
         self.monitor: HealthMonitor | None = None
         self.server: BoundedHTTPServer | None = None
+        self.metrics_server: BoundedHTTPServer | None = None
+        self._ipam: IpamSampler | None = None
         self._condition: NodeConditionPublisher | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
@@ -106,13 +110,38 @@ class HealthManagerWorker(Worker):
         # The first snapshot before the first request: no probe ever sees
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
+        self._ipam = IpamSampler(self.state, self.conf)
+        self._sample()
+        exporter = MetricsExporter(self.state, self.monitor)
         opts = self.conf.cni_health_server
-        self.server = build_server(ProbeApp(self.monitor, self.state),
-                                   opts.host, opts.port, self.conf)
+        self.server = build_server(
+            ProbeApp(self.monitor, self.state, metrics=exporter),
+            opts.host, opts.port, self.conf)
+        metrics = self.conf.metrics
+        if metrics.port:
+            # Metrics are not health: a port taken by someone else must not
+            # take the probes down with a restart loop.
+            try:
+                self.metrics_server = build_server(
+                    MetricsApp(exporter), metrics.host, metrics.port, self.conf)
+            except OSError as exc:
+                LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
+                          "stays on the probe port", metrics.host,
+                          metrics.port, exc)
+            else:
+                LOG.info("metrics listening on %s:%d", metrics.host,
+                         self.metrics_server.port)
         self.state.set_ready(self.component, True)
         LOG.info("health probes listening on %s:%d", opts.host,
                  self.server.port)
         return self.server
+
+    def _sample(self) -> None:
+        if self._ipam is not None:
+            try:
+                self._ipam.sample()
+            except Exception:  # noqa: BLE001 - a figure, never the loop
+                LOG.debug("IPAM sample failed", exc_info=True)
 
     def step(self, due: float, *, woken: bool = False) -> float:
         """One loop turn: run the checks if ``due`` has come (or only
@@ -126,6 +155,7 @@ class HealthManagerWorker(Worker):
                 if now >= due:
                     report = self.monitor.tick()
                     due = now + float(self.conf.health.check_interval)
+                    self._sample()
                     self._publish_condition(report)
                 else:
                     self.monitor.publish()
@@ -154,6 +184,9 @@ class HealthManagerWorker(Worker):
         if self.server is not None:
             self.server.close()
             self.server = None
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            self.metrics_server = None
 
     # -- worker shell ------------------------------------------------------------
     def serve(self) -> None:

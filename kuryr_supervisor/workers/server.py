@@ -38,7 +38,8 @@ class ServerWorker(Worker):
     def serve(self) -> None:
         opts = self.conf.cni_daemon
         service = build_server_service(self.conf, self.state)
-        self._app = CNIApp(service, max_request_bytes=opts.max_request_bytes)
+        self._app = CNIApp(service, max_request_bytes=opts.max_request_bytes,
+                           state=self.state)
         checked = threading.Event()
         threading.Thread(target=self._watch_environment, args=(service, checked),
                          name="environment-watch", daemon=True).start()

@@ -84,7 +84,9 @@ class KubernetesLoop:
     def __init__(self, client: k8s.K8sClient, registry: PodRegistry, *,
                  reclaimer: Reclaimer | None, heartbeat: Callable[[], None],
                  heartbeat_interval: float, reclaim_interval: float,
-                 backoff_max: float, on_synced: Callable[[], None]) -> None:
+                 backoff_max: float, on_synced: Callable[[], None],
+                 on_relist: Callable[[], None] = lambda: None,
+                 on_error: Callable[[str], None] = lambda kind: None) -> None:
         self.sink = RegistrySink(registry)
         self.timer = ReclaimTimer(reclaimer, reclaim_interval)
         self._heartbeat = heartbeat
@@ -92,7 +94,7 @@ class KubernetesLoop:
             client, self.sink, heartbeat=self.tick,
             heartbeat_interval=heartbeat_interval, backoff_max=backoff_max,
             stall_timeout=client.watch_read_timeout + 5.0,
-            on_synced=on_synced)
+            on_synced=on_synced, on_relist=on_relist, on_error=on_error)
 
     def tick(self) -> None:
         self._heartbeat()
@@ -183,7 +185,9 @@ class WatcherWorker(Worker):
             reclaimer=self._reclaimer(registry.get, confirm_gone(client)),
             heartbeat=self.beat, heartbeat_interval=interval,
             reclaim_interval=reclaim_interval,
-            backoff_max=self.conf.watcher.backoff_max, on_synced=self._ready)
+            backoff_max=self.conf.watcher.backoff_max, on_synced=self._ready,
+            on_relist=self.state.record_watch_relist,
+            on_error=self.state.record_watch_error)
         try:
             loop.run(self.stopping)
         finally:

@@ -96,3 +96,13 @@ def test_probe_answer_is_complete_at_content_length() -> None:
     assert _missing(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok") == 1
     assert _missing(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n") == 0
     assert _missing(b"HTTP/1.1 200 OK\r\n\r\nbody") == -1
+
+
+def test_fleet_peak_counts_the_busiest_window() -> None:
+    from benchmarks.fleet import Before, peak
+    times = [0.0, 0.05, 0.09, 0.5, 1.2, 1.21, 1.25, 1.29]
+    assert peak(times, 0.1) == 4            # 1.2 .. 1.29
+    assert peak(times, 1.0) == 5            # 0.5 .. 1.29
+    assert peak([], 1.0) == 0
+    # "before" reproduces the old fixed schedule: full delay, immediate relist
+    assert Before().uniform(2.0, 4.0) == 4.0 and Before().uniform(0.0, 0.5) == 0.0

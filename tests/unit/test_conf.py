@@ -37,6 +37,7 @@ def test_embedded_defaults_are_valid() -> None:
     ("cni_health_server", "port", "99999"),
     ("cni_daemon", "cni_failures_count", "0"),
     ("health", "check_interval", "-1"),
+    ("metrics", "port", "8090"),            # the probe port
 ])
 def test_bad_value_is_named(tmp_path: Path, group: str, option: str,
                             value: str) -> None:

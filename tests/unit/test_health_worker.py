@@ -43,6 +43,7 @@ def conf() -> cfg.ConfigOpts:
     conf_mod.register_opts(conf)
     conf([])
     conf.set_override("port", 0, group="cni_health_server")
+    conf.set_override("port", 0, group="metrics")      # off unless a test asks
     return conf
 
 
@@ -237,3 +238,47 @@ def test_extra_checks_are_served(state: SharedState,
         assert get(other.start().port, "/ready/k8s-api") == (200, "ok\n")
     finally:
         other.close()
+
+
+def test_metrics_listener_is_separate_from_the_probes(
+        state: SharedState, conf: cfg.ConfigOpts) -> None:
+    """Exposing /metrics on its own address exposes nothing else; the
+    probe listener keeps /metrics too (loopback, for compatibility)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        metrics_port = s.getsockname()[1]
+    conf.set_override("port", metrics_port, group="metrics")
+    state.record_cni_request("ADD", 0, 0.02)
+    worker = HealthManagerWorker(0, state, conf, os.getppid())
+    probe_port = worker.start().port
+    try:
+        assert worker.metrics_server is not None
+        assert worker.metrics_server.port == metrics_port != probe_port
+        code, body = get(metrics_port, "/metrics")
+        assert code == 200
+        assert 'kuryr_supervisor_cni_requests_total{code="0",command="ADD"} 1.0' \
+            in body
+        assert "kuryr_supervisor_ipam_pool_addresses" in body
+        for path in ("/status", "/ready", "/alive", "/startup"):
+            assert get(metrics_port, path)[0] == 404
+            assert get(probe_port, path)[0] in (200, 503)
+    finally:
+        worker.close()
+    with pytest.raises(OSError):
+        get(metrics_port, "/metrics")           # closed with the worker
+
+
+def test_a_taken_metrics_port_does_not_take_the_probes_down(
+        state: SharedState, conf: cfg.ConfigOpts) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        conf.set_override("port", taken.getsockname()[1], group="metrics")
+        worker = HealthManagerWorker(0, state, conf, os.getppid())
+        port = worker.start().port
+        try:
+            assert worker.metrics_server is None
+            assert get(port, "/alive")[0] == 200
+            assert get(port, "/metrics")[0] == 200
+        finally:
+            worker.close()

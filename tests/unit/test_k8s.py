@@ -196,3 +196,15 @@ def test_probe_unreachable_is_quick() -> None:
     started = time.monotonic()
     ok, _ = client.probe(timeout=1)
     assert not ok and time.monotonic() - started < 2
+
+
+def test_list_versions_pick_who_serves_it(api: FakeAPI) -> None:
+    """"" a consistent read, "0" any cached version, a seen version: the
+    cache, not older than it (the parameters the API server reads)."""
+    client = client_for(api)
+    client.list_pods()
+    client.list_pods("0")
+    client.list_pods("7")
+    lists = [q for q in api.requests_for("/api/v1/pods") if "watch" not in q]
+    assert [(q.get("resourceVersion"), q.get("resourceVersionMatch"))
+            for q in lists] == [(None, None), ("0", None), ("7", "NotOlderThan")]

@@ -1,8 +1,10 @@
-"""The Kubernetes manifests: schema-valid, consistent with the daemon's
-defaults, and granting exactly the API calls the daemon makes."""
+"""The Kubernetes manifests, rendered from the kustomize base: schema-valid,
+consistent with the daemon's defaults, hardened, and granting exactly the
+API calls the daemon makes."""
 from __future__ import annotations
 
 import configparser
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,20 +19,21 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_pkg
 from kuryr_supervisor.conf import cni_install
 from kuryr_supervisor.conf import health as health_conf
+from kuryr_supervisor.conf import metrics as metrics_conf
 from kuryr_supervisor.conf import supervisor as supervisor_conf
+from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
-MANIFESTS = Path(__file__).parents[2] / "etc" / "kubernetes"
+ROOT = Path(__file__).parents[2]
+MANIFESTS = ROOT / "etc" / "kubernetes"
+BASE = MANIFESTS / "base"
 API_VERSIONS = {"ServiceAccount": "v1", "ConfigMap": "v1", "DaemonSet": "apps/v1",
                 "ClusterRole": "rbac.authorization.k8s.io/v1",
                 "ClusterRoleBinding": "rbac.authorization.k8s.io/v1"}
 
 
 def documents() -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for path in sorted(MANIFESTS.glob("*.yaml")):
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
-    return docs
+    return kustomize.build(BASE)
 
 
 def model(doc: dict[str, Any]) -> Any:
@@ -90,8 +93,6 @@ def test_node_access() -> None:
     spec = pod_spec()
     (container,) = spec["containers"]
     assert spec["hostNetwork"] is True
-    assert {"NET_ADMIN", "SYS_ADMIN"} <= set(
-        container["securityContext"]["capabilities"]["add"])
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == \
         "spec.nodeName"
@@ -190,3 +191,124 @@ def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         granted |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}
     assert granted == used_permissions(api)
+
+
+
+# -- kustomize layout, image, hardening, metrics, uninstall ----------------------
+def declared_version() -> str:
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    return parser["metadata"]["version"]
+
+
+def container(docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    (ds,) = [d for d in docs or documents() if d["kind"] == "DaemonSet"]
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def test_image_is_a_parameter_with_the_release_tag() -> None:
+    raw = yaml.safe_load((BASE / "daemonset.yaml").read_text())
+    (c,) = raw["spec"]["template"]["spec"]["containers"]
+    assert ":" not in c["image"]                 # the base names no tag
+    image = container()["image"]
+    assert image.rsplit(":", 1)[1] == declared_version()
+    for path in MANIFESTS.rglob("*.yaml"):
+        assert ":latest" not in path.read_text(), path
+
+
+def test_overlay_sets_namespace_and_image(tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [str(BASE)], "namespace": "cni",
+        "images": [{"name": "kuryr-supervisor",
+                    "newName": "registry.test/kuryr", "newTag": "9.9.9"}]}))
+    docs = kustomize.build(overlay)
+    assert container(docs)["image"] == "registry.test/kuryr:9.9.9"
+    namespaced = [d for d in docs if d["kind"] not in
+                  ("ClusterRole", "ClusterRoleBinding")]
+    assert {d["metadata"]["namespace"] for d in namespaced} == {"cni"}
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["subjects"][0]["namespace"] == "cni"
+    example = kustomize.build(MANIFESTS / "overlays" / "example")
+    assert container(example)["image"].endswith(":" + declared_version())
+
+
+def test_renderer_refuses_what_it_does_not_know(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources: []\nreplicas: [{name: x, count: 2}]\n")
+    with pytest.raises(ValueError, match="replicas"):
+        kustomize.build(tmp_path)
+
+
+def test_hardened_security_context() -> None:
+    ctx = container()["securityContext"]
+    assert ctx["capabilities"]["drop"] == ["ALL"]
+    # Exactly what tests/functional/test_capabilities.py proves necessary.
+    assert sorted(ctx["capabilities"]["add"]) == ["NET_ADMIN", "SYS_ADMIN"]
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx.get("privileged", False) is False
+    assert ctx["readOnlyRootFilesystem"] is True
+    spec = pod_spec()
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not spec.get("hostPID") and not spec.get("hostIPC")
+    ds = by_kind("DaemonSet")["spec"]
+    assert ds["updateStrategy"]["type"] == "RollingUpdate"
+
+
+def test_metrics_listener_is_published_apart_from_the_probes() -> None:
+    c = container()
+    port = default(metrics_conf.OPTS, "port")
+    (published,) = c["ports"]
+    assert (published["name"], published["containerPort"]) == ("metrics", port)
+    env = {e["name"]: e for e in c["env"]}
+    assert env["OS_METRICS__HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "status.podIP"
+    notes = by_kind("DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    assert notes["prometheus.io/port"] == str(port)
+    assert daemon_conf().metrics.port == port
+    assert port != default(health_conf.SERVER_OPTS, "port")
+
+
+def with_components(tmp_path: Path, *names: str) -> list[dict[str, Any]]:
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [str(BASE)], "namespace": "kube-system",
+        "components": [str(MANIFESTS / "components" / n) for n in names]}))
+    return kustomize.build(tmp_path)
+
+
+def test_podmonitor_component_selects_the_daemon_pods(tmp_path: Path) -> None:
+    docs = with_components(tmp_path, "podmonitor")
+    (monitor,) = [d for d in docs if d["kind"] == "PodMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == "kube-system"
+    labels = by_kind("DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] in {p["name"] for p in container()["ports"]}
+
+
+def test_uninstall_component_turns_on_the_exit_hook(tmp_path: Path) -> None:
+    docs = with_components(tmp_path, "uninstall")
+    for doc in docs:
+        model(doc)
+    env = {e["name"]: e.get("value") for e in container(docs)["env"]}
+    assert env["OS_CNI_INSTALL__UNINSTALL_ON_STOP"] == "true"
+    assert "OS_CNI_INSTALL__UNINSTALL_ON_STOP" not in {
+        e["name"] for e in container()["env"]}           # not in the base
+    conf = daemon_conf()
+    assert conf.cni_install.uninstall_on_stop is False
+
+
+def test_configmap_doc_references_exist() -> None:
+    text = by_kind("ConfigMap")["data"]["kuryr-supervisor.conf"]
+    readme = (ROOT / "README.rst").read_text()
+    files = re.findall(r"[\w./-]+\.(?:rst|yaml|md)\b", text)
+    assert files
+    for name in files:
+        assert (ROOT / name).exists() or (BASE / name).exists(), name
+    prose = " ".join(line.strip().lstrip("#").strip()
+                     for line in text.splitlines())
+    for title in re.findall(r'README\.rst: "([^"]+)"', prose):
+        assert title in readme, title

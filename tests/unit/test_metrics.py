@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import shutil
+import subprocess
+from importlib import metadata
 from pathlib import Path
 
+import pytest
 from oslo_config import cfg
 from prometheus_client.parser import text_string_to_metric_families
+from werkzeug.test import Client
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.health.checks import default_checks
-from kuryr_supervisor.health.metrics import MetricsExporter
+from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import Component, Reason, SharedState
 
@@ -55,7 +61,9 @@ def test_figures_are_read_at_scrape_time() -> None:
     monitor.tick()
     state.mark_down(Component.WATCHER, Reason.KILLED, -9)
     state.count_restart(Component.WATCHER)
+    state.record_restart_cause(Component.WATCHER, Reason.KILLED)
     state.count_restart(Component.WATCHER)
+    state.record_restart_cause(Component.WATCHER, Reason.STALE)
     state.record_cni_failure()
     state.set_server_load(3, 64)
     clock.t += 2.5
@@ -65,7 +73,12 @@ def test_figures_are_read_at_scrape_time() -> None:
     server = (("component", "server"),)
     assert m[(P + "worker_up", watcher)] == 0
     assert m[(P + "worker_up", server)] == 1
-    assert m[(P + "worker_restarts_total", watcher)] == 2
+    assert m[(P + "worker_restarts_total",
+              (("cause", "killed"), ("component", "watcher")))] == 1
+    assert m[(P + "worker_restarts_total",
+              (("cause", "stale"), ("component", "watcher")))] == 1
+    assert m[(P + "worker_restarts_total",
+              (("cause", "memory"), ("component", "server")))] == 0
     assert m[(P + "worker_heartbeat_age_seconds", server)] == 2.5
     assert m[(P + "worker_memory_uss_bytes", server)] == 4096
     assert m[(P + "daemon_memory_bytes", ())] == 222298112
@@ -85,3 +98,115 @@ def test_private_registries_do_not_collide() -> None:
     assert scrape(first).keys() == scrape(second).keys()
     names = {name for name, _ in scrape(first)}
     assert all(n.startswith("kuryr_supervisor_") for n in names)
+
+
+
+def test_operator_figures() -> None:
+    """CNI requests by command and code, the ADD/DEL latency histogram, the
+    watch's relists and errors, the IPAM pool and the build's version."""
+    state, _, exporter, _ = build()
+    state.record_cni_request("ADD", 0, 0.004)
+    state.record_cni_request("ADD", 0, 0.3)
+    state.record_cni_request("ADD", 100, 2.0)
+    state.record_cni_request("DEL", 0, 0.02)
+    state.record_cni_request("VERSION", 0, 0.001)
+    state.record_cni_request("unknown", 6)
+    state.record_cni_request("ADD", 999, 0.01)          # not a known code
+    state.record_watch_relist()
+    state.record_watch_relist()
+    state.record_watch_error("gone")
+    state.record_watch_error("temporary")
+    state.record_watch_error("temporary")
+    state.set_ipam_pool(253, 7)
+    m = scrape(exporter)
+    P = "kuryr_supervisor_"
+
+    def req(command: str, code: str) -> float:
+        return m[(P + "cni_requests_total",
+                  (("code", code), ("command", command)))]
+    assert req("ADD", "0") == 2 and req("ADD", "100") == 1
+    assert req("ADD", "other") == 1 and req("DEL", "0") == 1
+    assert req("VERSION", "0") == 1 and req("unknown", "6") == 1
+    assert (P + "cni_requests_total", (("code", "0"), ("command", "GC"))) not in m
+
+    def bucket(command: str, le: str) -> float:
+        return m[(P + "cni_request_duration_seconds_bucket",
+                  (("command", command), ("le", le)))]
+    assert bucket("ADD", "0.005") == 1
+    assert bucket("ADD", "0.25") == 2              # 0.01 joined below 0.025
+    assert bucket("ADD", "0.5") == 3
+    assert bucket("ADD", "2.5") == 4 == bucket("ADD", "+Inf")
+    assert m[(P + "cni_request_duration_seconds_count",
+              (("command", "ADD"),))] == 4
+    assert m[(P + "cni_request_duration_seconds_sum",
+              (("command", "ADD"),))] == pytest.approx(2.314)
+    assert bucket("DEL", "0.025") == 1 and bucket("DEL", "0.01") == 0
+    assert m[(P + "watch_relists_total", ())] == 2
+    assert m[(P + "watch_errors_total", (("kind", "gone"),))] == 1
+    assert m[(P + "watch_errors_total", (("kind", "temporary"),))] == 2
+    assert m[(P + "ipam_pool_addresses", ())] == 253
+    assert m[(P + "ipam_allocated_addresses", ())] == 7
+    assert m[(P + "build_info", (("version", metadata.version(
+        "kuryr-supervisor")),))] == 1
+
+
+def test_ipam_sampler_reads_the_store(tmp_path: Path) -> None:
+    import ipaddress
+
+    from kuryr_supervisor.cni.ipam import IpamStore, PodRef
+    state, _, exporter, _ = build()
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([])
+    conf.set_override("state_dir", str(tmp_path), "ipam")
+    conf.set_override("subnet", "10.9.0.0/24", "ipam")
+    conf.set_override("range_start", "10.9.0.10", "ipam")
+    conf.set_override("range_end", "10.9.0.19", "ipam")
+    sampler = IpamSampler(state, conf)
+    sampler.sample()                           # no file yet: none used
+    assert state.ipam_pool() == (10, 0)
+    assert not list(tmp_path.iterdir())        # and none created
+    store = IpamStore(sampler.path, ipaddress.IPv4Network("10.9.0.0/24"),
+                      range_start=ipaddress.IPv4Address("10.9.0.10"),
+                      range_end=ipaddress.IPv4Address("10.9.0.19"))
+    pod = PodRef("ns", "p", "uid")
+    for i in range(3):
+        store.allocate(f"c{i}", "eth0", netns="/run/netns/x", pod=pod)
+    store.release("c1", "eth0")
+    sampler.sample()
+    assert state.ipam_pool() == (10, 2)
+    m = scrape(exporter)
+    assert m[("kuryr_supervisor_ipam_allocated_addresses", ())] == 2
+
+
+def test_metrics_app_serves_only_metrics() -> None:
+    exporter = build()[2]
+    client = Client(MetricsApp(exporter))
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert b"kuryr_supervisor_build_info" in response.data
+    for path in ("/status", "/ready", "/alive", "/startup", "/"):
+        assert client.get(path).status_code == 404
+    assert client.post("/metrics").status_code == 405
+
+
+def test_promtool_check_metrics() -> None:
+    """Names, types, units and help by Prometheus's own linter. The test
+    command installs promtool (Debian's ``prometheus``); where the suite must
+    run everything (tox, CI) its absence is a failure, elsewhere a skip."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1":
+            pytest.fail("promtool missing: apt-get install prometheus")
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    state, monitor, exporter, _ = build()
+    monitor.tick()
+    state.record_cni_request("ADD", 0, 0.01)
+    state.record_restart_cause(Component.SERVER, Reason.KILLED)
+    state.set_ipam_pool(10, 1)
+    payload, _ = exporter.render()
+    done = subprocess.run([promtool, "check", "metrics"], input=payload,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not done.stdout.strip() and not done.stderr.strip(), \
+        done.stdout + done.stderr

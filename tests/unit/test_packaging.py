@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import configparser
-import shutil
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.master import reporting
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "kuryr-supervisor.service"
@@ -22,15 +24,65 @@ def unit() -> configparser.RawConfigParser:
     return parser
 
 
-def test_unit_file_verifies(tmp_path: Path) -> None:
-    daemon = shutil.which("kuryr-supervisor")
-    assert daemon, "kuryr-supervisor is not installed"
-    text = UNIT.read_text().replace("/usr/local/bin/kuryr-supervisor", daemon)
-    copy = tmp_path / "kuryr-supervisor.service"
-    copy.write_text(text)
-    proc = subprocess.run(["systemd-analyze", "verify", str(copy)],
+def test_unit_file_verifies() -> None:
+    proc = subprocess.run(["systemd-analyze", "verify", str(UNIT)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def exposure(path: Path) -> float:
+    proc = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(path)],
+        capture_output=True, text=True, timeout=60)
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)",
+                      proc.stdout)
+    assert match, proc.stdout + proc.stderr
+    return float(match.group(1))
+
+
+def test_unit_exposure_is_at_most_5(tmp_path: Path) -> None:
+    assert exposure(UNIT) <= 5.0
+    # The measurement can fail: the same unit without its hardening is UNSAFE.
+    bare = tmp_path / "kuryr-supervisor.service"
+    text = UNIT.read_text().split("# Hardening")[0] + "\n[Install]\n" \
+        "WantedBy=multi-user.target\n"
+    bare.write_text(text)
+    assert exposure(bare) > 9.0
+
+
+def test_unit_names_no_installation_directory() -> None:
+    service = unit()["Service"]
+    assert "/usr/local/bin" not in service["ExecStart"]
+    assert service["ExecStart"].startswith("/usr/bin/env kuryr-supervisor ")
+    path = service["Environment"].removeprefix("PATH=").split(":")
+    assert path[0] == "/opt/kuryr-supervisor/bin"      # the README's venv
+    assert "/usr/bin" in path
+
+
+def test_start_timeout_covers_the_start_extensions() -> None:
+    """An API outage at boot must not become a start-timeout loop: the
+    daemon extends the start timeout while alive, before the old one ends."""
+    service = unit()["Service"]
+    start = int(service["TimeoutStartSec"])
+    assert reporting.START_EXTEND_EVERY < start
+    assert reporting.START_EXTEND_EVERY * 1_000_000 < reporting.START_EXTEND_USEC
+    caps = set(service["CapabilityBoundingSet"].split())
+    assert caps == {"CAP_NET_ADMIN", "CAP_SYS_ADMIN"}   # test_capabilities.py
+
+
+def test_wheel_ships_unit_sample_config_and_license(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, timeout=300, capture_output=True)
+    (wheel,) = tmp_path.glob("kuryr_supervisor-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
+    assert data >= {"share/kuryr-supervisor/systemd/kuryr-supervisor.service",
+                    "share/kuryr-supervisor/kuryr-supervisor.conf.sample",
+                    "share/doc/kuryr-supervisor/LICENSE"}
+    assert any(n.endswith(".dist-info/licenses/LICENSE")
+               or n.endswith(".dist-info/LICENSE") for n in names)
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
 
 
 def test_unit_matches_the_daemon() -> None:

@@ -2,6 +2,7 @@
 against the fake API over HTTP."""
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -62,8 +63,10 @@ class ScriptedSource:
                  watches: list[ScriptedStream | Exception]) -> None:
         self.lists, self.watches = lists, watches
         self.watched_from: list[str] = []
+        self.listed_at: list[str] = []
 
-    def list_pods(self) -> tuple[list[Pod], str]:
+    def list_pods(self, resource_version: str = "") -> tuple[list[Pod], str]:
+        self.listed_at.append(resource_version)
         item = self.lists.pop(0)
         if isinstance(item, Exception):
             raise item
@@ -108,27 +111,92 @@ def test_bad_object_is_skipped_and_version_moves_on() -> None:
     assert set(sink.pods) == {"good"} and watch.resource_version == "3"
 
 
-def test_gone_relists_at_once() -> None:
+def test_gone_relists_soon_from_the_cache() -> None:
     source = ScriptedSource([([], "1"), ([pod("x")], "50")],
-                            [ScriptedStream([K8sGone("old", 410)])])
+                            [ScriptedStream([ev("ADDED", "a", "7"),
+                                             K8sGone("old", 410)])])
     sink = ListSink()
-    watch = PodWatch(source, sink)
+    watch = PodWatch(source, sink, backoff_initial=0.5)
     stop = threading.Event()
     watch.step(stop)
-    assert watch.step(stop) == 0.0 and watch.resource_version is None
+    assert 0.0 <= watch.step(stop) <= 0.5 and watch.resource_version is None
     watch.step(stop)
     assert sink.lists == 2 and watch.resource_version == "50"
+    # First list: any version from the watch cache; the relist: from the
+    # cache too, but not older than the last version seen (7).
+    assert source.listed_at == ["0", "7"]
+
+
+def test_a_list_refused_with_410_falls_back_to_a_consistent_read() -> None:
+    source = ScriptedSource([([], "5"), K8sGone("expired", 410), ([], "90")],
+                            [K8sGone("old", 410)])
+    watch = PodWatch(source, ListSink())
+    stop = threading.Event()
+    watch.step(stop)                     # list at "0"
+    watch.step(stop)                     # watch: 410
+    watch.step(stop)                     # relist NotOlderThan 5: 410
+    watch.step(stop)                     # consistent read
+    assert source.listed_at == ["0", "5", ""]
+    assert watch.resource_version == "90"
+
+
+def test_without_cache_relists_every_list_is_consistent() -> None:
+    source = ScriptedSource([([], "5"), ([], "6")], [K8sGone("old", 410)])
+    watch = PodWatch(source, ListSink(), cache_relist=False)
+    stop = threading.Event()
+    for _ in range(3):
+        watch.step(stop)
+    assert source.listed_at == ["", ""]
+
+
+class Upper:
+    """No jitter: every random draw is the top of its range."""
+
+    def uniform(self, low: float, high: float) -> float:
+        return high
+
+
+def test_relists_and_errors_are_reported_by_kind() -> None:
+    relists: list[int] = []
+    errors: list[str] = []
+    source = ScriptedSource(
+        [([], "1"), K8sTemporary("down"), ([], "2")],
+        [K8sGone("old", 410)])
+    watch = PodWatch(source, ListSink(), on_relist=lambda: relists.append(1),
+                     on_error=errors.append)
+    stop = threading.Event()
+    for _ in range(4):
+        watch.step(stop)
+    assert len(relists) == 2 and errors == ["gone", "temporary"]
 
 
 def test_errors_back_off_exponentially_up_to_the_cap() -> None:
     errors: list[tuple[list[Pod], str] | Exception] = [
         K8sTemporary("down") for _ in range(6)]
     source = ScriptedSource(errors + [([], "1")], [])
-    watch = PodWatch(source, ListSink(), backoff_initial=0.5, backoff_max=4)
+    watch = PodWatch(source, ListSink(), backoff_initial=0.5, backoff_max=4,
+                     rng=Upper())  # type: ignore[arg-type]
     stop = threading.Event()
     delays = [watch.step(stop) for _ in range(6)]
     assert delays == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
     assert watch.step(stop) == 0.0 and watch.failures == 0
+
+
+def test_every_backoff_has_jitter() -> None:
+    """Watchers that fail together do not retry together: each delay is
+    drawn from [half, all] of the exponential step."""
+    caps = [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    seen: list[list[float]] = []
+    for seed in range(20):
+        source = ScriptedSource([K8sTemporary("down") for _ in range(6)], [])
+        watch = PodWatch(source, ListSink(), backoff_initial=0.5,
+                         backoff_max=4, rng=random.Random(seed))
+        stop = threading.Event()
+        delays = [watch.step(stop) for _ in range(6)]
+        assert all(cap / 2 <= d <= cap for d, cap in zip(delays, caps,
+                                                         strict=True))
+        seen.append(delays)
+    assert len({round(sum(d), 6) for d in seen}) == 20    # all different
 
 
 def test_heartbeats_while_the_watch_is_idle() -> None:
@@ -313,4 +381,4 @@ def test_empty_watches_that_end_at_once_are_not_a_hot_loop() -> None:
     watch = PodWatch(source, ListSink(), backoff_initial=0.5)
     stop = threading.Event()
     watch.step(stop)
-    assert watch.step(stop) == 0.5 and watch.failures == 0
+    assert 0.25 <= watch.step(stop) <= 0.5 and watch.failures == 0

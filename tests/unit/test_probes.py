@@ -5,6 +5,7 @@ import datetime
 import json
 import multiprocessing
 import signal
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,7 @@ def test_status_document(env: Env) -> None:
     doc = json.loads(response.get_data(as_text=True))
     assert doc["live"] is False and doc["ready"] is False
     assert doc["started"] is True
+    assert doc["version"] == metadata.version("kuryr-supervisor")
     assert doc["cause"] == "component"
     assert doc["summary"].startswith("not live: watcher dead: killed by "
                                      "SIGKILL")

@@ -63,7 +63,9 @@ def test_reporter_protocol(systemd: tuple[str, socket.socket]) -> None:
                    ready_hooks=[hooks.append])
     rep.update(verdict(True, 1.0, "starting", ready=False), ever_ready=False, now=1.0,
                checker_deadline=5)
-    assert received(sock) == ["WATCHDOG=1"] and hooks == [False]
+    assert received(sock) == ["WATCHDOG=1",
+                              "EXTEND_TIMEOUT_USEC=30000000\nSTATUS=starting: starting"]
+    assert hooks == [False]
     rep.update(verdict(True, 1.5), ever_ready=True, now=1.5, checker_deadline=5)
     assert received(sock) == ["READY=1\nSTATUS=live, ready"]
     assert hooks == [False, True]
@@ -90,3 +92,28 @@ def test_failing_first_ready_hook_does_not_stop_ready(
     rep = Reporter(Notifier(path), ready_hooks=[broken])
     rep.update(verdict(True, 1.0), ever_ready=True, now=1.0, checker_deadline=5)
     assert received(sock)[0].startswith("READY=1")
+
+
+def test_start_timeout_is_extended_only_while_alive_and_not_ready(
+        systemd: tuple[str, socket.socket]) -> None:
+    """An API outage at boot keeps the unit activating (alive, not ready);
+    a daemon that is not alive stops extending and meets TimeoutStartSec."""
+    path, sock = systemd
+    rep = Reporter(Notifier(path))
+    waiting = "not ready: k8s-api: connection refused"
+    rep.update(verdict(True, 1.0, waiting, ready=False), ever_ready=False,
+               now=1.0, checker_deadline=5)
+    assert received(sock) == [f"EXTEND_TIMEOUT_USEC=30000000\nSTATUS=starting: {waiting}"]
+    rep.update(verdict(True, 5.0, waiting, ready=False), ever_ready=False,
+               now=5.0, checker_deadline=5)
+    assert received(sock) == []           # not yet due
+    rep.update(verdict(False, 12.0, "not live: memory", ready=False),
+               ever_ready=False, now=12.0, checker_deadline=5)
+    assert received(sock) == []           # not alive: no extension
+    rep.update(verdict(True, 40.0, waiting, ready=False), ever_ready=False,
+               now=40.0, checker_deadline=5)
+    assert received(sock)[0].startswith("EXTEND_TIMEOUT_USEC=")
+    rep.update(verdict(True, 60.0), ever_ready=True, now=60.0, checker_deadline=5)
+    assert received(sock) == ["READY=1\nSTATUS=live, ready"]
+    rep.update(verdict(True, 80.0), ever_ready=True, now=80.0, checker_deadline=5)
+    assert received(sock) == []           # ready: no more extensions

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import pathlib
 import sqlite3
 import time
 
@@ -201,3 +202,32 @@ def _next_free(start: int, end: int, last: int, used: set[int]) -> int | None:
         if candidate not in used:
             return candidate
     return None
+
+
+# -- read-only figures for /metrics (the HealthManager, on its timer) ----------
+def pool_size(subnet: ipaddress.IPv4Network,
+              gateway: ipaddress.IPv4Address | None = None,
+              range_start: ipaddress.IPv4Address | None = None,
+              range_end: ipaddress.IPv4Address | None = None) -> int:
+    """Addresses the store can hand out: the range less the gateway."""
+    first, last = subnet.network_address + 1, subnet.broadcast_address - 1
+    start, end = range_start or first, range_end or last
+    gw = gateway or first
+    return int(end) - int(start) + 1 - (1 if start <= gw <= end else 0)
+
+
+def allocated_count(path: str) -> int:
+    """Allocations in the store at ``path``, read-only: never creates the
+    file or its schema, and a missing file or table counts as none."""
+    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return 0
+    try:
+        row = conn.execute("SELECT COUNT(*) FROM allocations").fetchone()
+        return int(row[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        conn.close()
