@@ -46,7 +46,7 @@ build() {
         allow=1
     fi
     rm -rf wheelhouse
-    "${PYTHON:-python3}" -m pip wheel --quiet --wheel-dir wheelhouse ".[kubernetes]"
+    "${PYTHON:-python3}" -m pip wheel --quiet --wheel-dir wheelhouse ".[kubernetes,openstack]"
     podman build --network host --pull=never -f Containerfile \
         --build-arg BASE_IMAGE="$BASE_IMAGE" \
         --build-arg ALLOW_PYTHON_SHIM="$allow" \

@@ -208,14 +208,21 @@ class K8sClient:
         cache; a version seen before, from the cache, never older than it
         (``resourceVersionMatch=NotOlderThan``) -- the cheap relist.
         """
-        query = [self._selector]
+        items, rv = self._list_pods([self._selector], resource_version)
+        return [pod_from_json(item) for item in items], rv
+
+    def _list_pods(self, query: list[tuple[str, str]], resource_version: str
+                   ) -> tuple[list[dict[str, Any]], str]:
+        """Raw pods and the list's version; ``resource_version`` as in
+        :meth:`list_pods`."""
+        query = list(query)
         if resource_version:
             query.append(("resourceVersion", resource_version))
             if resource_version != "0":
                 query.append(("resourceVersionMatch", "NotOlderThan"))
         data = self._json("GET", "/api/v1/pods", query=query)
-        pods = [pod_from_json(item) for item in data.get("items") or []]
-        return pods, (data.get("metadata") or {}).get("resourceVersion", "")
+        return (list(data.get("items") or []),
+                (data.get("metadata") or {}).get("resourceVersion", ""))
 
     def watch_pods(self, resource_version: str) -> WatchStream:
         """Open a bounded watch resuming after ``resource_version``."""
@@ -239,11 +246,11 @@ class K8sClient:
         return pod_from_json(data)
 
     # -- cluster-wide pods (the controller role) -----------------------------------
-    def list_all_pods(self) -> tuple[list[dict[str, Any]], str]:
-        """Every pod of the cluster (raw objects) and the list's version."""
-        data = self._json("GET", "/api/v1/pods")
-        return (list(data.get("items") or []),
-                (data.get("metadata") or {}).get("resourceVersion", ""))
+    def list_all_pods(self, resource_version: str = ""
+                      ) -> tuple[list[dict[str, Any]], str]:
+        """Every pod of the cluster (raw objects) and the list's version;
+        ``resource_version`` as in :meth:`list_pods`."""
+        return self._list_pods([], resource_version)
 
     def watch_all_pods(self, resource_version: str,
                        decode: Any) -> WatchStream:

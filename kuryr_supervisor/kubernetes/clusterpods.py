@@ -53,8 +53,9 @@ class ClusterPods:
     def __init__(self, client: K8sClient) -> None:
         self.client = client
 
-    def list_pods(self) -> tuple[list[ClusterPod], str]:
-        items, rv = self.client.list_all_pods()
+    def list_pods(self, resource_version: str = ""
+                  ) -> tuple[list[ClusterPod], str]:
+        items, rv = self.client.list_all_pods(resource_version)
         return [cluster_pod(item) for item in items], rv
 
     def watch_pods(self, resource_version: str) -> WatchStream:
