@@ -26,8 +26,8 @@ ROLE_OPT = cfg.StrOpt(
     # Checked by validate(), not by argparse, so a bad value exits 78 with
     # one line like every other configuration error.
     help="Which set of workers the master runs: cni (the CNI node daemon: "
-         "Watcher, Server, HealthManager) or controller (handler worker and "
-         "a HealthManager checking Kubernetes, Keystone and Neutron).")
+         "Watcher, Server, HealthManager) or controller (a process per handler "
+         "and a HealthManager checking Kubernetes, Keystone and Neutron).")
 
 OPTS = [
     cfg.ListOpt("handlers", default=["neutron_port"],

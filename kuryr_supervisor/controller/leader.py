@@ -1,4 +1,4 @@
-"""Leader election for the controller's handler worker (``[controller]
+"""Leader election for the controller's handler processes (``[controller]
 leader_election``): only one replica's handlers act.
 
 Each handler process waits, beating, until its replica holds the Lease; a
