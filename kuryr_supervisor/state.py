@@ -5,7 +5,8 @@ Every primitive is created once, by :meth:`SharedState.create`, from the one
 ``fork`` and use it only through the named methods below.
 
 Invariant: every field has exactly one writing process (a worker writes its own
-slot and the globals it owns; the master writes death, restart and budget
+slot, each handler process its own failure count included, and the globals it
+owns; the master writes death, restart and budget
 fields; the HealthManager writes the overall verdict and memory figures).
 Fields are aligned 8-byte doubles in a raw shared array, so a single store is
 atomic and no cross-process lock exists that a SIGKILLed holder could leave
@@ -18,29 +19,68 @@ import enum
 import multiprocessing.context
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 Clock = Callable[[], float]
 
 
-class Component(enum.IntEnum):
-    """The worker roles; the value is the slot index in shared memory."""
+class WorkerKind(enum.Enum):
+    """What a worker process does; deadlines and policies go by kind."""
 
-    WATCHER = 0
-    SERVER = 1
-    HEALTH = 2
-    HANDLER = 3      # the controller role's handler worker
+    WATCHER = "watcher"
+    SERVER = "server"
+    HEALTH = "health"
+    HANDLER = "handler"      # the controller role: one process per handler
+
+
+@dataclasses.dataclass(frozen=True)
+class Component:
+    """One worker process: its slot in shared memory, its kind, its name.
+
+    The CNI role's workers and the HealthManager have a fixed slot each
+    (``Component.WATCHER``, ``.SERVER``, ``.HEALTH``). The controller role
+    runs one process per configured handler, each in one of
+    :data:`MAX_HANDLERS` slots reserved in every daemon (shared memory is
+    sized once, before forking, whatever the role), named
+    ``handler:<entry point name>`` in probes, metrics and ``/status``.
+    """
+
+    slot: int
+    kind: WorkerKind
+    handler: str = ""        # the handler's entry point name (HANDLER only)
+
+    WATCHER: ClassVar[Component]
+    SERVER: ClassVar[Component]
+    HEALTH: ClassVar[Component]
 
     @property
     def label(self) -> str:
-        return self.name.lower()
+        return f"{self.kind.value}:{self.handler}" if self.handler \
+            else self.kind.value
 
 
-#: The workers of each role (``--role``); a role's slots are the only ones
-#: probes, metrics and the supervisor look at.
+Component.WATCHER = Component(0, WorkerKind.WATCHER)
+Component.SERVER = Component(1, WorkerKind.SERVER)
+Component.HEALTH = Component(2, WorkerKind.HEALTH)
+
+#: Handler processes the controller role can run (``[controller] handlers``
+#: is refused with exit 78 beyond it): their slots are reserved up front.
+MAX_HANDLERS = 8
+_FIRST_HANDLER_SLOT = 3
+_SLOTS = _FIRST_HANDLER_SLOT + MAX_HANDLERS
+
+#: The workers of the CNI role (``--role cni``); a role's slots are the only
+#: ones probes, metrics and the supervisor look at.
 CNI_COMPONENTS = (Component.WATCHER, Component.SERVER, Component.HEALTH)
-CONTROLLER_COMPONENTS = (Component.HANDLER, Component.HEALTH)
+
+
+def controller_components(handlers: Sequence[str]) -> tuple[Component, ...]:
+    """The controller role's workers: one per handler, then the HealthManager."""
+    if len(handlers) > MAX_HANDLERS:
+        raise ValueError(f"{len(handlers)} handlers, at most {MAX_HANDLERS}")
+    return (*(Component(_FIRST_HANDLER_SLOT + i, WorkerKind.HANDLER, name)
+              for i, name in enumerate(handlers)), Component.HEALTH)
 
 
 class Reason(enum.IntEnum):
@@ -89,11 +129,11 @@ class Fault(enum.IntFlag):
 
 # Per-component slot layout.
 _ALIVE, _READY, _HEARTBEAT, _PID, _RESTARTS, _REASON, _STARTED, _EXIT_CODE, \
-    _MEMORY, _SLOT_SIZE = range(10)
+    _MEMORY, _FAILURES, _SLOT_SIZE = range(11)
 # Global layout.
 _CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, \
-    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _HANDLER_FAILURES, _FAULTS, \
-    _GLOBAL_SIZE = range(13)
+    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _FAULTS, \
+    _GLOBAL_SIZE = range(12)
 _SUMMARY_BYTES = 256
 
 # -- metrics layout (one block; the writer of each family is named) ----------
@@ -175,11 +215,11 @@ class SharedState:
 
         ``active`` is the role's set of workers (the other slots stay unused).
         """
-        slots = ctx.RawArray("d", len(Component) * _SLOT_SIZE)
+        slots = ctx.RawArray("d", _SLOTS * _SLOT_SIZE)
         globals_ = ctx.RawArray("d", _GLOBAL_SIZE)
         summary = ctx.RawArray("c", _SUMMARY_BYTES)
-        for comp in Component:
-            slots[comp * _SLOT_SIZE + _REASON] = Reason.NOT_STARTED
+        for slot in range(_SLOTS):
+            slots[slot * _SLOT_SIZE + _REASON] = Reason.NOT_STARTED
         globals_[_LIVE] = 1.0
         metrics = ctx.RawArray("d", _METRICS_SIZE)
         metrics[_M_IPAM_SIZE] = -1.0
@@ -191,10 +231,10 @@ class SharedState:
 
     # -- per component ------------------------------------------------------
     def _set(self, comp: Component, field: int, value: float) -> None:
-        self._slots[comp * _SLOT_SIZE + field] = value
+        self._slots[comp.slot * _SLOT_SIZE + field] = value
 
     def _get(self, comp: Component, field: int) -> float:
-        return self._slots[comp * _SLOT_SIZE + field]
+        return self._slots[comp.slot * _SLOT_SIZE + field]
 
     def register(self, comp: Component, pid: int) -> None:
         """A freshly started worker claims its slot (written by the worker)."""
@@ -230,7 +270,7 @@ class SharedState:
         self._set(comp, _MEMORY, uss_bytes)
 
     def component(self, comp: Component) -> ComponentStatus:
-        base = comp * _SLOT_SIZE
+        base = comp.slot * _SLOT_SIZE
         raw = self._slots[base:base + _SLOT_SIZE]
         return ComponentStatus(
             component=comp, alive=bool(raw[_ALIVE]), ready=bool(raw[_READY]),
@@ -241,6 +281,10 @@ class SharedState:
 
     def components(self) -> list[ComponentStatus]:
         return [self.component(c) for c in self.active]
+
+    def of_kind(self, kind: WorkerKind) -> tuple[Component, ...]:
+        """The role's workers of one kind, in slot order."""
+        return tuple(c for c in self.active if c.kind is kind)
 
     # -- CNI failure budget (written by the Server) ------------------------
     def record_cni_failure(self) -> int:
@@ -257,19 +301,21 @@ class SharedState:
     def cni_failures(self) -> int:
         return int(self._globals[_CNI_FAILURES])
 
-    # -- handler failure budget (written by the controller's handler) ------
-    def record_handler_failure(self) -> int:
-        """Count one failed handler step; returns the consecutive count."""
+    # -- handler failure budget (each handler process writes its own) -----
+    def record_handler_failure(self, comp: Component) -> int:
+        """Count one failed step of ``comp``; returns its consecutive count."""
         with self._local:
-            count = int(self._globals[_HANDLER_FAILURES]) + 1
-            self._globals[_HANDLER_FAILURES] = count
+            count = int(self._get(comp, _FAILURES)) + 1
+            self._set(comp, _FAILURES, count)
         return count
 
-    def record_handler_success(self) -> None:
-        self._globals[_HANDLER_FAILURES] = 0
+    def record_handler_success(self, comp: Component) -> None:
+        self._set(comp, _FAILURES, 0)
 
-    def handler_failures(self) -> int:
-        return int(self._globals[_HANDLER_FAILURES])
+    def handler_failures(self) -> dict[Component, int]:
+        """Each handler's consecutive failed steps."""
+        return {c: int(self._get(c, _FAILURES))
+                for c in self.of_kind(WorkerKind.HANDLER)}
 
     def set_server_load(self, inflight: int, capacity: int) -> None:
         self._globals[_INFLIGHT] = inflight

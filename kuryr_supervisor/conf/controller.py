@@ -11,8 +11,11 @@ refuses to start with one line naming the extra.
 from __future__ import annotations
 
 import os
+import re
 
 from oslo_config import cfg
+
+from kuryr_supervisor.state import MAX_HANDLERS
 
 GROUP = "controller"
 NEUTRON_GROUP = "neutron"
@@ -23,13 +26,15 @@ ROLE_OPT = cfg.StrOpt(
     # Checked by validate(), not by argparse, so a bad value exits 78 with
     # one line like every other configuration error.
     help="Which set of workers the master runs: cni (the CNI node daemon: "
-         "Watcher, Server, HealthManager) or controller (handler worker and "
-         "a HealthManager checking Kubernetes, Keystone and Neutron).")
+         "Watcher, Server, HealthManager) or controller (a process per handler "
+         "and a HealthManager checking Kubernetes, Keystone and Neutron).")
 
 OPTS = [
     cfg.ListOpt("handlers", default=["neutron_port"],
-                help="Handlers the handler worker runs, by entry point name "
-                     "in the group kuryr_supervisor.controller.handlers."),
+                help="Handlers to run, by entry point name in the group "
+                     "kuryr_supervisor.controller.handlers; each runs in a "
+                     "process of its own, named handler:<name> in the "
+                     f"probes (at most {MAX_HANDLERS})."),
     cfg.IntOpt("handler_failures_count", default=5, min=1, mutable=True,
                help="Consecutive failed handler steps (not counting "
                     "Kubernetes, Keystone or Neutron outages, which make the "
@@ -120,7 +125,31 @@ def validate(conf: cfg.ConfigOpts) -> None:
     if NEUTRON_GROUP not in conf:
         raise ValueError("role controller needs keystoneauth1: install "
                          "kuryr-supervisor[openstack]")
+    _validate_handlers(list(conf.controller.handlers))
     if "neutron_port" in conf.controller.handlers and \
             not conf.controller.pod_network_id:
         raise ValueError("invalid value for [controller] pod_network_id: "
                          "required by the neutron_port handler")
+
+
+#: A handler's name becomes a check name, a URL path and a metric label.
+_HANDLER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _validate_handlers(names: list[str]) -> None:
+    """One process and one shared-memory slot per handler: the slots are
+    reserved before forking, so the list is bounded and names are unique."""
+    if not names:
+        raise ValueError("invalid value for [controller] handlers: at least "
+                         "one handler is needed")
+    if len(names) > MAX_HANDLERS:
+        raise ValueError(f"invalid value for [controller] handlers: "
+                         f"{len(names)} handlers, at most {MAX_HANDLERS}")
+    for name in names:
+        if not _HANDLER_NAME.fullmatch(name):
+            raise ValueError(f"invalid value for [controller] handlers: "
+                             f"{name!r} (letters, digits, '_', '.', '-')")
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise ValueError(f"invalid value for [controller] handlers: "
+                         f"{', '.join(doubled)} named twice")

@@ -37,7 +37,8 @@ OPTS = [
                       "HealthManager is stale."),
     cfg.FloatOpt("handler_deadline", default=10.0, min=0.2, mutable=True,
                  help="Seconds without a heartbeat after which the "
-                      "controller role's handler worker is stale."),
+                      "controller role's handler process is stale (each "
+                      "handler's own)."),
     cfg.IntOpt("max_worker_memory", default=-1, min=-1, mutable=True,
                help="Per-worker memory limit (USS) in MiB; a worker above it "
                     "is restarted gracefully. The HealthManager is exempt (it "

@@ -4,16 +4,18 @@ Handlers are plugins: entry points in the group
 ``kuryr_supervisor.controller.handlers`` (loaded with stevedore, the OpenStack
 way), named in ``[controller] handlers``. A deployment adds its own by
 installing a package that declares one. Each entry point is a callable taking
-a :class:`HandlerContext` and returning a :class:`Handler`; the handler worker
-runs it and takes its heartbeats as the worker's liveness.
+a :class:`HandlerContext` and returning a :class:`Handler`; each handler runs
+in a process of its own (slot ``handler:<name>``) whose liveness is the
+handler's heartbeat.
 
 Contract of ``Handler.run(stopping, beat)``: do the work until ``stopping`` is
 set; call ``beat()`` from the working loop at least every ``[supervisor]
 heartbeat_interval`` (a handler that stops beating is stale and gets
 restarted); call ``ctx.ready(True)`` once it has caught up (first list);
 report each failed step with ``ctx.failed()`` and each successful one with
-``ctx.succeeded()`` (the consecutive count is the liveness budget
-``[controller] handler_failures_count``). An outage of a dependency is not a
+``ctx.succeeded()`` (each handler's own consecutive count is held against
+the liveness budget ``[controller] handler_failures_count``: one handler's
+success never hides another's failures). An outage of a dependency is not a
 failure of the handler: readiness reports those.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Protocol, cast
 
 from oslo_config import cfg
 
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Component, SharedState
 
 NAMESPACE = "kuryr_supervisor.controller.handlers"
 
@@ -35,14 +37,18 @@ class HandlerContext:
     conf: cfg.ConfigOpts
     state: SharedState | None
     ready: Callable[[bool], None]
+    #: The handler's own slot (None outside a daemon: nothing is counted).
+    component: Component | None = None
 
     def failed(self) -> int:
         """Count one failed step; returns the consecutive count."""
-        return self.state.record_handler_failure() if self.state else 0
+        if self.state is None or self.component is None:
+            return 0
+        return self.state.record_handler_failure(self.component)
 
     def succeeded(self) -> None:
-        if self.state is not None:
-            self.state.record_handler_success()
+        if self.state is not None and self.component is not None:
+            self.state.record_handler_success(self.component)
 
 
 class Handler(Protocol):
@@ -70,6 +76,14 @@ def load(names: Sequence[str]) -> list[tuple[str, HandlerFactory]]:
         raise HandlerNotFound(f"no handler entry point named "
                               f"{', '.join(sorted(missing))} in {NAMESPACE}")
     return [(ext.name, cast(HandlerFactory, ext.plugin)) for ext in manager]
+
+
+def missing(names: Sequence[str]) -> list[str]:
+    """The names without an installed entry point (nothing is imported)."""
+    from importlib.metadata import entry_points
+
+    found = {ep.name for ep in entry_points(group=NAMESPACE)}
+    return sorted(set(names) - found)
 
 
 def _load_failed(manager: object, entrypoint: object,

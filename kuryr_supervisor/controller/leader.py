@@ -1,11 +1,16 @@
-"""Leader election for the controller's handler worker (``[controller]
+"""Leader election for the controller's handler processes (``[controller]
 leader_election``): only one replica's handlers act.
 
-The worker waits, beating, until it holds the Lease; a daemon thread then
-renews it every third of its duration, and if the lease cannot be renewed
-before it runs out the worker exits at once (status 1), so the handlers of
-a replica that lost the lease never act beside the new leader's; the
-supervisor restarts the worker as a follower.
+Each handler process waits, beating, until its replica holds the Lease; a
+daemon thread then renews it every third of its duration, and if the lease
+cannot be renewed before it runs out the process exits at once (status 1),
+so the handlers of a replica that lost the lease never act beside the new
+leader's; the supervisor restarts the process as a follower.
+
+The candidate is the replica, not the process: every handler process of one
+daemon uses the same identity (the pod name and the master's pid), so all
+of them lead together, and a handler process restarted by the supervisor
+finds the Lease already its own instead of waiting for it to expire.
 """
 from __future__ import annotations
 
@@ -23,18 +28,19 @@ from kuryr_supervisor.kubernetes.lease import LeaderElector
 LOG = logging.getLogger(__name__)
 
 
-def identity() -> str:
-    """This replica: the pod name in Kubernetes (hostname), and the pid."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+def identity(master_pid: int) -> str:
+    """This replica: the pod name in Kubernetes (hostname), and the pid of
+    its master (shared by all its handler processes)."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{master_pid}"
 
 
 def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
-                        beat: Callable[[], None]) -> bool:
+                        beat: Callable[[], None], *, master_pid: int) -> bool:
     """Block until leading (True) or stopping (False); then keep the lease."""
     opts = conf.controller
     elector = LeaderElector(K8sClient.from_conf(conf),
                             namespace=opts.lease_namespace,
-                            name=opts.lease_name, identity=identity(),
+                            name=opts.lease_name, identity=identity(master_pid),
                             duration=int(opts.lease_duration))
     interval = float(conf.supervisor.heartbeat_interval)
     next_try = 0.0

@@ -143,6 +143,7 @@ class ProbeApp:
     def status(self, report: Report) -> dict[str, Any]:
         """The /status JSON document for one report."""
         inflight, capacity = self.state.server_load()
+        failures = self.state.handler_failures()
         components = {}
         for comp in self.state.components():
             deadline = deadline_of(self.monitor.conf, comp.component)
@@ -163,6 +164,9 @@ class ProbeApp:
                 "since": iso(self.monitor.component_since(comp.component)),
                 "updatedAt": iso(report.wall),
             }
+            if comp.component in failures:     # a handler: its own budget
+                components[comp.component.label]["failures"] = \
+                    failures[comp.component]
         checks = {
             v.name: {"kind": v.kind.value, "state": "ok" if v.ok else "failed",
                      "message": v.message, "since": iso(v.since),
@@ -176,7 +180,8 @@ class ProbeApp:
             "summary": result.summary, "cause": result.cause.name.lower(),
             "time": iso(report.wall),
             "cniFailures": self.state.cni_failures(),
-            "handlerFailures": self.state.handler_failures(),
+            # The worst handler's consecutive count (what the budget sees).
+            "handlerFailures": max(failures.values(), default=0),
             "server": {"inflight": inflight, "capacity": capacity},
             "components": components, "checks": checks,
         }

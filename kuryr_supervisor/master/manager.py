@@ -2,7 +2,8 @@
 
 It creates the shared state once (from its explicit ``fork`` context), starts
 the role's workers (``role = cni``: Watcher, Server and HealthManager;
-``role = controller``: Handler and HealthManager), and runs a governor thread that carries
+``role = controller``: one Handler process per configured handler, and the
+HealthManager), and runs a governor thread that carries
 out :func:`kuryr_supervisor.master.supervisor.inspect`'s decisions and feeds the
 :class:`~kuryr_supervisor.master.reporting.Reporter`. Worker deaths arrive through
 cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
@@ -36,7 +37,13 @@ from kuryr_supervisor.master.supervisor import (
     classify_death,
     inspect,
 )
-from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.state import (
+    CNI_COMPONENTS,
+    Component,
+    Reason,
+    SharedState,
+    controller_components,
+)
 from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL, Worker
 from kuryr_supervisor.workers.handler import HandlerWorker
 from kuryr_supervisor.workers.health import HealthManagerWorker
@@ -84,8 +91,9 @@ class Manager(cotyledon.ServiceManager):
             mp_context=ctx)
         self.conf = conf
         workers = ROLES[conf.role]
-        self.state = SharedState.create(
-            ctx, active=tuple(w.component for w in workers))
+        active = (controller_components(conf.controller.handlers)
+                  if conf.role == "controller" else CNI_COMPONENTS)
+        self.state = SharedState.create(ctx, active=active)
         self._reporter = Reporter(notifier, ready_hooks=ready_hooks)
         self._ledger = RestartLedger()
         self._lock = threading.Lock()
@@ -93,15 +101,19 @@ class Manager(cotyledon.ServiceManager):
         self._budget_logged = False
         self._exit_code: ExitCode | None = None
         self._stopping = threading.Event()
-        self._by_service: dict[Any, Component] = {}
+        #: cotyledon's (service, worker id) -> the worker's slot.
+        self._by_service: dict[tuple[Any, int], Component] = {}
         master_pid = os.getpid()
         extras: dict[type[Worker], dict[str, Any]] = {
             HealthManagerWorker: _HEALTH_ARGS[conf.role]}
         for worker in workers:
-            sid = self.add(worker, workers=1,
+            # One process per slot of the worker's kind (a handler each).
+            slots = self.state.of_kind(worker.kind)
+            sid = self.add(worker, workers=len(slots),
                            args=(self.state, conf, master_pid),
                            kwargs=extras.get(worker))
-            self._by_service[sid] = worker.component
+            for worker_id, comp in enumerate(slots):
+                self._by_service[sid, worker_id] = comp
         self.register_hooks(on_terminate=self._on_terminate,
                             on_reload=self._on_reload,
                             on_dead_worker=self._on_dead_worker)
@@ -126,7 +138,7 @@ class Manager(cotyledon.ServiceManager):
     # -- cotyledon hooks -------------------------------------------------------
     def _on_dead_worker(self, service_id: Any, worker_id: int,
                         exit_code: int) -> None:
-        comp = self._by_service[service_id]
+        comp = self._by_service[service_id, worker_id]
         status = self.state.component(comp)
         with self._lock:
             reason = classify_death(exit_code,

@@ -26,6 +26,7 @@ from typing import IO
 from oslo_config import cfg
 
 from kuryr_supervisor.cni import sockets
+from kuryr_supervisor.controller import handlers
 
 LOCK_FILE = "daemon.lock"
 
@@ -40,6 +41,7 @@ class AlreadyRunning(Exception):
 
 def run(conf: cfg.ConfigOpts) -> IO[str]:
     """Every check; returns the held state-directory lock (keep it open)."""
+    _handlers_installed(conf)
     _probe_address(conf)
     _socket_path(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
@@ -62,6 +64,17 @@ def _probe_address(conf: cfg.ConfigOpts) -> None:
     if opts.cg_path and not os.path.isdir(opts.cg_path):
         raise PreflightError(f"[cni_health_server] cg_path {opts.cg_path!r} "
                              "is not a directory")
+
+
+def _handlers_installed(conf: cfg.ConfigOpts) -> None:
+    """Each handler process loads its own entry point after the fork: one
+    that is not installed would be a crash loop, not a start-up error."""
+    if conf.role != "controller":
+        return
+    missing = handlers.missing(conf.controller.handlers)
+    if missing:
+        raise PreflightError(f"[controller] handlers: no entry point named "
+                             f"{', '.join(missing)} in {handlers.NAMESPACE}")
 
 
 def _socket_path(conf: cfg.ConfigOpts) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from oslo_config import cfg
 
 from kuryr_supervisor.exitcodes import EXIT_FOR_CAUSE, ExitCode
-from kuryr_supervisor.state import Component, ComponentStatus, Overall, Reason
+from kuryr_supervisor.state import Component, ComponentStatus, Overall, Reason, WorkerKind
 
 MIB = 1024 * 1024
 _BACKOFF_BASE = 0.25
@@ -38,7 +38,7 @@ class Limits:
     max_restarts: int
     restart_window: float
     backoff_max: float
-    deadlines: dict[Component, float]
+    deadlines: dict[WorkerKind, float]
     max_worker_memory: int  # bytes; <= 0 disables
     checker_deadline: float
 
@@ -51,10 +51,10 @@ class Limits:
             max_restarts=sup.max_restarts,
             restart_window=sup.restart_window,
             backoff_max=sup.restart_backoff_max,
-            deadlines={Component.WATCHER: sup.watcher_deadline,
-                       Component.SERVER: sup.server_deadline,
-                       Component.HEALTH: sup.health_deadline,
-                       Component.HANDLER: sup.handler_deadline},
+            deadlines={WorkerKind.WATCHER: sup.watcher_deadline,
+                       WorkerKind.SERVER: sup.server_deadline,
+                       WorkerKind.HEALTH: sup.health_deadline,
+                       WorkerKind.HANDLER: sup.handler_deadline},
             max_worker_memory=mem * MIB if mem > 0 else 0,
             checker_deadline=conf.health.checker_deadline)
 
@@ -84,8 +84,9 @@ class RestartLedger:
     """Restart times per component, pruned to the restart window."""
 
     def __init__(self) -> None:
-        self._times: dict[Component, collections.deque[float]] = {
-            c: collections.deque() for c in Component}
+        self._times: collections.defaultdict[
+            Component, collections.deque[float]] = collections.defaultdict(
+                collections.deque)
 
     def record(self, comp: Component, now: float) -> None:
         self._times[comp].append(now)
@@ -133,7 +134,7 @@ def inspect(statuses: Iterable[ComponentStatus], overall: Overall,
         if not st.alive or not st.pid:
             continue
         age = st.heartbeat_age(now)
-        deadline = limits.deadlines[st.component]
+        deadline = limits.deadlines[st.component.kind]
         if age > deadline:
             actions.append(Action(
                 Verb.KILL_STALE, st.component, st.pid,

@@ -23,7 +23,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
-from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.state import Component, Reason, SharedState, WorkerKind
 
 LOG = logging.getLogger(__name__)
 
@@ -80,13 +80,17 @@ def _watch_master(master_pid: int, pidfd: int | None) -> None:
 
 
 class Worker(cotyledon.Service):
-    """Base of the Watcher, Server and HealthManager workers."""
+    """Base of the Watcher, Server, Handler and HealthManager workers."""
 
-    component: ClassVar[Component]
+    kind: ClassVar[WorkerKind]
+    #: This process's slot: the ``worker_id``-th of its kind (the master
+    #: starts one process per slot of the kind, e.g. one per handler).
+    component: Component
 
     def __init__(self, worker_id: WorkerId, state: SharedState,
                  conf: cfg.ConfigOpts, master_pid: int) -> None:
         super().__init__(worker_id)
+        self.component = state.of_kind(self.kind)[worker_id]
         self.state = state
         self.conf = conf
         self._master_pid = master_pid

@@ -38,7 +38,7 @@ from kuryr_supervisor.health.monitor import HealthMonitor, Report
 from kuryr_supervisor.health.probes import ProbeApp
 from kuryr_supervisor.kubernetes import nodecondition
 from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
-from kuryr_supervisor.state import Component, SharedState
+from kuryr_supervisor.state import Component, SharedState, WorkerKind
 from kuryr_supervisor.workers.base import Worker
 
 LOG = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class HealthManagerWorker(Worker):
     ``check_factory``."""
 
     name = "HealthManager"
-    component = Component.HEALTH
+    kind = WorkerKind.HEALTH
 
     def __init__(self, worker_id: WorkerId, state: SharedState,
                  conf: cfg.ConfigOpts, master_pid: int, *,
@@ -206,9 +206,9 @@ class HealthManagerWorker(Worker):
         limit = max(0.0, float(self.conf.supervisor.graceful_shutdown_timeout)
                     - 1.0)
         deadline = self._clock() + limit
-        # The Server in the CNI role; in the controller role the Handler.
+        # The Server in the CNI role; in the controller role the handlers.
         workers = ([Component.SERVER] if Component.SERVER in self.state.active
-                   else [c for c in self.state.active if c is not Component.HEALTH])
+                   else [c for c in self.state.active if c != Component.HEALTH])
 
         def working() -> bool:
             return any(self.state.component(c).alive for c in workers)

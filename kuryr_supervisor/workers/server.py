@@ -15,7 +15,7 @@ import threading
 from kuryr_supervisor.cni.api import CNIApp
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
-from kuryr_supervisor.state import Component
+from kuryr_supervisor.state import WorkerKind
 from kuryr_supervisor.workers.assembly import build_server_service
 from kuryr_supervisor.workers.base import Worker
 
@@ -30,7 +30,7 @@ ENV_WATCH_FAULTED = 2.0
 
 class ServerWorker(Worker):
     name = "Server"
-    component = Component.SERVER
+    kind = WorkerKind.SERVER
 
     _server: CNIServer | None = None
     _app: CNIApp | None = None

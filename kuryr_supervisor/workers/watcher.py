@@ -23,7 +23,7 @@ from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.podwatch import PodWatch
 from kuryr_supervisor.kubernetes.reclaim import ListAllocations, Reclaimer, Release
 from kuryr_supervisor.kubernetes.registry import Pod, PodRefLike, PodRegistry, registry_path
-from kuryr_supervisor.state import Component
+from kuryr_supervisor.state import WorkerKind
 from kuryr_supervisor.workers import assembly
 from kuryr_supervisor.workers.base import Worker
 
@@ -135,7 +135,7 @@ def default_allocation_hooks(conf: cfg.ConfigOpts
 
 class WatcherWorker(Worker):
     name = "Watcher"
-    component = Component.WATCHER
+    kind = WorkerKind.WATCHER
     #: Builds (list_allocations, release); replaced in tests.
     allocation_hooks: ClassVar[AllocationHooks] = staticmethod(
         default_allocation_hooks)

@@ -32,7 +32,7 @@ def ready_body(d: Daemon) -> tuple[int, str]:
 def test_role_runs_handler_and_health(controller: Daemon) -> None:
     controller.wait_ready()
     status = controller.status()
-    assert sorted(status["components"]) == ["handler", "health"]
+    assert sorted(status["components"]) == ["handler:neutron_port", "health"]
     code, body = ready_body(controller)
     assert code == 200
     for check in ("k8s-watch", "keystone", "neutron", "handler-synced"):
@@ -86,11 +86,11 @@ def test_handler_killed_mid_creation(controller: Daemon, cloud: Cloud) -> None:
     pod = cloud.api.add_pod("default", "slow", "node-a")
     uid = pod["metadata"]["uid"]
     wait_until(lambda: cloud.neutron.ports_for(uid), 10)
-    handler = controller.worker_pids()["handler"]
+    handler = controller.worker_pids()["handler:neutron_port"]
     os.kill(handler, signal.SIGKILL)     # the handler only, not the master
     cloud.neutron.create_delay = 0.0
     note = wait_until(lambda: cloud.annotation("default", "slow"), 15)
-    assert controller.worker_pids()["handler"] != handler
+    assert controller.worker_pids()["handler:neutron_port"] != handler
     ports = cloud.neutron.ports_for(uid)
     assert [p["id"] for p in ports] == [note["portId"]]
     time.sleep(1.0)
@@ -171,15 +171,15 @@ def test_token_renewed_without_a_request_per_probe(tmp_path: Path, cloud: Cloud)
 
 def test_handler_stale_is_named_and_restarted(controller: Daemon) -> None:
     controller.wait_ready()
-    handler = controller.worker_pids()["handler"]
+    handler = controller.worker_pids()["handler:neutron_port"]
     os.kill(handler, signal.SIGSTOP)     # the supervisor itself kills it
     code, body = wait_until(lambda: (lambda r: r if r[0] != 200 else None)(
         controller.get("/alive?verbose")), 10)
-    assert "[-]handler failed" in body, body
+    assert "[-]handler:neutron_port failed" in body, body
     assert "stale" in body or "heartbeat deadline" in body, body
-    wait_until(lambda: controller.worker_pids()["handler"] != handler, 10)
+    wait_until(lambda: controller.worker_pids()["handler:neutron_port"] != handler, 10)
     controller.wait_ready(15)
-    assert json.loads(controller.get("/status")[1])["components"]["handler"]["restarts"] >= 1
+    assert json.loads(controller.get("/status")[1])["components"]["handler:neutron_port"]["restarts"] >= 1
 
 
 def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
@@ -198,8 +198,8 @@ def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
         second.wait_ready()
         assert second.probe("/alive") == 200
         holder = cloud.api.leases[("kube-system", "kuryr-supervisor-controller")]
-        assert holder["spec"]["holderIdentity"].endswith(
-            f"_{first.worker_pids()['handler']}")
+        # the replica is the candidate: its master's pid, not a handler's
+        assert holder["spec"]["holderIdentity"].endswith(f"_{first.pid}")
         cloud.api.add_pod("default", "one", "node-a")
         wait_until(lambda: cloud.annotation("default", "one"), 10)
         assert len(cloud.neutron.ports) == 1

@@ -1,4 +1,5 @@
-"""The Handler worker vouches for itself only while every handler beats."""
+"""Each Handler worker runs one handler and vouches for it alone: its own
+slot, heartbeat, ready flag and failure count."""
 from __future__ import annotations
 
 import multiprocessing
@@ -7,11 +8,18 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.state import CONTROLLER_COMPONENTS, Component, SharedState
+from kuryr_supervisor.state import (
+    MAX_HANDLERS,
+    Component,
+    SharedState,
+    WorkerKind,
+    controller_components,
+)
 from kuryr_supervisor.workers.handler import HandlerWorker
 
 
@@ -29,40 +37,71 @@ class Beating:
                 beat()
 
 
-def test_one_hung_handler_makes_the_worker_stale() -> None:
+def test_each_handler_has_its_own_slot_heartbeat_and_budget() -> None:
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([], default_config_files=[])
     conf.set_override("heartbeat_interval", 0.1, "supervisor")
     conf.set_override("handlers", ["a", "b"], "controller")
     made: dict[str, Beating] = {}
+    asked: list[list[str]] = []
 
-    def factory(name: str) -> Callable[[HandlerContext], Beating]:
+    def load(names: list[str]) -> list[tuple[str, Callable[[HandlerContext], Beating]]]:
+        asked.append(list(names))
+
         def make(ctx: HandlerContext) -> Beating:
-            made[name] = Beating(ctx)
-            return made[name]
-        return make
+            made[names[0]] = Beating(ctx)
+            return made[names[0]]
+        return [(names[0], make)]
 
     class Worker(HandlerWorker):
-        loader = staticmethod(lambda names: [(n, factory(n)) for n in names])
+        loader = staticmethod(load)
 
     state = SharedState.create(multiprocessing.get_context("fork"),
-                               active=CONTROLLER_COMPONENTS)
-    worker = Worker(0, state, conf, os.getppid())  # type: ignore[arg-type]
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
+                               active=controller_components(["a", "b"]))
+    handler_a, handler_b = state.of_kind(WorkerKind.HANDLER)
+    workers = [Worker(i, state, conf, os.getppid())  # type: ignore[arg-type]
+               for i in (0, 1)]
+    assert [w.component for w in workers] == [handler_a, handler_b]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in workers]
+    for thread in threads:
+        thread.start()
     try:
         time.sleep(0.5)
-        slot = state.component(Component.HANDLER)
-        assert slot.ready and slot.heartbeat_age(state.now()) < 0.2
+        assert sorted(asked) == [["a"], ["b"]]     # each loads its own only
+        for comp in (handler_a, handler_b):
+            slot = state.component(comp)
+            assert slot.ready and slot.heartbeat_age(state.now()) < 0.2
         made["b"].hang.set()
         time.sleep(0.6)
-        assert state.component(Component.HANDLER).heartbeat_age(state.now()) > 0.3
+        assert state.component(handler_b).heartbeat_age(state.now()) > 0.3
+        assert state.component(handler_a).heartbeat_age(state.now()) < 0.2
         made["b"].hang.clear()
         time.sleep(0.3)
-        assert state.component(Component.HANDLER).heartbeat_age(state.now()) < 0.2
+        assert state.component(handler_b).heartbeat_age(state.now()) < 0.2
+
+        assert made["a"].ctx.failed() == 1 and made["a"].ctx.failed() == 2
+        assert made["b"].ctx.failed() == 1
+        made["b"].ctx.succeeded()                   # resets b's count only
+        assert state.handler_failures() == {handler_a: 2, handler_b: 0}
     finally:
-        worker.stopping.set()
-        thread.join(5)
-    assert not thread.is_alive()
-    assert [c.component for c in state.components()] == list(CONTROLLER_COMPONENTS)
+        for worker in workers:
+            worker.stopping.set()
+        for thread in threads:
+            thread.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert [c.component.label for c in state.components()] == [
+        "handler:a", "handler:b", "health"]
+
+
+def test_handler_slots_are_bounded_and_apart_from_the_cni_slots() -> None:
+    comps = controller_components([f"h{i}" for i in range(MAX_HANDLERS)])
+    slots = [c.slot for c in comps]
+    assert len(set(slots)) == len(slots) == MAX_HANDLERS + 1
+    assert not {Component.WATCHER.slot, Component.SERVER.slot} & set(slots)
+    state = SharedState.create(multiprocessing.get_context("fork"), active=comps)
+    for comp in comps:                   # every reserved slot is addressable
+        state.register(comp, 1000 + comp.slot)
+        assert state.component(comp).pid == 1000 + comp.slot
+    with pytest.raises(ValueError, match=f"at most {MAX_HANDLERS}"):
+        controller_components([f"h{i}" for i in range(MAX_HANDLERS + 1)])

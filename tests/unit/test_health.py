@@ -12,7 +12,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.health.checks import default_checks
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.health.monitor import CheckView, HealthMonitor, verdict
-from kuryr_supervisor.state import Component, LiveCause, Reason, SharedState
+from kuryr_supervisor.state import CNI_COMPONENTS, Component, LiveCause, Reason, SharedState
 
 
 class Clock:
@@ -127,8 +127,8 @@ def test_io_checks_run_on_the_timer_only(state: SharedState,
 def test_failure_shows_on_the_next_request(state: SharedState,
                                            conf: cfg.ConfigOpts,
                                            wall: Clock) -> None:
-    for comp in Component:
-        state.register(comp, 100 + comp)
+    for comp in CNI_COMPONENTS:
+        state.register(comp, 100 + comp.slot)
     mon = monitor(state, conf, default_checks(state, conf, 1,
                                               probe=lambda: None), wall)
     mon.tick()

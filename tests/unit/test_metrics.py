@@ -17,7 +17,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.health.checks import default_checks
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor
-from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.state import CNI_COMPONENTS, Component, Reason, SharedState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -55,7 +55,7 @@ def build() -> tuple[SharedState, HealthMonitor, MetricsExporter, Clock]:
 
 def test_figures_are_read_at_scrape_time() -> None:
     state, monitor, exporter, clock = build()
-    for comp in Component:
+    for comp in CNI_COMPONENTS:
         state.register(comp, 2001)
         state.set_ready(comp, True)
     monitor.tick()

@@ -17,7 +17,7 @@ from kuryr_supervisor.health.checks import default_checks
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.health.probes import ProbeApp, iso
-from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.state import CNI_COMPONENTS, Component, Reason, SharedState
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -54,7 +54,7 @@ class Env:
         self.client = Client(self.app)
 
     def healthy(self) -> Env:
-        for comp in Component:
+        for comp in CNI_COMPONENTS:
             self.state.register(comp, 2001)
             self.state.set_ready(comp, True)
         self.monitor.tick()
@@ -232,10 +232,10 @@ def test_startup_agrees_with_ready_before_the_next_publish() -> None:
     env = Env().healthy()
     assert env.state.ever_ready()
     fresh = Env()
-    for comp in Component:
+    for comp in CNI_COMPONENTS:
         fresh.state.register(comp, 2001)
     fresh.monitor.tick()                # published: not ready (not synced)
-    for comp in Component:
+    for comp in CNI_COMPONENTS:
         fresh.state.set_ready(comp, True)
     assert not fresh.state.ever_ready()  # no publish since
     assert fresh.get("/ready")[0] == 200

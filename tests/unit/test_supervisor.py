@@ -14,7 +14,15 @@ from kuryr_supervisor.master.supervisor import (
     classify_death,
     inspect,
 )
-from kuryr_supervisor.state import Component, LiveCause, Overall, Reason, SharedState
+from kuryr_supervisor.state import (
+    CNI_COMPONENTS,
+    Component,
+    LiveCause,
+    Overall,
+    Reason,
+    SharedState,
+    WorkerKind,
+)
 
 
 class Clock:
@@ -28,7 +36,7 @@ class Clock:
 def limits(**kw: object) -> Limits:
     base: dict[str, object] = dict(
         policy="restart", max_restarts=2, restart_window=60.0, backoff_max=2.0,
-        deadlines={c: 5.0 for c in Component}, max_worker_memory=0,
+        deadlines={k: 5.0 for k in WorkerKind}, max_worker_memory=0,
         checker_deadline=10.0)
     base.update(kw)
     return Limits(**base)  # type: ignore[arg-type]
@@ -42,7 +50,7 @@ def clock() -> Clock:
 @pytest.fixture
 def state(clock: Clock) -> SharedState:
     st = SharedState.create(multiprocessing.get_context("fork"), clock=clock)
-    for pid, comp in enumerate(Component, start=100):
+    for pid, comp in enumerate(CNI_COMPONENTS, start=100):
         st.register(comp, pid)
     return st
 
@@ -88,7 +96,7 @@ def test_health_manager_is_never_recycled_for_memory(state: SharedState,
                                                      clock: Clock) -> None:
     """A max_worker_memory below the HealthManager's size would restart it
     for ever and leave /status silent; it is exempt."""
-    for comp in Component:
+    for comp in CNI_COMPONENTS:
         state.set_memory(comp, 300 * MIB)
     actions = inspect(state.components(), LIVE, False,
                       limits(max_worker_memory=10 * MIB), clock.now)
@@ -124,7 +132,7 @@ def test_exit_policy_exits_per_cause(state: SharedState, clock: Clock,
 def test_exit_policy_ignores_an_old_verdict(state: SharedState, clock: Clock) -> None:
     verdict = Overall(live=False, ready=False, cause=LiveCause.MEMORY,
                       checked_at=clock.now - 30, summary="old")
-    for comp in Component:
+    for comp in CNI_COMPONENTS:
         state.heartbeat(comp)
     assert inspect(state.components(), verdict, False, limits(policy="exit"),
                    clock.now) == []

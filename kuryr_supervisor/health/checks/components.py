@@ -1,7 +1,8 @@
 """Checks on the workers' slots: alive and heartbeating, and their ready flags.
 
-Liveness ``watcher``, ``server``, ``health``: the component is alive and its
-heartbeat is younger than ``[supervisor] <component>_deadline``. A dead or
+Liveness ``watcher``, ``server``, ``health`` (controller role: one
+``handler:<name>`` per handler process): the component is alive and its
+heartbeat is younger than ``[supervisor] <kind>_deadline``. A dead or
 stale worker is named with the reason, e.g. ``server stale: no heartbeat for
 3.2s (pid 123)`` or ``watcher dead: killed by SIGKILL, restarting``.
 
@@ -64,7 +65,7 @@ def component_state(status: ComponentStatus, deadline: float,
 
 
 def deadline_of(conf: cfg.ConfigOpts, component: Component) -> float:
-    return float(getattr(conf.supervisor, f"{component.label}_deadline"))
+    return float(getattr(conf.supervisor, f"{component.kind.value}_deadline"))
 
 
 class ComponentAliveCheck(Check):

@@ -1,11 +1,18 @@
 """The controller role's checks (``--role controller``).
 
-Liveness: each worker alive and heartbeating (``handler``, ``health``), the
-handlers' failure budget (``handler-failures``: ``[controller]
-handler_failures_count`` consecutive failed steps), daemon memory and the
-restart budget. Readiness: the handlers caught up (``handler-synced``), not
-draining, and the dependencies (:mod:`.openstack`): ``k8s-watch``,
-``keystone``, ``neutron``.
+Liveness: each worker alive and heartbeating (one ``handler:<name>`` per
+handler process, and ``health``), the handlers' failure budget
+(``handler-failures``), daemon memory and the restart budget. Readiness: the
+handlers caught up (``handler-synced``), not draining, and the dependencies
+(:mod:`.openstack`): ``k8s-watch``, ``keystone``, ``neutron``.
+
+Liveness is per handler (a dead or stale handler is named, and only its
+process is restarted); the failure budget and readiness are one check each
+over all handlers, naming the ones at fault: each handler's consecutive
+failures are its own (one handler's success never resets another's count)
+and any handler reaching ``[controller] handler_failures_count`` fails
+liveness; the controller is ready when every handler has caught up, since a
+pod needs every handler's work.
 """
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from collections.abc import Iterable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.health.checks.base import Check
+from kuryr_supervisor.health.checks.base import Check, Kind, Result
 from kuryr_supervisor.health.checks.budgets import (
     DrainingCheck,
     FailureBudgetCheck,
@@ -21,23 +28,57 @@ from kuryr_supervisor.health.checks.budgets import (
 )
 from kuryr_supervisor.health.checks.components import (
     ComponentAliveCheck,
-    ComponentReadyCheck,
+    down_reason,
 )
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
 from kuryr_supervisor.health.checks.openstack import K8sWatchCheck, openstack_checks
-from kuryr_supervisor.state import Component, LiveCause, SharedState
+from kuryr_supervisor.state import LiveCause, SharedState, WorkerKind
 
 
 class HandlerFailuresCheck(FailureBudgetCheck):
+    """The failure budget, held against each handler's own count."""
+
     name = "handler-failures"
     cause = LiveCause.HANDLER_FAILURES
     what = "handler failures"
 
     def count(self) -> int:
-        return self.state.handler_failures()
+        return max(self.state.handler_failures().values(), default=0)
 
     def limit(self) -> int:
         return int(self.conf.controller.handler_failures_count)
+
+    def run(self, now: float) -> Result:
+        result = super().run(now)
+        if result.ok:
+            return result
+        limit = self.limit()
+        over = ", ".join(f"{c.handler} {n}" for c, n in
+                         self.state.handler_failures().items() if n >= limit)
+        return Result.failed(f"{result.message}: {over}", result.value)
+
+
+class HandlersSyncedCheck(Check):
+    """Readiness: every handler process runs and has caught up."""
+
+    name = "handler-synced"
+    kind = Kind.READINESS
+
+    def __init__(self, state: SharedState) -> None:
+        self.state = state
+
+    def run(self, now: float) -> Result:
+        waiting = []
+        for comp in self.state.of_kind(WorkerKind.HANDLER):
+            status = self.state.component(comp)
+            if not status.alive:
+                waiting.append(f"{comp.handler} not running: "
+                               f"{down_reason(status)}")
+            elif not status.ready:
+                waiting.append(f"{comp.handler} has not caught up yet")
+        if waiting:
+            return Result.failed("; ".join(waiting))
+        return Result.passed()
 
 
 def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
@@ -51,8 +92,7 @@ def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
         MemoryCheck(conf, DaemonMemory(master_pid, proc_root=proc_root,
                                        cgroup_root=cgroup_root)),
         RestartBudgetCheck(state, conf),
-        ComponentReadyCheck(state, Component.HANDLER, "handler-synced",
-                            "handlers have not caught up yet"),
+        HandlersSyncedCheck(state),
         DrainingCheck(state),
         *extra,
     ]

@@ -1,0 +1,127 @@
+"""The controller role's checks over per-handler slots, on a real
+SharedState: liveness per handler, budget and readiness over all of them."""
+from __future__ import annotations
+
+import multiprocessing
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.health.checks.controller import (
+    HandlerFailuresCheck,
+    HandlersSyncedCheck,
+    controller_checks,
+)
+from kuryr_supervisor.master.supervisor import Limits, Verb, inspect
+from kuryr_supervisor.state import (
+    Component,
+    LiveCause,
+    Overall,
+    Reason,
+    SharedState,
+    WorkerKind,
+    controller_components,
+)
+
+
+@pytest.fixture
+def conf() -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("handler_failures_count", 3, "controller")
+    return conf
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def state(clock: Clock) -> SharedState:
+    st = SharedState.create(multiprocessing.get_context("fork"), clock=clock,
+                            active=controller_components(["ports", "extra"]))
+    for pid, comp in enumerate(st.active, start=500):
+        st.register(comp, pid)
+    return st
+
+
+def handlers(state: SharedState) -> tuple[Component, ...]:
+    return state.of_kind(WorkerKind.HANDLER)
+
+
+def test_each_handler_has_a_liveness_check_named_after_it(
+        state: SharedState, conf: cfg.ConfigOpts) -> None:
+    checks = {c.name: c for c in controller_checks(state, conf, 1)}
+    assert {"handler:ports", "handler:extra", "health", "handler-failures",
+            "handler-synced"} <= set(checks)
+    ports, extra = handlers(state)
+    state.mark_down(extra, Reason.KILLED, -9)
+    now = state.now()
+    assert checks["handler:ports"].run(now).ok
+    result = checks["handler:extra"].run(now)
+    assert not result.ok
+    assert result.message == ("handler:extra dead: killed by SIGKILL, "
+                              "restarting")
+
+
+def test_failure_budget_is_each_handlers_own(state: SharedState,
+                                              conf: cfg.ConfigOpts) -> None:
+    check = HandlerFailuresCheck(state, conf)
+    assert check.cause is LiveCause.HANDLER_FAILURES
+    ports, extra = handlers(state)
+    for _ in range(2):
+        state.record_handler_failure(ports)
+        state.record_handler_failure(extra)
+    assert check.run(0.0).ok               # 2 and 2: neither reached 3
+    state.record_handler_failure(extra)
+    state.record_handler_success(ports)    # resets ports only
+    result = check.run(0.0)
+    assert not result.ok and result.value == 3
+    assert result.message == ("3 consecutive handler failures (limit 3): "
+                              "extra 3")
+    assert state.handler_failures() == {ports: 0, extra: 3}
+
+
+def test_synced_waits_for_every_handler_and_names_them(
+        state: SharedState) -> None:
+    check = HandlersSyncedCheck(state)
+    ports, extra = handlers(state)
+    result = check.run(0.0)
+    assert not result.ok
+    assert result.message == ("ports has not caught up yet; extra has not "
+                              "caught up yet")
+    state.set_ready(ports, True)
+    state.set_ready(extra, True)
+    assert check.run(0.0).ok
+    state.mark_down(extra, Reason.STALE)
+    assert check.run(0.0).message == ("extra not running: killed after "
+                                      "missing its heartbeat deadline")
+
+
+def test_supervisor_kills_the_stale_handler_alone(
+        state: SharedState, conf: cfg.ConfigOpts, clock: Clock) -> None:
+    conf.set_override("handler_deadline", 1.0, "supervisor")
+    conf.set_override("health_deadline", 60.0, "supervisor")
+    ports, extra = handlers(state)
+    clock.now += 5.0
+    now = clock.now
+    state.heartbeat(ports)                      # extra's last beat: 5 s ago
+    live = Overall(live=True, ready=True, cause=LiveCause.NONE,
+                   checked_at=now, summary="")
+    actions = inspect(state.components(), live, False,
+                      Limits.from_conf(conf), now)
+    assert [(a.verb, a.component, a.pid) for a in actions] == [
+        (Verb.KILL_STALE, extra, 501)]
+    assert actions[0].why.startswith("handler:extra stale: no heartbeat for "
+                                     "5.0s (deadline 1s")
