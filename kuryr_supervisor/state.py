@@ -159,7 +159,7 @@ _M_IPAM_USED = _M_IPAM_SIZE + 1
 _M_RELISTS = _M_IPAM_USED + 1
 _M_WATCH_ERRORS = _M_RELISTS + 1
 _M_RESTARTS = _M_WATCH_ERRORS + len(WATCH_ERRORS)
-_METRICS_SIZE = _M_RESTARTS + len(Component) * len(RESTART_CAUSES)
+_METRICS_SIZE = _M_RESTARTS + _SLOTS * len(RESTART_CAUSES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -438,12 +438,13 @@ class SharedState:
     def record_restart_cause(self, comp: Component, reason: Reason) -> None:
         """Why the master restarted ``comp`` (written by the master)."""
         cause = reason if reason in RESTART_CAUSES else Reason.EXITED
-        i = comp * len(RESTART_CAUSES) + RESTART_CAUSES.index(cause)
+        i = comp.slot * len(RESTART_CAUSES) + RESTART_CAUSES.index(cause)
         with self._local:
             self._metrics[_M_RESTARTS + i] += 1
 
     def restarts_by_cause(self) -> dict[tuple[Component, Reason], int]:
+        """Restarts of this role's workers, by cause."""
         return {(comp, cause): int(self._metrics[
-                    _M_RESTARTS + comp * len(RESTART_CAUSES) + j])
-                for comp in Component
+                    _M_RESTARTS + comp.slot * len(RESTART_CAUSES) + j])
+                for comp in self.active
                 for j, cause in enumerate(RESTART_CAUSES)}
