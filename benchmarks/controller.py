@@ -21,6 +21,7 @@ import dataclasses
 import random
 import time
 
+from benchmarks import plugins
 from benchmarks.context import Context, Outcome
 from benchmarks.plugins import Plugin, pods
 from benchmarks.stats import Figure, summarize
@@ -33,7 +34,7 @@ def _with_pod(plugin: Plugin, pod: dict) -> Plugin:  # type: ignore[type-arg]
     meta = pod["metadata"]
     args = (f"K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
             f"K8S_POD_UID={meta['uid']}")
-    return dataclasses.replace(plugin, env={**plugin.env, "CNI_ARGS": args})
+    return dataclasses.replace(plugin, args=args)
 
 
 def run(ctx: Context) -> Outcome:
@@ -58,10 +59,8 @@ def _measure(ctx: Context, cloud, count: int) -> Outcome:  # type: ignore[no-unt
         "neutron": cloud.keystone.conf_overrides()})
     cni = ctx.ws.daemon({"kubernetes": kube,
                          "cni_daemon": {"address_source": "annotation"}})
-    embedded, _ = ctx.plugins()
-    cni_plugin = dataclasses.replace(
-        embedded, netconf={**embedded.netconf,
-                           "daemon_socket": f"unix://{cni.socket_path}"})
+    embedded = ctx.shims()[0]           # the compiled shim, through cnitool
+    cni_plugin = plugins.kuryr(ctx.ws, cni, "go", tag="-annotation")
     for_pods = pods(ctx.ws.netns(count), "ctl")
     for_ipam = pods(ctx.ws.netns(count), "ipam")
     bound: list[float] = []

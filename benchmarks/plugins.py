@@ -51,6 +51,8 @@ class Plugin:
     netconf_dir: Path
     cni_path: str
     cache_dir: Path
+    args: str = ""              # CNI_ARGS ("K=V;K=V"), e.g. the pod's names
+
 
     def call(self, command: str, container_id: str, netns: str,
              ifname: str = "eth0") -> float:
@@ -58,6 +60,8 @@ class Plugin:
         env = {"PATH": HOST_PATH, "NETCONFPATH": str(self.netconf_dir),
                "CNI_PATH": self.cni_path, "CNI_IFNAME": ifname,
                "CNI_CONTAINERID": container_id, "CNI_CACHE_DIR": str(self.cache_dir)}
+        if self.args:
+            env["CNI_ARGS"] = self.args
         argv = [str(self.cnitool), COMMANDS[command], self.network, netns]
         start = time.perf_counter()
         done = subprocess.run(argv, env=env, text=True, capture_output=True,
@@ -82,9 +86,10 @@ def cnitool(ws: Workspace) -> Path:
     return path
 
 
-def kuryr(ws: Workspace, daemon: BenchDaemon, kind: str) -> Plugin:
-    """kuryr-cni of ``kind`` ("go" or "python") against ``daemon``."""
-    bindir = ws.tmp / f"bin-{kind}"
+def kuryr(ws: Workspace, daemon: BenchDaemon, kind: str, tag: str = "") -> Plugin:
+    """kuryr-cni of ``kind`` ("go" or "python") against ``daemon``; ``tag``
+    keeps a second daemon's conflist and plugin directory apart."""
+    bindir = ws.tmp / f"bin-{kind}{tag}"
     bindir.mkdir(exist_ok=True)
     shim = bindir / "kuryr-cni"
     if kind == "go":
@@ -96,9 +101,9 @@ def kuryr(ws: Workspace, daemon: BenchDaemon, kind: str) -> Plugin:
         shutil.copyfile(source, shim)
     shim.chmod(0o755)
     conflist = json.loads(SHIPPED_CONFLIST.read_text())
-    conflist["name"] = f"bench-{kind}"
+    conflist["name"] = f"bench-{kind}{tag}"
     conflist["plugins"][0]["daemon_socket"] = f"unix://{daemon.socket_path}"
-    netconf_dir = ws.tmp / f"net.d-{kind}"
+    netconf_dir = ws.tmp / f"net.d-{kind}{tag}"
     _write_conflist(netconf_dir, conflist)
     return Plugin(f"kuryr-cni ({kind})", cnitool(ws), conflist["name"], netconf_dir,
                   str(bindir), ws.tmp / "cni-cache")

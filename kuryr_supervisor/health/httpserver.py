@@ -179,6 +179,10 @@ class BoundedHTTPServer:
                 LOG.warning("probe server cannot accept: %s", exc)
                 self._evict(sel)
                 return
+            if self.connections >= self.limits.max_connections:
+                # Answers written during this batch still count as busy
+                # until taken back: take them back before shedding anyone.
+                self._take_back(sel)
             if self.connections >= self.limits.max_connections \
                     and not self._evict(sel):
                 sock.close()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import http.client
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -141,6 +143,58 @@ def test_connections_and_threads_stay_bounded(
     finally:
         for s in socks:
             s.close()
+
+
+_HAMMER = """
+import socket, sys, threading, time
+port, seconds = int(sys.argv[1]), float(sys.argv[2])
+request = b"GET /x HTTP/1.1\\r\\nHost: t\\r\\nConnection: close\\r\\n\\r\\n"
+errors, done = [], [0]
+def client():
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(request)
+                answer = b""
+                # Like the kubelet: done at Content-Length, never waits for
+                # the server's FIN, so it reconnects before the server has
+                # taken the answered connection back.
+                while data := s.recv(4096):
+                    answer += data
+                    head, _, body = answer.partition(b"\\r\\n\\r\\n")
+                    length = [int(v) for k, _, v in (
+                        line.partition(b":") for line in head.split(b"\\r\\n"))
+                        if k.strip().lower() == b"content-length"]
+                    if _ and length and len(body) >= length[0]:
+                        break
+            if not answer.startswith(b"HTTP/1.1 200"):
+                errors.append(repr(answer[:40]))
+        except OSError as exc:
+            errors.append(repr(exc))
+        done[0] += 1
+threads = [threading.Thread(target=client) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(done[0], len(errors), errors[:3])
+"""
+
+
+def test_honest_clients_far_below_the_limit_are_never_shed() -> None:
+    """Eight clients that connect, ask once and close, as fast as they can
+    (from another process, as a kubelet would), never hold more than eight
+    connections: none may be refused or evicted, even while answers written
+    during one accept batch wait for the selector to take them back."""
+    srv = serve(echo, "127.0.0.1", 0, Limits(max_connections=16, threads=4))
+    try:
+        done = subprocess.run([sys.executable, "-c", _HAMMER, str(srv.port), "2"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        srv.close()
+    count, failed, sample = done.stdout.split(" ", 2)
+    assert int(count) > 100, done.stdout + done.stderr
+    assert failed == "0", done.stdout
+    assert not srv.stats["refused"] and not srv.stats["evicted"], srv.stats
 
 
 @pytest.mark.parametrize("raw", [
