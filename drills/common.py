@@ -69,6 +69,16 @@ class Report:
         return "\n".join(lines)
 
 
+def eventually(predicate: Any, timeout: float) -> bool:
+    """Whether ``predicate`` came true within ``timeout`` (polled every 20 ms):
+    a drill records a miss as a figure instead of failing on the spot."""
+    try:
+        wait_until(predicate, timeout, interval=0.02)
+        return True
+    except TimeoutError:
+        return False
+
+
 def percentile(values: list[float], pct: float) -> float:
     if not values:
         return 0.0

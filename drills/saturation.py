@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from drills.common import Report, Workspace, percentile, stop, wait_ready
-from tests.fixtures.daemon import Daemon, wait_until
+from drills.common import Report, Workspace, eventually, percentile, stop, wait_ready
+from tests.fixtures.daemon import Daemon
 
 CAPACITY = 4
 P99_LIMIT = 0.050
@@ -93,7 +93,7 @@ def saturate_once(ws: Workspace, daemon: Daemon, prober: Prober, hold: float,
     clients = SlowClients(str(daemon.socket_path), CAPACITY)
     start = time.monotonic()
     try:
-        seen = _wait(lambda: daemon.probe("/ready") == 503, 5)
+        seen = eventually(lambda: daemon.probe("/ready") == 503, 5)
         report.check(seen, "/ready did not fail with every slot taken")
         figures["detected s"].append(time.monotonic() - start)
         prober.phase = "saturated"
@@ -114,19 +114,11 @@ def saturate_once(ws: Workspace, daemon: Daemon, prober: Prober, hold: float,
         prober.phase = "releasing"
         clients.release()
     released = time.monotonic()
-    report.check(_wait(lambda: daemon.probe("/ready") == 200, 10),
+    report.check(eventually(lambda: daemon.probe("/ready") == 200, 10),
                  "/ready did not recover after the clients left")
     figures["recovered s"].append(time.monotonic() - released)
     prober.phase = "recovered"
     ws.shim("DEL", ws.netconf(daemon), container_id="ksvxsat", netns=netns)
-
-
-def _wait(predicate: Any, timeout: float) -> bool:
-    try:
-        wait_until(predicate, timeout, interval=0.02)
-        return True
-    except TimeoutError:
-        return False
 
 
 def run(short: bool = False, seed: int = 0) -> Report:

@@ -22,10 +22,9 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
 
-from drills.common import Report, Workspace, percentile, stop, wait_ready
-from tests.fixtures.daemon import Daemon, wait_until
+from drills.common import Report, Workspace, eventually, percentile, stop, wait_ready
+from tests.fixtures.daemon import Daemon
 
 
 def connectable(path: str) -> bool:
@@ -59,14 +58,6 @@ def refused_at_start(ws: Workspace, report: Report) -> None:
             time.monotonic() - start, 2)
 
 
-def _wait(predicate: Any, timeout: float) -> bool:
-    try:
-        wait_until(predicate, timeout, interval=0.02)
-        return True
-    except TimeoutError:
-        return False
-
-
 def run(short: bool = False, seed: int = 0) -> Report:
     del seed
     rounds = 3 if short else 30
@@ -83,7 +74,7 @@ def run(short: bool = False, seed: int = 0) -> Report:
         for i in range(rounds):
             os.unlink(path)
             start = time.monotonic()
-            if not report.check(_wait(lambda: connectable(path), 10),
+            if not report.check(eventually(lambda: connectable(path), 10),
                                 f"round {i}: socket not bound again"):
                 break
             back.append(time.monotonic() - start)
@@ -96,7 +87,7 @@ def run(short: bool = False, seed: int = 0) -> Report:
         with open(path, "w") as f:
             f.write("not a socket\n")
         start = time.monotonic()
-        failed = _wait(lambda: daemon.probe("/ready") == 503, 10)
+        failed = eventually(lambda: daemon.probe("/ready") == 503, 10)
         noticed = time.monotonic() - start
         code, body = daemon.get("/ready?verbose")
         report.check(failed and "[-]cni-environment" in body and path in body,
@@ -105,7 +96,7 @@ def run(short: bool = False, seed: int = 0) -> Report:
                      "/alive failed while the socket was replaced")
         os.unlink(path)
         start = time.monotonic()
-        report.check(_wait(lambda: daemon.probe("/ready") == 200
+        report.check(eventually(lambda: daemon.probe("/ready") == 200
                            and connectable(path), 10),
                      "/ready did not recover once the file was removed")
         recovered = time.monotonic() - start
