@@ -1,12 +1,11 @@
-"""The Kubernetes API adapter: the only module that imports ``kubernetes``.
+"""The Kubernetes API adapter: with :mod:`.config`, the only importer of ``kubernetes``.
 
 The client library is imported when a client is first built, never at
 import time: in standalone mode the daemon does not pay its ~30 MiB and
 ~0.2 s of start-up.
 
-The client library provides configuration (in-cluster service account,
-kubeconfig, or Kuryr's api_root/token_file options), authentication and
-the HTTP transport; requests are made on raw paths and answers decoded as
+The client library provides authentication and the HTTP transport (its
+configuration is :mod:`.config`'s, re-exported here for callers); requests are made on raw paths and answers decoded as
 plain JSON into the few fields the daemon uses, so a list of hundreds of
 pods never becomes hundreds of model objects.
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -28,6 +26,12 @@ from urllib.parse import quote
 import urllib3
 from oslo_config import cfg
 
+from kuryr_supervisor.kubernetes.config import (  # noqa: F401 - re-exported
+    is_configured,
+    make_configuration,
+    node_name,
+    preload,
+)
 from kuryr_supervisor.kubernetes.registry import Pod
 from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
     K8sError,
@@ -46,79 +50,11 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-_SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-def preload() -> None:
-    """Import the client library now. The master calls this before forking
-    in Kubernetes mode, so the workers that build clients (Watcher, Server,
-    HealthManager) share its pages instead of importing ~30 MiB each."""
-    import kubernetes.client  # noqa: F401
-    import kubernetes.config  # noqa: F401
-
-
 def _api_exception() -> type[client.ApiException]:
     from kubernetes.client import ApiException
     return ApiException
 
 
-# -- configuration -------------------------------------------------------------
-def is_configured(conf: cfg.ConfigOpts,
-                  environ: Mapping[str, str] = os.environ) -> bool:
-    """False means standalone mode: no Kubernetes API to talk to."""
-    k = conf.kubernetes
-    return bool(k.api_root or k.kubeconfig
-                or environ.get("KUBERNETES_SERVICE_HOST"))
-
-
-def node_name(conf: cfg.ConfigOpts,
-              environ: Mapping[str, str] = os.environ) -> str:
-    return (conf.kubernetes.node_name or environ.get("KURYR_NODE_NAME")
-            or environ.get("NODE_NAME") or socket.gethostname())
-
-
-def _token_hook(path: str) -> Any:
-    """Re-read a (possibly rotated, bound) token file on each request."""
-    def refresh(configuration: client.Configuration) -> None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                configuration.api_key["authorization"] = f.read().strip()
-        except OSError:
-            LOG.warning("cannot read token file %s", path, exc_info=True)
-    return refresh
-
-
-def make_configuration(conf: cfg.ConfigOpts,
-                       environ: Mapping[str, str] = os.environ
-                       ) -> client.Configuration:
-    """api_root (Kuryr's options) > kubeconfig > in-cluster service account."""
-    k = conf.kubernetes
-    from kubernetes import client, config  # standalone never pays for it
-    configuration = client.Configuration()
-    try:
-        if k.api_root:
-            configuration.host = k.api_root.rstrip("/")
-            configuration.verify_ssl = bool(k.ssl_verify_server_crt)
-            if k.ssl_ca_crt_file:
-                configuration.ssl_ca_cert = k.ssl_ca_crt_file
-            if k.token_file:
-                configuration.api_key_prefix["authorization"] = "Bearer"
-                refresh = _token_hook(k.token_file)
-                refresh(configuration)      # the client sends only known keys
-                configuration.refresh_api_key_hook = refresh
-        elif k.kubeconfig:
-            config.load_kube_config(config_file=k.kubeconfig,
-                                    client_configuration=configuration,
-                                    persist_config=False)
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError) as exc:
-        raise K8sPermanent(f"Kubernetes client configuration: {exc}") from exc
-    configuration.retries = False       # the callers own retries and backoff
-    return configuration
-
-
-# -- the client ------------------------------------------------------------------
 class K8sClient:
     """The calls the daemon makes, on this node's pods and Node object."""
 
