@@ -40,7 +40,7 @@ def test_tree_keeps_the_layers(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("module, upward", [
-    ("state.py", "from kuryr_supervisor.master import manager"),
+    ("state/shared.py", "from kuryr_supervisor.master import manager"),
     ("cni/service.py", "from kuryr_supervisor.workers import server"),
     ("health/monitor.py", "from kuryr_supervisor.workers import health"),
     ("cni/api.py", "from kuryr_supervisor.kubernetes import client"),

@@ -1,0 +1,44 @@
+"""Health state shared by the master and its workers.
+
+Every primitive is created once, by :meth:`SharedState.create`, from the one
+``fork`` multiprocessing context the master uses; workers inherit it across
+``fork`` and use it only through the named methods below.
+
+Invariant: every field has exactly one writing process (a worker writes its own
+slot, each handler process its own failure count included, and the globals it
+owns; the master writes death, restart and budget
+fields; the HealthManager writes the overall verdict and memory figures).
+Fields are aligned 8-byte doubles in a raw shared array, so a single store is
+atomic and no cross-process lock exists that a SIGKILLed holder could leave
+taken. Read-modify-write within one process is guarded by a thread lock.
+
+Parts: :mod:`.components` (workers and their slots), :mod:`.verdict` (live
+causes, faults, the overall verdict), :mod:`.counters` (the metric block) and
+:mod:`.shared` (:class:`SharedState` itself).
+"""
+from kuryr_supervisor.state.components import (
+    CNI_COMPONENTS,
+    MAX_HANDLERS,
+    Component,
+    ComponentStatus,
+    Reason,
+    WorkerKind,
+    controller_components,
+)
+from kuryr_supervisor.state.counters import (
+    CNI_CODES,
+    CNI_COMMANDS,
+    LATENCY_BUCKETS,
+    RESTART_CAUSES,
+    TIMED_COMMANDS,
+    WATCH_ERRORS,
+)
+from kuryr_supervisor.state.shared import Clock, SharedState
+from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
+
+__all__ = [
+    "CNI_CODES", "CNI_COMMANDS", "CNI_COMPONENTS", "Clock", "Component",
+    "ComponentStatus", "Fault", "LATENCY_BUCKETS", "LiveCause", "MAX_HANDLERS",
+    "Overall", "RESTART_CAUSES", "Reason", "SharedState", "TIMED_COMMANDS",
+    "WATCH_ERRORS", "WorkerKind", "controller_components",
+]

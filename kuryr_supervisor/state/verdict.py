@@ -1,0 +1,49 @@
+"""What the HealthManager concludes: why the daemon is not live, which
+persistent faults it has, and the overall verdict it publishes."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class LiveCause(enum.IntEnum):
+    """The first failing liveness cause, published by the HealthManager.
+
+    The master reads it to apply ``worker_death_policy = exit``; each cause has
+    its own documented exit status (see :mod:`kuryr_supervisor.exitcodes`).
+    """
+
+    NONE = 0
+    RESTART_BUDGET = 1
+    CNI_FAILURES = 2
+    MEMORY = 3
+    NETLINK = 4
+    CHECKER_STALE = 5
+    COMPONENT = 6    # a worker dead or stale: the supervisor restarts it
+    HANDLER_FAILURES = 7   # controller: consecutive handler failures
+
+
+class Fault(enum.IntFlag):
+    """Persistent environment faults the Server found (a bit set each).
+
+    Restarting cannot fix them, so they fail readiness naming the cause and
+    never count against the CNI ADD failure budget.
+    """
+
+    NONE = 0
+    SOCKET = 1          # the CNI socket file was deleted or replaced
+    IPAM_STORE = 2      # the allocation store is corrupt or unreadable
+    BRIDGE_KIND = 4     # the configured bridge name is another kind of link
+    NET_ADMIN = 8       # netlink refused for lack of CAP_NET_ADMIN
+    DISK_FULL = 16      # the state directory's file system is full or read-only
+
+
+@dataclasses.dataclass(frozen=True)
+class Overall:
+    """The HealthManager's last verdict, as published for the master."""
+
+    live: bool
+    ready: bool
+    cause: LiveCause
+    checked_at: float     # monotonic; 0 when no verdict yet
+    summary: str
