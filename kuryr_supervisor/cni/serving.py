@@ -18,22 +18,26 @@ terms) and the loop keeps calling ``on_poll`` so the worker keeps
 heartbeating while saturated. Every change of the in-flight count is
 published with ``state.set_server_load``.
 
-Invariants: the socket comes from :mod:`kuryr_supervisor.cni.sockets`
-(root-only Unix socket, stale file replaced); protocol-level errors are
-answered in JSON like everything else; draining removes the socket file
-only if it is still ours; a socket file deleted or replaced under the
-running server is noticed within :data:`SOCKET_WATCH_INTERVAL` (plus one
-poll), published as ``Fault.SOCKET`` (readiness ``cni-environment``) and
-bound again (:meth:`CNIServer.watch_socket`).
+Invariants: the Server never binds and never unlinks. The listening socket
+is the master's (:mod:`kuryr_supervisor.master.listeners`), inherited
+across the fork, so a Server that dies leaves new connections waiting in
+the kernel's backlog for its successor. Protocol-level errors are answered
+in JSON like everything else. A socket file deleted or replaced under the
+running daemon is noticed by the master, which re-creates it and hands it
+over (:class:`~kuryr_supervisor.cni.sockets.Handoff`); the Server, the
+writer of the fault bits, publishes ``Fault.SOCKET`` (readiness
+``cni-environment``) while the master says the path is lost, swaps the new
+socket in under its accept loop (``dup2`` onto the listening descriptor, so
+the loop's poll keeps waiting on the same number) and clears the fault
+(:meth:`CNIServer.take_notices`).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import socket
 import threading
-import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -42,29 +46,10 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.sockets import (
-    AddressInUse,
-    UntrustedPath,
-    bind_tcp,
-    bind_unix,
-    parse_address,
-)
+from kuryr_supervisor.cni.sockets import Handoff
 from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
-
-
-#: Seconds between checks that the socket file at the path is still ours.
-SOCKET_WATCH_INTERVAL = 1.0
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    """(device, inode) of the file at ``path``; None when there is none."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 class _Handler(WSGIRequestHandler):
@@ -112,37 +97,33 @@ class CNIServer(BaseWSGIServer):
     multithread = True
     daemon_threads = True
 
-    def __init__(self, address: str, app: Any, *, max_concurrency: int = 64,
-                 request_timeout: float = 30.0, state: SharedState | None = None,
-                 on_poll: Callable[[], None] | None = None) -> None:
-        path, port = parse_address(address)
-        if port < 0:
-            sock, host, port = bind_unix(path), f"unix://{path}", 0
+    def __init__(self, sock: socket.socket, app: Any, *,
+                 max_concurrency: int = 64, request_timeout: float = 30.0,
+                 state: SharedState | None = None,
+                 on_poll: Callable[[], None] | None = None,
+                 handoff: Handoff | None = None) -> None:
+        """Serve ``app`` on the listening socket ``sock`` (a duplicate is
+        kept; the caller may close its own). ``handoff`` brings a re-created
+        Unix socket from the master."""
+        name = sock.getsockname()
+        if sock.family == socket.AF_UNIX:
+            host, port = f"unix://{name}", 0
         else:
-            sock, host = bind_tcp(path, port), path
-        self.unix_path = path if host.startswith("unix://") else None
-        self._inode = _identity(path) if self.unix_path else None
-        self._next_watch = 0.0
-        self._lost_logged = False
-        self.address = address
+            host, port = name[0], name[1]
+        self.address = host if port == 0 else f"{host}:{port}"
         self.capacity = max_concurrency
         self.request_timeout = request_timeout
         self._state = state
         self._on_poll = on_poll
+        self._handoff = handoff
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._inflight = 0
         self._idle = threading.Condition()
         self._stopping = threading.Event()
         self._serving = False
         self._run_lock = threading.Lock()
-        try:
-            super().__init__(host, port, app, handler=_Handler,
-                             fd=sock.fileno())
-        finally:
-            sock.close()          # werkzeug keeps its own duplicate
+        super().__init__(host, port, app, handler=_Handler, fd=sock.fileno())
         self._publish()
-        if self.unix_path:
-            self._set_fault(False)    # freshly bound: ours again
 
     # -- accept loop ------------------------------------------------------
     def serve_forever(self, poll_interval: float = 0.5) -> None:
@@ -155,44 +136,39 @@ class CNIServer(BaseWSGIServer):
     def service_actions(self) -> None:
         if self._on_poll is not None:
             self._on_poll()
-        if self.unix_path and time.monotonic() >= self._next_watch:
-            self._next_watch = time.monotonic() + SOCKET_WATCH_INTERVAL
-            self.watch_socket()
+        if self._handoff is not None and not self._stopping.is_set():
+            self.take_notices()
 
     # -- the socket file -----------------------------------------------------
-    def watch_socket(self) -> bool:
-        """Notice our socket file deleted or replaced; bind it again.
+    def take_notices(self) -> None:
+        """Apply the master's notices about the CNI socket file.
 
         Clients reach the daemon by path, so a socket file removed (a
         cleanup script, a second daemon's unlink) makes every ADD fail while
-        the process looks healthy. The fault is published (readiness fails
-        naming the socket) until a fresh socket is bound at the path and
-        swapped in under the accept loop (``dup2`` onto the listening
-        descriptor: the loop's poll keeps waiting on the same number).
-        Returns True when the socket at the path is ours.
+        the process looks healthy: the fault is published until the master
+        has bound a fresh socket at the path. Connections already queued on
+        the old socket are accepted before it is replaced, so none is lost.
         """
-        path = self.unix_path
-        if path is None or self._stopping.is_set():
-            return True
-        if _identity(path) == self._inode:
-            return True
-        if not self._lost_logged:
-            LOG.error("CNI socket %s was deleted or replaced; binding it "
-                      "again", path)
-            self._lost_logged = True
-        self._set_fault(True)
-        try:
-            fresh = bind_unix(path)
-        except (OSError, AddressInUse, UntrustedPath) as exc:
-            LOG.debug("cannot bind %s again yet: %s", path, exc)
-            return False
-        with fresh:
-            os.dup2(fresh.fileno(), self.socket.fileno())
-        self._inode = _identity(path)
-        self._lost_logged = False
-        self._set_fault(False)
-        LOG.warning("CNI socket %s bound again", path)
-        return True
+        assert self._handoff is not None
+        for notice in self._handoff.receive():
+            if notice.sock is None:
+                self._set_fault(True)
+                continue
+            with notice.sock as fresh:
+                self._accept_queued()
+                os.dup2(fresh.fileno(), self.socket.fileno())
+            self.socket.setblocking(True)
+            self._set_fault(False)
+            LOG.warning("CNI socket re-created by the master: serving it")
+
+    def _accept_queued(self) -> None:
+        self.socket.setblocking(False)
+        while True:
+            try:
+                request, client_address = self.socket.accept()
+            except OSError:
+                return
+            self.process_request(request, client_address)
 
     def _set_fault(self, present: bool) -> None:
         if self._state is not None:
@@ -239,17 +215,16 @@ class CNIServer(BaseWSGIServer):
         return self._inflight
 
     def stop_accepting(self) -> None:
-        """Stop the accept loop (from another thread) and close the socket;
-        new clients then fail fast and the shim answers code 11."""
+        """Stop the accept loop (from another thread) and close this
+        process's copy of the socket. The master still holds it: new
+        clients wait in the backlog for the next Server (or, when the
+        daemon stops, are reset once the master closes it last)."""
         with self._run_lock:
             self._stopping.set()
             serving = self._serving
         if serving:
             self.shutdown()     # returns once serve_forever has left
         self.server_close()
-        if self.unix_path and _identity(self.unix_path) == self._inode:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.unix_path)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait for in-flight requests to finish; False on timeout."""

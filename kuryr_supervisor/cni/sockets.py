@@ -6,6 +6,10 @@ permissions) inside a directory created 0700; a stale socket file (nobody
 listening) is replaced, a live one is never stolen, and a file at the path
 that is not a socket is never removed; every directory on the path is
 root-owned and not writable by others (:func:`check_trusted`).
+
+The master binds these sockets (or takes them from systemd) and its workers
+inherit them; :class:`Handoff` carries a re-created Unix socket from the
+master to the running Server (see its docstring for why).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import logging
 import os
 import socket
 import stat
+from typing import NamedTuple
 
 LOG = logging.getLogger(__name__)
 
@@ -142,3 +147,96 @@ def bind_tcp(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def listen(address: str) -> socket.socket:
+    """A listening socket for a CNI ``bind_address`` (Unix path or TCP)."""
+    path, port = parse_address(address)
+    return bind_unix(path) if port < 0 else bind_tcp(path, port)
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def is_stale(path: str) -> bool:
+    """True when ``path`` is a socket file nobody listens on (or is gone)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError as exc:
+            return exc.errno in (errno.ECONNREFUSED, errno.ENOENT)
+    return False
+
+
+class Notice(NamedTuple):
+    """One message of the master to the Server about the CNI socket."""
+
+    lost: bool                    # the file at the path is not ours
+    sock: socket.socket | None    # the re-created listening socket
+
+
+class Handoff:
+    """The master's channel to the Server for a re-created CNI socket.
+
+    Why a message with the descriptor (``SCM_RIGHTS``) and not a graceful
+    restart of the Server: the master binds the new socket and ``dup2``-s
+    it onto its own listening descriptor, which later workers inherit, but
+    the running Server holds its own copy of the old one. Passing the new
+    socket lets that Server keep its in-flight requests, its warm caches
+    and its readiness, accepts what is still queued on the old socket
+    before swapping, and costs no restart (which would count against the
+    restart budget and be a window with no accept loop). The channel is a
+    ``SOCK_SEQPACKET`` pair created before the fork, so a message is never
+    split; a message sent while no Server runs waits for the next one.
+    The "lost" message lets the Server, the only writer of the fault bits,
+    raise ``Fault.SOCKET`` while the master cannot bind the path again.
+    """
+
+    _LOST, _NEW = b"L", b"N"
+
+    def __init__(self) -> None:
+        self._master, self._server = socket.socketpair(
+            socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._master.setblocking(False)
+        self._server.setblocking(False)
+
+    def _send(self, tag: bytes, fds: list[int]) -> bool:
+        try:
+            socket.send_fds(self._master, [tag], fds)
+        except OSError as exc:   # full: the Server is gone for a long time
+            LOG.warning("cannot tell the Server about the CNI socket: %s", exc)
+            return False
+        return True
+
+    def lost(self) -> bool:
+        """Master: the socket file is not ours and could not be re-created."""
+        return self._send(self._LOST, [])
+
+    def replaced(self, sock: socket.socket) -> bool:
+        """Master: ``sock`` is the CNI socket now."""
+        return self._send(self._NEW, [sock.fileno()])
+
+    def receive(self) -> list[Notice]:
+        """Server: every pending notice, oldest first (never blocks)."""
+        notices: list[Notice] = []
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self._server, 16, 1)
+            except (BlockingIOError, InterruptedError):
+                return notices
+            if not data:
+                return notices
+            sock = socket.socket(fileno=fds[0]) if fds else None
+            notices.append(Notice(lost=data == self._LOST and sock is None,
+                                  sock=sock))
+
+    def close(self) -> None:
+        self._master.close()
+        self._server.close()

@@ -12,6 +12,12 @@ and either would be a new dependency of the node daemon. The probe traffic
 is tiny (a few GETs a second), so a small server that owns its limits is
 the smaller risk.
 
+The listening socket is not this server's: the master binds it before it
+forks (:func:`listen`) and the HealthManager inherits it, so a probe that
+arrives while a HealthManager is being replaced waits in the kernel's
+backlog and is answered by the next one -- the kubelet sees latency, never
+``connection refused``.
+
 Shape: one selector thread accepts connections and reads requests without
 blocking; a complete request goes to a fixed pool of threads that run the
 WSGI app (werkzeug's, unchanged) and write the answer. So:
@@ -76,26 +82,38 @@ class _Conn:
         self.served = 0
 
 
-class BoundedHTTPServer:
-    """``app`` served on ``host:port`` within :class:`Limits`."""
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` for :class:`BoundedHTTPServer`
+    (bound by the master; SO_REUSEADDR so a restarted daemon binds at once
+    past TIME_WAIT peers)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(_BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
-    def __init__(self, app: Any, host: str, port: int,
+
+class BoundedHTTPServer:
+    """``app`` served on a listening socket within :class:`Limits`.
+
+    The server works on its own duplicate of ``sock``: closing the server
+    never closes the caller's (the master's, inherited) descriptor.
+    """
+
+    def __init__(self, app: Any, sock: socket.socket,
                  limits: Limits = Limits()) -> None:
         self.app = app
         self.limits = limits
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.socket = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            # A restarted HealthManager rebinds at once (TIME_WAIT peers).
-            self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            self.socket.bind((host, port))
-            self.socket.listen(_BACKLOG)
-            self.socket.setblocking(False)
-        except BaseException:
-            self.socket.close()
-            raise
-        self.host = host
-        self.port = int(self.socket.getsockname()[1])
+        self.socket = sock.dup()
+        self.socket.setblocking(False)
+        name = self.socket.getsockname()
+        self.host = str(name[0])
+        self.port = int(name[1])
         # Only the selector thread touches these two.
         self._waiting: collections.OrderedDict[int, _Conn] = \
             collections.OrderedDict()
@@ -329,11 +347,11 @@ class BoundedHTTPServer:
         return keep
 
 
-def serve(app: Any, host: str, port: int,
+def serve(app: Any, sock: socket.socket,
           limits: Limits = Limits()) -> BoundedHTTPServer:
-    """Bind ``host:port`` and start serving ``app`` within ``limits``.
+    """Start serving ``app`` on the listening ``sock`` within ``limits``.
 
-    The one place a listener of the HealthManager is built (probes, and any
+    The one place a listener of the HealthManager is served (probes, and any
     other endpoint that must stay up under a hostile local user).
     """
-    return BoundedHTTPServer(app, host, port, limits).start()
+    return BoundedHTTPServer(app, sock, limits).start()

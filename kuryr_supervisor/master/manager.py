@@ -8,6 +8,12 @@ out :func:`kuryr_supervisor.master.supervisor.inspect`'s decisions and feeds the
 :class:`~kuryr_supervisor.master.reporting.Reporter`. Worker deaths arrive through
 cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
 never races cotyledon's SIGCHLD handling.
+
+It owns every listening socket (:mod:`kuryr_supervisor.master.listeners`):
+they are bound before the first fork and passed to the Server and the
+HealthManager as arguments, so every incarnation of a worker serves the
+same socket; the governor watches the CNI socket file; the sockets are
+closed after the last worker has stopped.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +34,7 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health.checks import controller, kubernetes
+from kuryr_supervisor.master import listeners as listeners_mod
 from kuryr_supervisor.master.reporting import Reporter
 from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.master.supervisor import (
@@ -82,9 +90,22 @@ def freeze_before_fork() -> None:
     gc.freeze()
 
 
+def _open_listeners(conf: cfg.ConfigOpts) -> listeners_mod.Listeners:
+    """Every listener, before any fork; one line and exit 77 (in use) or 78
+    when one cannot be had."""
+    try:
+        return listeners_mod.open_all(conf)
+    except listeners_mod.ListenerError as exc:
+        what = "already running" if exc.in_use else "configuration error"
+        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.ALREADY_RUNNING if exc.in_use
+                         else ExitCode.CONFIG) from None
+
+
 class Manager(cotyledon.ServiceManager):
     def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
                  ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
+        self.listeners = _open_listeners(conf)
         ctx = multiprocessing.get_context("fork")
         super().__init__(
             graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
@@ -104,8 +125,13 @@ class Manager(cotyledon.ServiceManager):
         #: cotyledon's (service, worker id) -> the worker's slot.
         self._by_service: dict[tuple[Any, int], Component] = {}
         master_pid = os.getpid()
+        sockets = self.listeners
         extras: dict[type[Worker], dict[str, Any]] = {
-            HealthManagerWorker: _HEALTH_ARGS[conf.role]}
+            HealthManagerWorker: {**_HEALTH_ARGS[conf.role],
+                                  "probe_listener": sockets.probe,
+                                  "metrics_listener": sockets.metrics},
+            ServerWorker: {"listener": sockets.cni,
+                           "handoff": sockets.handoff}}
         for worker in workers:
             # One process per slot of the worker's kind (a handler each).
             slots = self.state.of_kind(worker.kind)
@@ -123,11 +149,15 @@ class Manager(cotyledon.ServiceManager):
         threading.Thread(target=self._govern, name="governor",
                          daemon=True).start()
         freeze_before_fork()
+        master = os.getpid()
         try:
             super().run()
         except SystemExit as exc:
             raise SystemExit(self._exit_code if self._exit_code is not None
                              else exc.code) from None
+        finally:
+            if os.getpid() == master:     # last: the workers are gone
+                self.listeners.close()
         raise SystemExit(ExitCode.OK)  # pragma: no cover - run() never returns
 
     def _slowdown_respawn_if_needed(self) -> None:
@@ -187,6 +217,10 @@ class Manager(cotyledon.ServiceManager):
         return min(0.25, self.conf.supervisor.heartbeat_interval / 2)
 
     def _tick(self) -> None:
+        try:
+            self.listeners.watch()
+        except Exception:  # noqa: BLE001 - the rest of the tick must run
+            LOG.exception("watching the CNI socket failed")
         limits = Limits.from_conf(self.conf)
         now = self.state.now()
         with self._lock:

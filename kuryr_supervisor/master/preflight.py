@@ -27,6 +27,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.controller import handlers
+from kuryr_supervisor.master import listeners
 
 LOCK_FILE = "daemon.lock"
 
@@ -45,9 +46,12 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
     _probe_address(conf)
     _socket_path(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
+    passed = listeners.passed_roles(conf)   # systemd holds them for us
     try:
-        _probe_port_free(conf)
-        _socket_free(conf)
+        if listeners.PROBES not in passed:
+            _probe_port_free(conf)
+        if listeners.CNI not in passed:
+            _socket_free(conf)
     except BaseException:
         lock.close()
         raise

@@ -5,11 +5,14 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
 
 - the probe server is :mod:`kuryr_supervisor.health.httpserver`'s bounded
   server (a selector thread and a fixed pool; connections, threads, header
-  and idle time bounded; bound with SO_REUSEADDR so a restarted
-  HealthManager rebinds the port at once), built by :func:`build_server`;
+  and idle time bounded), built by :func:`build_server` on the listening
+  socket the master bound before it forked (so a probe sent while this
+  worker is being replaced waits in the backlog for the next one);
   its threads never touch the main loop, so the heartbeat does not depend
   on how many clients are connected; a second one, built the same way,
-  serves only ``/metrics`` on ``[metrics] host:port``;
+  serves only ``/metrics`` on the master's ``[metrics] host:port`` listener
+  (absent when the master could not bind it: /metrics stays on the probe
+  port);
 - the main loop runs the I/O checks every ``[health] check_interval`` and
   publishes the verdict, and heartbeats at least every ``[supervisor]
   heartbeat_interval`` even when the check interval is longer; both options
@@ -21,6 +24,7 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 import threading
 import time
@@ -55,11 +59,12 @@ def probe_limits(conf: cfg.ConfigOpts) -> Limits:
                   idle_timeout=opts.idle_timeout)
 
 
-def build_server(app: Any, host: str, port: int,
+def build_server(app: Any, sock: socket.socket,
                  conf: cfg.ConfigOpts) -> BoundedHTTPServer:
-    """A started, bounded listener for ``app`` on ``host:port``: the one way
-    the HealthManager serves HTTP (see :mod:`kuryr_supervisor.health.httpserver`)."""
-    return httpserver.serve(app, host, port, probe_limits(conf))
+    """A started, bounded server for ``app`` on the listening ``sock``: the
+    one way the HealthManager serves HTTP (see
+    :mod:`kuryr_supervisor.health.httpserver`)."""
+    return httpserver.serve(app, sock, probe_limits(conf))
 
 
 #: Builds extra checks in the worker process (after the fork), so a check
@@ -79,11 +84,15 @@ class HealthManagerWorker(Worker):
 
     def __init__(self, worker_id: WorkerId, state: SharedState,
                  conf: cfg.ConfigOpts, master_pid: int, *,
+                 probe_listener: socket.socket,
+                 metrics_listener: socket.socket | None = None,
                  extra_checks: Iterable[Check] = (),
                  check_factory: CheckFactory | None = None,
                  base_checks: BaseChecks = default_checks,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(worker_id, state, conf, master_pid)
+        self._probe_listener = probe_listener
+        self._metrics_listener = metrics_listener
         self._base_checks = base_checks
         self._extra = tuple(extra_checks)
         self._factory = check_factory
@@ -113,26 +122,16 @@ class HealthManagerWorker(Worker):
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         exporter = MetricsExporter(self.state, self.monitor)
-        opts = self.conf.cni_health_server
         self.server = build_server(
             ProbeApp(self.monitor, self.state, metrics=exporter),
-            opts.host, opts.port, self.conf)
-        metrics = self.conf.metrics
-        if metrics.port:
-            # Metrics are not health: a port taken by someone else must not
-            # take the probes down with a restart loop.
-            try:
-                self.metrics_server = build_server(
-                    MetricsApp(exporter), metrics.host, metrics.port, self.conf)
-            except OSError as exc:
-                LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
-                          "stays on the probe port", metrics.host,
-                          metrics.port, exc)
-            else:
-                LOG.info("metrics listening on %s:%d", metrics.host,
-                         self.metrics_server.port)
+            self._probe_listener, self.conf)
+        if self._metrics_listener is not None:
+            self.metrics_server = build_server(
+                MetricsApp(exporter), self._metrics_listener, self.conf)
+            LOG.info("metrics listening on %s:%d", self.metrics_server.host,
+                     self.metrics_server.port)
         self.state.set_ready(self.component, True)
-        LOG.info("health probes listening on %s:%d", opts.host,
+        LOG.info("health probes listening on %s:%d", self.server.host,
                  self.server.port)
         return self.server
 

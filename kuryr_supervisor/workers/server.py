@@ -1,8 +1,9 @@
 """The Server worker: serves the CNI API until SIGTERM, then drains.
 
 A thin shell: :mod:`kuryr_supervisor.workers.assembly` builds the service from the
-configuration; the worker binds the socket,
-looks for persistent environment faults (a thread: at start, then on a
+configuration; the worker serves the listening socket it inherited from
+the master (it never binds or unlinks one: a Server that dies leaves new
+connections in the kernel's backlog for the next), looks for persistent environment faults (a thread: at start, then on a
 timer), reports ready once accepting and checked, heartbeats from the accept loop (so a wedged
 loop is seen as stale) and on SIGTERM stops accepting, lets in-flight
 requests finish within the graceful shutdown budget, and returns.
@@ -10,12 +11,17 @@ requests finish within the graceful shutdown budget, and returns.
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+
+from cotyledon.types import WorkerId
+from oslo_config import cfg
 
 from kuryr_supervisor.cni.api import CNIApp
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
-from kuryr_supervisor.state import WorkerKind
+from kuryr_supervisor.cni.sockets import Handoff
+from kuryr_supervisor.state import SharedState, WorkerKind
 from kuryr_supervisor.workers.assembly import build_server_service
 from kuryr_supervisor.workers.base import Worker
 
@@ -35,6 +41,14 @@ class ServerWorker(Worker):
     _server: CNIServer | None = None
     _app: CNIApp | None = None
 
+    def __init__(self, worker_id: WorkerId, state: SharedState,
+                 conf: cfg.ConfigOpts, master_pid: int, *,
+                 listener: socket.socket,
+                 handoff: Handoff | None = None) -> None:
+        super().__init__(worker_id, state, conf, master_pid)
+        self._listener = listener
+        self._handoff = handoff
+
     def serve(self) -> None:
         opts = self.conf.cni_daemon
         service = build_server_service(self.conf, self.state)
@@ -43,15 +57,16 @@ class ServerWorker(Worker):
         checked = threading.Event()
         threading.Thread(target=self._watch_environment, args=(service, checked),
                          name="environment-watch", daemon=True).start()
-        server = CNIServer(opts.bind_address, self._app,
+        server = CNIServer(self._listener, self._app,
                            max_concurrency=opts.max_concurrency,
                            request_timeout=opts.request_timeout,
-                           state=self.state, on_poll=self.beat)
+                           state=self.state, on_poll=self.beat,
+                           handoff=self._handoff)
         self._server = server
-        if self.stopping.is_set():      # SIGTERM arrived while binding
+        if self.stopping.is_set():      # SIGTERM arrived while starting
             server.stop_accepting()
             return
-        LOG.info("CNI API listening on %s (%d concurrent requests)",
+        LOG.info("CNI API accepting on %s (%d concurrent requests)",
                  opts.bind_address, opts.max_concurrency)
         # Ready only once the environment was looked at: a corrupt store
         # must fail /ready (and so /startup) from the very first probe.

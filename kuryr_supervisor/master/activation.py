@@ -1,0 +1,89 @@
+"""systemd socket activation (``sd_listen_fds``), in the master only.
+
+systemd (a ``.socket`` unit, or ``systemd-socket-activate``) passes
+listening sockets as descriptors 3, 4, ... and describes them in the
+environment: ``LISTEN_PID`` (the process they are meant for),
+``LISTEN_FDS`` (how many) and ``LISTEN_FDNAMES`` (colon-separated names,
+``FileDescriptorName=``). The variables are honoured only when
+``LISTEN_PID`` is this process (a child that inherited them must not take
+its parent's descriptors), and are unset once taken so no worker or
+helper sees them.
+
+:func:`peek` describes the passed sockets without taking them (the
+preflight checks need to know a port or a path is ours, not another
+daemon's); :func:`take` hands them over as socket objects, once.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+from collections.abc import MutableMapping
+
+#: The first descriptor systemd passes (SD_LISTEN_FDS_START).
+FIRST_FD = 3
+_VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
+
+
+@dataclasses.dataclass(frozen=True)
+class Passed:
+    """One passed descriptor: its name and what it listens on."""
+
+    fd: int
+    name: str                         # "" when systemd gave none
+    family: int
+    address: str | tuple[str, int]    # a Unix path, or (host, port)
+    listening: bool
+
+
+def _describe(fd: int, name: str) -> Passed | None:
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return None                   # not a socket, or closed
+    try:
+        listening = bool(sock.getsockopt(socket.SOL_SOCKET,
+                                         socket.SO_ACCEPTCONN))
+        stream = sock.type == socket.SOCK_STREAM
+        name_ = sock.getsockname()
+        address = name_ if isinstance(name_, str) else (str(name_[0]),
+                                                         int(name_[1]))
+        return Passed(fd, name, sock.family, address, listening and stream)
+    finally:
+        sock.detach()                 # describing is not taking
+
+
+def peek(environ: MutableMapping[str, str] | None = None, *,
+         pid: int | None = None) -> list[Passed]:
+    """The sockets systemd passed to this process (none when not ours)."""
+    env = os.environ if environ is None else environ
+    try:
+        if int(env.get("LISTEN_PID", "")) != (os.getpid() if pid is None
+                                               else pid):
+            return []
+        count = int(env.get("LISTEN_FDS", ""))
+    except ValueError:
+        return []
+    names = env.get("LISTEN_FDNAMES", "").split(":")
+    passed = []
+    for i in range(max(0, count)):
+        name = names[i] if i < len(names) and names[i] != "unknown" else ""
+        described = _describe(FIRST_FD + i, name)
+        if described is not None:
+            passed.append(described)
+    return passed
+
+
+def take(environ: MutableMapping[str, str] | None = None, *,
+         pid: int | None = None) -> list[tuple[Passed, socket.socket]]:
+    """Take the passed sockets (once) and unset the variables."""
+    env = os.environ if environ is None else environ
+    passed = peek(env, pid=pid)
+    for var in _VARS:
+        env.pop(var, None)
+    taken = []
+    for item in passed:
+        with contextlib.suppress(OSError):
+            taken.append((item, socket.socket(fileno=item.fd)))
+    return taken
