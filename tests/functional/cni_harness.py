@@ -29,6 +29,7 @@ from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import IpamStore
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
+from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import SharedState
 
@@ -168,10 +169,13 @@ def running_daemon(tmp: str, *, subnet: ipaddress.IPv4Network | None = None,
                          state, lock_timeout=30,
                          netns_guard=protocol.host_netns_guard)
     socket_path = os.path.join(tmp, "run", "cni.sock")
-    server = CNIServer(f"unix://{socket_path}",
-                       CNIApp(service, max_request_bytes=max_request_bytes),
-                       max_concurrency=max_concurrency, request_timeout=30,
-                       state=state)
+    # As in the daemon, the socket is bound outside the server, which keeps
+    # its own duplicate.
+    with sockets.listen(f"unix://{socket_path}") as listener:
+        server = CNIServer(listener,
+                           CNIApp(service, max_request_bytes=max_request_bytes),
+                           max_concurrency=max_concurrency, request_timeout=30,
+                           state=state)
     thread = threading.Thread(target=server.serve_forever,
                               kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()

@@ -44,7 +44,8 @@ ipam = IpamStore(os.path.join(state_dir, "ipam.sqlite"),
                  ipaddress.IPv4Network(subnet))
 service = CNIService(lambda: ipam, BridgeBinding(bridge, 1400),
                      ContainerLocks(os.path.join(state_dir, "locks")), None)
-server = CNIServer("unix://" + sock, CNIApp(service), max_concurrency=64)
+from kuryr_supervisor.cni.sockets import listen
+server = CNIServer(listen("unix://" + sock), CNIApp(service), max_concurrency=64)
 print("ready", flush=True)
 server.serve_forever(poll_interval=0.1)
 """

@@ -143,24 +143,23 @@ def test_socket_is_root_only(open_tmp: str, namespaces: Namespaces) -> None:
 
 
 def test_stale_socket_is_replaced_and_live_one_kept(tmp_path: Any) -> None:
-    from kuryr_supervisor.cni.serving import CNIServer
-    from kuryr_supervisor.cni.sockets import AddressInUse
+    from kuryr_supervisor.cni.sockets import AddressInUse, bind_unix
 
     path = tmp_path / "run" / "cni.sock"
     path.parent.mkdir()
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(path))
     stale.close()                        # a socket file nobody listens on
-    server = CNIServer(f"unix://{path}", lambda e, s: [], state=None)
+    live = bind_unix(str(path))
     try:
         with pytest.raises(AddressInUse):
-            CNIServer(f"unix://{path}", lambda e, s: [], state=None)
+            bind_unix(str(path))
     finally:
-        server.stop_accepting()
-    assert not path.exists()
+        live.close()
+    os.unlink(path)
     path.write_text("not a socket")
     with pytest.raises(AddressInUse):
-        CNIServer(f"unix://{path}", lambda e, s: [], state=None)
+        bind_unix(str(path))
     assert path.read_text() == "not a socket"
 
 
@@ -171,7 +170,10 @@ def test_tcp_bind_for_kuryr_compatibility(shim_path: str) -> None:
         start_response("204 No Content", [])
         return []
 
-    server = CNIServer("127.0.0.1:0", app, state=None)
+    from kuryr_supervisor.cni.sockets import listen
+
+    with listen("127.0.0.1:0") as listener:
+        server = CNIServer(listener, app, state=None)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

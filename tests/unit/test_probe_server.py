@@ -20,7 +20,12 @@ import pytest
 from werkzeug.wrappers import Request, Response
 
 from kuryr_supervisor.health import wsgi
-from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits, serve
+from kuryr_supervisor.health.httpserver import (
+    BoundedHTTPServer,
+    Limits,
+    listen,
+    serve,
+)
 
 
 @Request.application
@@ -31,13 +36,20 @@ def echo(request: Request) -> Response:
                     f"{request.get_data().decode()}", mimetype="text/plain")
 
 
+def serve_on_loopback(limits: Limits) -> BoundedHTTPServer:
+    """As in the daemon: the listening socket is bound outside the server
+    (the master's), the server serves its own duplicate."""
+    with listen("127.0.0.1", 0) as sock:
+        return serve(echo, sock, limits)
+
+
 LIMITS = Limits(max_connections=16, threads=2, header_timeout=0.6,
                 idle_timeout=0.4)
 
 
 @pytest.fixture
 def server() -> Iterator[BoundedHTTPServer]:
-    srv = serve(echo, "127.0.0.1", 0, LIMITS)
+    srv = serve_on_loopback(LIMITS)
     yield srv
     srv.close()
 
@@ -185,7 +197,7 @@ def test_honest_clients_far_below_the_limit_are_never_shed() -> None:
     (from another process, as a kubelet would), never hold more than eight
     connections: none may be refused or evicted, even while answers written
     during one accept batch wait for the selector to take them back."""
-    srv = serve(echo, "127.0.0.1", 0, Limits(max_connections=16, threads=4))
+    srv = serve_on_loopback(Limits(max_connections=16, threads=4))
     try:
         done = subprocess.run([sys.executable, "-c", _HAMMER, str(srv.port), "2"],
                               capture_output=True, text=True, timeout=60)

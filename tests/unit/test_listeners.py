@@ -1,0 +1,173 @@
+"""The master's listeners: bound before the fork, taken from systemd, the
+CNI socket file watched and handed over -- on real sockets."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.cni import sockets
+from kuryr_supervisor.master import activation, listeners
+from kuryr_supervisor.state import Fault
+
+
+@pytest.fixture
+def conf(tmp_path: Path) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([])
+    os.chmod(tmp_path, 0o755)
+    conf.set_override("bind_address", f"unix://{tmp_path}/run/cni.sock",
+                      "cni_daemon")
+    conf.set_override("port", 0, group="cni_health_server")
+    conf.set_override("port", 0, group="metrics")
+    return conf
+
+
+@pytest.fixture
+def opened(conf: cfg.ConfigOpts) -> Iterator[listeners.Listeners]:
+    got = listeners.open_all(conf)
+    yield got
+    got.close()
+
+
+def accepts(listener: socket.socket, path: str) -> bool:
+    """A client connecting to ``path`` lands in ``listener``'s backlog."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(path)
+        listener.settimeout(2)
+        conn, _ = listener.accept()
+        conn.close()
+    return True
+
+
+def test_binds_every_listener_with_the_trust_rules(
+        opened: listeners.Listeners, tmp_path: Path) -> None:
+    path = f"{tmp_path}/run/cni.sock"
+    assert opened.cni_path == path and opened.cni is not None
+    st = os.stat(path)
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    assert accepts(opened.cni, path)
+    assert opened.probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+    assert opened.metrics is None               # [metrics] port = 0: off
+    assert opened.activated == ()
+
+
+def test_a_taken_metrics_port_leaves_the_probes_up(
+        conf: cfg.ConfigOpts, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        conf.set_override("port", taken.getsockname()[1], group="metrics")
+        with caplog.at_level(logging.ERROR):
+            got = listeners.open_all(conf)
+        try:
+            assert got.metrics is None and got.probe is not None
+            assert "metrics listener 127.0.0.1:%d cannot bind" % \
+                taken.getsockname()[1] in caplog.text
+            assert "/metrics stays on the probe port" in caplog.text
+        finally:
+            got.close()
+
+
+def test_a_taken_probe_port_is_already_running(conf: cfg.ConfigOpts) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        conf.set_override("port", taken.getsockname()[1],
+                          group="cni_health_server")
+        with pytest.raises(listeners.ListenerError) as err:
+            listeners.open_all(conf)
+        assert err.value.in_use
+
+
+def test_deleted_socket_is_rebound_onto_the_same_descriptor(
+        opened: listeners.Listeners) -> None:
+    """The master's descriptor number stays (workers forked later inherit
+    the new socket); the running Server is told, then handed the socket."""
+    assert opened.cni is not None and opened.handoff is not None
+    path, fd = opened.cni_path, opened.cni.fileno()
+    assert path is not None and opened.watch()
+    os.unlink(path)
+    assert opened.watch()                       # bound again at once
+    assert opened.cni.fileno() == fd
+    assert accepts(opened.cni, path)
+    notices = opened.handoff.receive()
+    assert [n.lost for n in notices] == [True, False]
+    fresh = notices[1].sock
+    assert fresh is not None
+    with fresh:
+        assert accepts(fresh, path)             # the very same socket
+
+
+def test_a_file_in_the_way_is_never_removed(
+        opened: listeners.Listeners) -> None:
+    assert opened.cni_path is not None and opened.handoff is not None
+    path = opened.cni_path
+    os.unlink(path)
+    Path(path).write_text("not a socket\n")
+    assert not opened.watch() and not opened.watch()
+    assert Path(path).read_text() == "not a socket\n"
+    assert [n.lost for n in opened.handoff.receive()] == [True]  # told once
+    os.unlink(path)
+    assert opened.watch()
+    assert [n.lost for n in opened.handoff.receive()] == [False]
+
+
+def test_the_server_raises_and_clears_the_fault(
+        opened: listeners.Listeners) -> None:
+    """CNIServer applies the notices: the fault is written by the Server
+    (its single writer), and queued connections on the old socket are
+    served before the swap."""
+    import multiprocessing
+
+    from kuryr_supervisor.cni.serving import CNIServer
+    from kuryr_supervisor.state import SharedState
+    assert opened.cni is not None and opened.cni_path is not None
+    state = SharedState.create(multiprocessing.get_context("fork"))
+    server = CNIServer(opened.cni, lambda e, s: [], state=state,
+                       handoff=opened.handoff)
+    try:
+        path = opened.cni_path
+        os.unlink(path)
+        Path(path).write_text("x")
+        opened.watch()
+        server.take_notices()
+        assert Fault.SOCKET in state.faults()
+        os.unlink(path)
+        opened.watch()
+        server.take_notices()
+        assert Fault.SOCKET not in state.faults()
+        assert accepts(server.socket, path)     # the Server's own copy
+    finally:
+        server.stop_accepting()
+
+
+def test_activation_only_for_this_process() -> None:
+    env = {"LISTEN_PID": str(os.getpid() + 1), "LISTEN_FDS": "1"}
+    assert activation.peek(env) == []
+    assert activation.take(env) == [] and "LISTEN_FDS" not in env
+
+
+def test_passed_sockets_are_matched_by_name_then_address(
+        conf: cfg.ConfigOpts) -> None:
+    probe = activation.Passed(3, "", socket.AF_INET, ("127.0.0.1", 9),
+                              True)
+    conf.set_override("port", 9, group="cni_health_server")
+    assert listeners.match(probe, conf) == listeners.PROBES
+    path, _ = sockets.parse_address(conf.cni_daemon.bind_address)
+    named = activation.Passed(4, "cni", socket.AF_UNIX, path, True)
+    assert listeners.match(named, conf) == listeners.CNI
+    wrong = activation.Passed(4, "cni", socket.AF_UNIX, "/elsewhere", True)
+    with pytest.raises(listeners.ListenerError, match="/elsewhere"):
+        listeners.match(wrong, conf)
+    other = activation.Passed(5, "x", socket.AF_INET, ("127.0.0.1", 1), True)
+    assert listeners.match(other, conf) is None
