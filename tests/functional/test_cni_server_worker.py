@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import socket
 import threading
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_pkg
 from kuryr_supervisor.cni.locks import ContainerLocks
+from kuryr_supervisor.cni.sockets import listen
 from kuryr_supervisor.conf import binding as binding_conf
 from kuryr_supervisor.state import Component, SharedState
 from kuryr_supervisor.workers.assembly import locks_dir
@@ -50,7 +52,9 @@ def test_serve_then_drain(tmp_path: Any, namespaces: Namespaces) -> None:
     tmp, bridge = str(tmp_path), unique("ksvcbr")
     conf = make_conf(tmp, bridge)
     state = SharedState.create(multiprocessing.get_context("fork"))
-    worker = ServerWorker(WorkerId(0), state, conf, os.getppid())
+    listener = listen(f"unix://{tmp}/run/cni.sock")    # the master's
+    worker = ServerWorker(WorkerId(0), state, conf, os.getppid(),
+                          listener=listener)
     runner = threading.Thread(target=worker.run, daemon=True)
     runner.start()
     shim = install_shim(tmp)
@@ -78,10 +82,16 @@ def test_serve_then_drain(tmp_path: Any, namespaces: Namespaces) -> None:
                 stopper.start()
                 time.sleep(0.3)
                 assert stopper.is_alive()          # draining: waits for the ADD
-                assert not os.path.exists(f"{tmp}/run/cni.sock")
+                # The socket is the master's: never unlinked by the Server.
+                assert os.path.exists(f"{tmp}/run/cni.sock")
                 assert not state.component(Component.SERVER).ready
-                late = run_shim(shim, "DEL", netconf, container_id="other")
-                assert late[0] == 1 and late[1]["code"] == 11
+                late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                late.connect(f"{tmp}/run/cni.sock")   # waits in the backlog
+                late.sendall(b"GET / HTTP/1.0\r\n\r\n")
+                late.settimeout(0.3)
+                with pytest.raises(TimeoutError):      # nobody accepts it
+                    late.recv(1)
+                late.close()
             status, result = pending.result(30)
         stopper.join(10)
         assert not stopper.is_alive() and status == 0, result
@@ -91,4 +101,5 @@ def test_serve_then_drain(tmp_path: Any, namespaces: Namespaces) -> None:
     finally:
         if runner.is_alive():
             worker.terminate()
+        listener.close()
         delete_bridge(bridge)
