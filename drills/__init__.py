@@ -1,5 +1,5 @@
-"""Resilience drills for kuryr-supervisor: chaos, fuzz, saturation, SIGTERM,
-slowloris, socket trust.
+"""Resilience drills for kuryr-supervisor: chaos, fuzz, probes (HealthManager
+kills under probing), saturation, SIGTERM, slowloris, socket trust.
 
 Each drill starts a real daemon (``tests.fixtures.daemon``: its own config,
 probe port, socket, state directory, bridge and subnet), drives it the way a
@@ -16,5 +16,5 @@ lists a failure.
 """
 from __future__ import annotations
 
-DRILLS = ("chaos", "fuzz", "saturation", "sigterm", "slowloris",
+DRILLS = ("chaos", "fuzz", "probes", "saturation", "sigterm", "slowloris",
           "sockettrust")

@@ -15,8 +15,8 @@ import pytest
 pytestmark = pytest.mark.privileged
 
 
-@pytest.mark.parametrize("name", ["chaos", "fuzz", "saturation", "sigterm",
-                                  "slowloris", "sockettrust"])
+@pytest.mark.parametrize("name", ["chaos", "fuzz", "probes", "saturation",
+                                  "sigterm", "slowloris", "sockettrust"])
 def test_drill(name: str) -> None:
     report = importlib.import_module(f"drills.{name}").run(short=True, seed=0)
     print(report.render())
