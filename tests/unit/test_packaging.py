@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import subprocess
 import sys
@@ -11,16 +12,18 @@ from pathlib import Path
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.master import reporting
+from kuryr_supervisor.cni import sockets
+from kuryr_supervisor.master import listeners, reporting
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "kuryr-supervisor.service"
+SOCKET = ROOT / "systemd" / "kuryr-supervisor.socket"
 
 
-def unit() -> configparser.RawConfigParser:
+def unit(path: Path = UNIT) -> configparser.RawConfigParser:
     parser = configparser.RawConfigParser(strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read(UNIT)
+    parser.read(path)
     return parser
 
 
@@ -28,6 +31,37 @@ def test_unit_file_verifies() -> None:
     proc = subprocess.run(["systemd-analyze", "verify", str(UNIT)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def test_socket_unit_verifies_with_the_service(tmp_path: Path) -> None:
+    proc = subprocess.run(["systemd-analyze", "verify", str(SOCKET),
+                           str(UNIT)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    # The check can fail: a socket unit naming a service that is not there.
+    broken = tmp_path / "kuryr-supervisor.socket"
+    broken.write_text(SOCKET.read_text().replace(
+        "Service=kuryr-supervisor.service", "Service=nowhere.service"))
+    proc = subprocess.run(["systemd-analyze", "verify", str(broken)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+
+
+def test_socket_unit_matches_the_daemon() -> None:
+    """The socket systemd holds is the one the daemon would bind, under the
+    same trust rules, named as the daemon matches it; the service keeps the
+    directory (and so the socket file) when it stops."""
+    sock = unit(SOCKET)["Socket"]
+    path, _ = sockets.parse_address(sockets.DEFAULT_ADDRESS)
+    assert sock["ListenStream"] == path
+    assert (sock["SocketMode"], sock["DirectoryMode"]) == ("0600", "0700")
+    assert sock["FileDescriptorName"] == listeners.CNI
+    assert sock["Service"] == UNIT.name
+    service = unit()
+    assert service["Service"]["RuntimeDirectoryPreserve"] == "yes"
+    assert service["Service"]["RuntimeDirectory"] == os.path.basename(
+        os.path.dirname(path))
+    assert SOCKET.name in service["Install"]["Also"].split()
 
 
 def exposure(path: Path) -> float:
@@ -78,6 +112,7 @@ def test_wheel_ships_unit_sample_config_and_license(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     assert data >= {"share/kuryr-supervisor/systemd/kuryr-supervisor.service",
+                    "share/kuryr-supervisor/systemd/kuryr-supervisor.socket",
                     "share/kuryr-supervisor/kuryr-supervisor.conf.sample",
                     "share/doc/kuryr-supervisor/LICENSE"}
     assert any(n.endswith(".dist-info/licenses/LICENSE")
