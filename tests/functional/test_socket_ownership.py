@@ -1,0 +1,128 @@
+"""The master owns the listening sockets: a killed Server's successor answers
+what waited in the backlog, and a socket passed by systemd
+(``systemd-socket-activate``, the same protocol as a ``.socket`` unit) is
+served as is -- real daemons, real signals, real systemd tooling."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.daemon import Daemon, wait_until
+
+pytestmark = pytest.mark.privileged
+
+REQUEST = b"GET /version HTTP/1.0\r\nHost: localhost\r\n\r\n"
+
+
+def ask(path: Path, timeout: float = 30.0) -> bytes:
+    """One request on a new connection to the CNI socket; the raw answer."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        sock.sendall(REQUEST)
+        return read_all(sock)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answered(raw: bytes) -> bool:
+    return raw.startswith(b"HTTP/1.0 200") and b"supportedVersions" in raw
+
+
+def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path) -> None:
+    d = Daemon(tmp_path).start()
+    try:
+        d.wait_ready()
+        first = d.worker_pids()["server"]
+        os.kill(first, signal.SIGSTOP)           # accepts nothing from now
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as waiting:
+            waiting.settimeout(30)
+            waiting.connect(str(d.socket_path))  # queued in the backlog
+            waiting.sendall(REQUEST)
+            os.kill(first, signal.SIGKILL)
+            raw = read_all(waiting)
+        assert answered(raw), raw[:300]
+        second = wait_until(lambda: d.worker_pids()["server"] != first
+                            and d.worker_pids()["server"], 10)
+        assert second != first
+        assert "restart #1" in d.log()
+        # And while no Server runs at all: a new connection waits, never
+        # ECONNREFUSED.
+        os.kill(second, signal.SIGKILL)
+        assert answered(ask(d.socket_path))
+    finally:
+        d.close()
+
+
+def activate(d: Daemon) -> None:
+    """Start the daemon under ``systemd-socket-activate``: it binds the CNI
+    path, names it ``cni`` and execs the daemon on the first connection."""
+    d.socket_path.parent.mkdir(mode=0o700)
+    log = open(d.log_path, "ab")
+    d.proc = subprocess.Popen(
+        ["systemd-socket-activate", "-l", str(d.socket_path), "--fdname=cni",
+         sys.executable, "-m", "kuryr_supervisor.daemon",
+         "--config-file", str(d.config)],
+        stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    log.close()
+    wait_until(d.socket_path.exists, 10)
+
+
+needs_activate = pytest.mark.skipif(
+    shutil.which("systemd-socket-activate") is None,
+    reason="needs systemd-socket-activate (Debian: systemd)")
+
+
+@needs_activate
+def test_socket_activation_serves_the_passed_socket(tmp_path: Path) -> None:
+    d = Daemon(tmp_path)
+    try:
+        activate(d)
+        os.chmod(d.socket_path, 0o600)        # SocketMode=0600 in the unit
+        st = os.stat(d.socket_path)
+        # The first connection starts the daemon, and waits for its answer.
+        assert answered(ask(d.socket_path, timeout=60)), d.log()
+        d.wait_ready()
+        assert "cni socket %s taken from systemd" % d.socket_path in d.log()
+        after = os.stat(d.socket_path)
+        assert (after.st_dev, after.st_ino) == (st.st_dev, st.st_ino)
+        # The Server's successor serves the same passed socket.
+        os.kill(d.worker_pids()["server"], signal.SIGKILL)
+        assert answered(ask(d.socket_path))
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit(30) == 0, d.log()
+        assert d.socket_path.exists()      # systemd's, never unlinked by us
+    finally:
+        d.close()
+
+
+@needs_activate
+def test_a_passed_socket_others_can_reach_is_refused(tmp_path: Path) -> None:
+    """systemd-socket-activate leaves the file 0644: any local user could
+    then send pod requests. The daemon refuses it with one line, exit 78."""
+    d = Daemon(tmp_path)
+    try:
+        activate(d)
+        assert stat.S_IMODE(os.stat(d.socket_path).st_mode) & 0o077
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as trigger:
+            trigger.connect(str(d.socket_path))
+            assert d.wait_exit(60) == 78, d.log()
+        lines = [line for line in d.log().splitlines() if line.strip()]
+        assert "SocketMode=0600" in lines[-1] and str(d.socket_path) \
+            in lines[-1], d.log()
+    finally:
+        d.close()
