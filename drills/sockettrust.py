@@ -7,8 +7,10 @@ Three parts, against real daemons:
    before any worker runs (someone who can write there could replace the
    socket and answer the root shim's requests);
 2. deleted: the socket file is removed under a running daemon, again and
-   again; the Server notices and binds it again, and an ADD through the shim
-   works again (figure: seconds from delete to a working socket);
+   again; the master (which owns the socket) notices and binds it again
+   and hands it to the running Server, and an ADD through the shim works
+   again without a Server restart (figure: seconds from delete to a
+   working socket);
 3. replaced: a regular file is put in its place; ``/ready`` fails naming
    ``cni-environment`` and the socket path until the file is removed, then
    the socket is back and ``/ready`` is 200 again.
