@@ -23,13 +23,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kuryr_supervisor.cni import protocol, shim
+from kuryr_supervisor.cni import protocol, shim, sockets
 from kuryr_supervisor.cni.api import CNIApp
 from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import IpamStore
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
-from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import SharedState
 

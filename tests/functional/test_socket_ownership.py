@@ -97,7 +97,7 @@ def test_socket_activation_serves_the_passed_socket(tmp_path: Path) -> None:
         # The first connection starts the daemon, and waits for its answer.
         assert answered(ask(d.socket_path, timeout=60)), d.log()
         d.wait_ready()
-        assert "cni socket %s taken from systemd" % d.socket_path in d.log()
+        assert f"cni socket {d.socket_path} taken from systemd" in d.log()
         after = os.stat(d.socket_path)
         assert (after.st_dev, after.st_ino) == (st.st_dev, st.st_ino)
         # The Server's successor serves the same passed socket.

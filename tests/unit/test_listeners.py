@@ -71,8 +71,9 @@ def test_a_taken_metrics_port_leaves_the_probes_up(
             got = listeners.open_all(conf)
         try:
             assert got.metrics is None and got.probe is not None
-            assert "metrics listener 127.0.0.1:%d cannot bind" % \
-                taken.getsockname()[1] in caplog.text
+            port = taken.getsockname()[1]
+            assert f"metrics listener 127.0.0.1:{port} cannot bind" \
+                in caplog.text
             assert "/metrics stays on the probe port" in caplog.text
         finally:
             got.close()
