@@ -22,7 +22,7 @@ def describe(fault: Fault, conf: cfg.ConfigOpts) -> str:
     """What is wrong and what to do, for one fault bit."""
     if fault is Fault.SOCKET:
         return (f"CNI socket {conf.cni_daemon.bind_address} was deleted or "
-                "replaced; the Server is binding it again (check what "
+                "replaced; the master is binding it again (check what "
                 "removes files in its directory)")
     if fault is Fault.IPAM_STORE:
         return (f"IPAM store in {conf.ipam.state_dir} is corrupt or "
