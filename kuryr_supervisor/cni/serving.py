@@ -116,6 +116,7 @@ class CNIServer(BaseWSGIServer):
         self._state = state
         self._on_poll = on_poll
         self._handoff = handoff
+        self._swapping = False      # no notice taken while applying one
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._inflight = 0
         self._idle = threading.Condition()
@@ -136,7 +137,8 @@ class CNIServer(BaseWSGIServer):
     def service_actions(self) -> None:
         if self._on_poll is not None:
             self._on_poll()
-        if self._handoff is not None and not self._stopping.is_set():
+        if self._handoff is not None and not self._stopping.is_set() \
+                and not self._swapping:
             self.take_notices()
 
     # -- the socket file -----------------------------------------------------
@@ -154,9 +156,13 @@ class CNIServer(BaseWSGIServer):
             if notice.sock is None:
                 self._set_fault(True)
                 continue
-            with notice.sock as fresh:
-                self._accept_queued()
-                os.dup2(fresh.fileno(), self.socket.fileno())
+            self._swapping = True   # process_request may poll when full
+            try:
+                with notice.sock as fresh:
+                    self._accept_queued()
+                    os.dup2(fresh.fileno(), self.socket.fileno())
+            finally:
+                self._swapping = False
             self.socket.setblocking(True)
             self._set_fault(False)
             LOG.warning("CNI socket re-created by the master: serving it")

@@ -8,6 +8,7 @@ import socket
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from oslo_config import cfg
@@ -123,10 +124,15 @@ def test_a_file_in_the_way_is_never_removed(
     assert [n.lost for n in opened.handoff.receive()] == [False]
 
 
+def ok_app(environ: dict[str, object], start_response: Any) -> list[bytes]:
+    start_response("200 OK", [("Content-Length", "2")])
+    return [b"ok"]
+
+
 def test_the_server_raises_and_clears_the_fault(
         opened: listeners.Listeners) -> None:
     """CNIServer applies the notices: the fault is written by the Server
-    (its single writer), and queued connections on the old socket are
+    (its single writer), and a connection queued on the old socket is
     served before the swap."""
     import multiprocessing
 
@@ -134,10 +140,13 @@ def test_the_server_raises_and_clears_the_fault(
     from kuryr_supervisor.state import SharedState
     assert opened.cni is not None and opened.cni_path is not None
     state = SharedState.create(multiprocessing.get_context("fork"))
-    server = CNIServer(opened.cni, lambda e, s: [], state=state,
+    server = CNIServer(opened.cni, ok_app, state=state,
                        handoff=opened.handoff)
+    queued = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         path = opened.cni_path
+        queued.connect(path)                    # waits on the old socket
+        queued.sendall(b"GET / HTTP/1.0\r\n\r\n")
         os.unlink(path)
         Path(path).write_text("x")
         opened.watch()
@@ -147,8 +156,11 @@ def test_the_server_raises_and_clears_the_fault(
         opened.watch()
         server.take_notices()
         assert Fault.SOCKET not in state.faults()
+        queued.settimeout(10)
+        assert queued.recv(100).startswith(b"HTTP/1.0 200")
         assert accepts(server.socket, path)     # the Server's own copy
     finally:
+        queued.close()
         server.stop_accepting()
 
 
