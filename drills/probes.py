@@ -43,6 +43,8 @@ class Prober:
         self.latencies: list[float] = []
         self.outcomes: dict[str, int] = {}
         self.statuses: dict[int, int] = {}
+        #: (start, end) of every probe that was reset
+        self.resets: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -70,6 +72,7 @@ class Prober:
         except (ConnectionResetError, BrokenPipeError,
                 http.client.RemoteDisconnected):
             self._count("reset")
+            self.resets.append((start, time.monotonic()))
         except TimeoutError:
             self._count("timeout")
         except OSError as exc:
@@ -101,13 +104,14 @@ def health_pid(daemon: Daemon) -> int:
 
 
 def kill_health(daemon: Daemon, rng: random.Random, kills: int,
-                report: Report) -> int:
+                report: Report, killed_at: list[float]) -> int:
     done = 0
     for i in range(kills):
         pid = health_pid(daemon)
         if not report.check(pid > 0, f"kill {i}: no HealthManager pid"):
             break
         time.sleep(rng.uniform(0.05, 0.4))
+        killed_at.append(time.monotonic())
         os.kill(pid, signal.SIGKILL)
         done += 1
         if not report.check(
@@ -127,8 +131,9 @@ def run(short: bool = False, seed: int = 0) -> Report:
         if not report.check(wait_ready(daemon), "daemon never became ready"):
             return report
         prober = Prober(daemon.port).start()
+        killed_at: list[float] = []
         try:
-            done = kill_health(daemon, rng, kills, report)
+            done = kill_health(daemon, rng, kills, report, killed_at)
             time.sleep(0.5)
         finally:
             prober.stop()
@@ -143,6 +148,11 @@ def run(short: bool = False, seed: int = 0) -> Report:
         report.check(not others, f"other probe errors: {others}")
         report.check(reset <= max(1, int(RESET_SHARE * done)),
                      f"{reset} probe(s) reset in {done} kills")
+        # Every reset must be a probe in flight when a kill landed.
+        unexplained = [r for r in prober.resets
+                       if not any(r[0] <= k <= r[1] for k in killed_at)]
+        report.check(not unexplained, f"{len(unexplained)} reset(s) with no "
+                     "kill during the probe")
         lat = prober.latencies
         report.figures.update({
             "HealthManager kills": done,
