@@ -15,18 +15,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.daemon import Daemon, wait_until
+from tests.fixtures.daemon import Daemon, free_port, wait_until
 
 pytestmark = pytest.mark.privileged
 
 REQUEST = b"GET /version HTTP/1.0\r\nHost: localhost\r\n\r\n"
 
 
-def ask(path: Path, timeout: float = 30.0) -> bytes:
-    """One request on a new connection to the CNI socket; the raw answer."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(path))
+def connect(where: Path | tuple[str, int], timeout: float) -> socket.socket:
+    """A connection to the CNI API: a Unix path, or Kuryr's TCP host:port."""
+    family = socket.AF_INET if isinstance(where, tuple) else socket.AF_UNIX
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    sock.connect(where if isinstance(where, tuple) else str(where))
+    return sock
+
+
+def ask(where: Path | tuple[str, int], timeout: float = 30.0) -> bytes:
+    """One request on a new connection to the CNI API; the raw answer."""
+    with connect(where, timeout) as sock:
         sock.sendall(REQUEST)
         return read_all(sock)
 
@@ -42,15 +49,21 @@ def answered(raw: bytes) -> bool:
     return raw.startswith(b"HTTP/1.0 200") and b"supportedVersions" in raw
 
 
-def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path) -> None:
-    d = Daemon(tmp_path).start()
+@pytest.mark.parametrize("form", ["unix", "tcp"])
+def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path,
+                                                      form: str) -> None:
+    options: dict[str, dict[str, object]] = {}
+    where: Path | tuple[str, int] = tmp_path / "run" / "cni.sock"
+    if form == "tcp":                        # Kuryr's bind_address form
+        port = free_port()
+        where = ("127.0.0.1", port)
+        options = {"cni_daemon": {"bind_address": f"127.0.0.1:{port}"}}
+    d = Daemon(tmp_path, options).start()
     try:
         d.wait_ready()
         first = d.worker_pids()["server"]
         os.kill(first, signal.SIGSTOP)           # accepts nothing from now
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as waiting:
-            waiting.settimeout(30)
-            waiting.connect(str(d.socket_path))  # queued in the backlog
+        with connect(where, 30) as waiting:      # queued in the backlog
             waiting.sendall(REQUEST)
             os.kill(first, signal.SIGKILL)
             raw = read_all(waiting)
@@ -62,7 +75,7 @@ def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path) -> None:
         # And while no Server runs at all: a new connection waits, never
         # ECONNREFUSED.
         os.kill(second, signal.SIGKILL)
-        assert answered(ask(d.socket_path))
+        assert answered(ask(where))
     finally:
         d.close()
 
