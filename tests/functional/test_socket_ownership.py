@@ -80,13 +80,19 @@ def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path,
         d.close()
 
 
-def activate(d: Daemon) -> None:
+def activate(d: Daemon, *, probes: bool = False) -> None:
     """Start the daemon under ``systemd-socket-activate``: it binds the CNI
-    path, names it ``cni`` and execs the daemon on the first connection."""
+    path (and the probe port), names them ``cni`` (``probes``) and execs
+    the daemon on the first connection."""
     d.socket_path.parent.mkdir(mode=0o700)
+    listen = ["-l", str(d.socket_path)]
+    names = "cni"
+    if probes:
+        listen += ["-l", f"127.0.0.1:{d.port}"]
+        names += ":probes"
     log = open(d.log_path, "ab")
     d.proc = subprocess.Popen(
-        ["systemd-socket-activate", "-l", str(d.socket_path), "--fdname=cni",
+        ["systemd-socket-activate", *listen, f"--fdname={names}",
          sys.executable, "-m", "kuryr_supervisor.daemon",
          "--config-file", str(d.config)],
         stdout=log, stderr=subprocess.STDOUT,
@@ -104,13 +110,15 @@ needs_activate = pytest.mark.skipif(
 def test_socket_activation_serves_the_passed_socket(tmp_path: Path) -> None:
     d = Daemon(tmp_path)
     try:
-        activate(d)
+        activate(d, probes=True)
         os.chmod(d.socket_path, 0o600)        # SocketMode=0600 in the unit
         st = os.stat(d.socket_path)
         # The first connection starts the daemon, and waits for its answer.
         assert answered(ask(d.socket_path, timeout=60)), d.log()
         d.wait_ready()
         assert f"cni socket {d.socket_path} taken from systemd" in d.log()
+        assert f"probes socket ('127.0.0.1', {d.port}) taken from systemd" \
+            in d.log()
         after = os.stat(d.socket_path)
         assert (after.st_dev, after.st_ino) == (st.st_dev, st.st_ino)
         # The Server's successor serves the same passed socket.
