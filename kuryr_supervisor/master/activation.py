@@ -12,14 +12,24 @@ helper sees them.
 :func:`peek` describes the passed sockets without taking them (the
 preflight checks need to know a port or a path is ours, not another
 daemon's); :func:`take` hands them over as socket objects, once.
+
+Which passed socket is which (:func:`match`): by its name (``cni``,
+``probes``, ``metrics``), else by its address; a named one on another
+address than the configured one is refused, since the shims and the
+kubelet follow the configuration.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import os
 import socket
 from collections.abc import MutableMapping
+
+from oslo_config import cfg
+
+from kuryr_supervisor.cni import sockets
 
 #: The first descriptor systemd passes (SD_LISTEN_FDS_START).
 FIRST_FD = 3
@@ -87,3 +97,69 @@ def take(environ: MutableMapping[str, str] | None = None, *,
         with contextlib.suppress(OSError):
             taken.append((item, socket.socket(fileno=item.fd)))
     return taken
+
+
+CNI, PROBES, METRICS = "cni", "probes", "metrics"
+
+
+class ListenerError(Exception):
+    """A socket cannot be bound or a passed one is refused (exit 78/77)."""
+
+    def __init__(self, message: str, *, in_use: bool = False) -> None:
+        super().__init__(message)
+        self.in_use = in_use
+
+
+def _same_tcp(address: object, host: str, port: int) -> bool:
+    if not isinstance(address, tuple) or address[1] != port:
+        return False
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(address[0]) == ipaddress.ip_address(host)
+    return str(address[0]) == host
+
+
+def wanted(conf: cfg.ConfigOpts) -> dict[str, str | tuple[str, int]]:
+    """Role name -> configured address (a Unix path or (host, port))."""
+    wanted: dict[str, str | tuple[str, int]] = {}
+    if conf.role == "cni":
+        path, port = sockets.parse_address(conf.cni_daemon.bind_address)
+        wanted[CNI] = path if port < 0 else (path, port)
+    opts = conf.cni_health_server
+    wanted[PROBES] = (opts.host, opts.port)
+    if conf.metrics.port:
+        wanted[METRICS] = (conf.metrics.host, conf.metrics.port)
+    return wanted
+
+
+def _matches(address: object, want: str | tuple[str, int]) -> bool:
+    if isinstance(want, str):
+        return address == want
+    return _same_tcp(address, *want)
+
+
+def match(passed: Passed, conf: cfg.ConfigOpts) -> str | None:
+    """The role of a passed socket, by name, else by address."""
+    roles = wanted(conf)
+    if passed.name in roles:
+        want = roles[passed.name]
+        if not _matches(passed.address, want):
+            raise ListenerError(f"systemd passed socket {passed.name!r} on "
+                                f"{passed.address}, but the configuration "
+                                f"says {want}")
+        return passed.name
+    for role, want in roles.items():
+        if _matches(passed.address, want):
+            return role
+    return None
+
+
+def passed_roles(conf: cfg.ConfigOpts) -> set[str]:
+    """Roles systemd passes a socket for (without taking them): a port or
+    path held by systemd for us is not another daemon's."""
+    roles = set()
+    for item in peek():
+        with contextlib.suppress(ListenerError):
+            role = match(item, conf)
+            if role is not None:
+                roles.add(role)
+    return roles

@@ -14,10 +14,9 @@ Invariants:
   (:mod:`kuryr_supervisor.cni.sockets`: 0600, a 0700 directory, root-owned
   ancestors); a socket passed by systemd is held to the same rules (its
   file root's, 0600, its directory trusted) or the daemon exits 78;
-- a passed socket is matched by its name (``cni``, ``probes``,
-  ``metrics``) or else by its address; a named one whose address is not
-  the configured one is refused (exit 78), since the shims and the kubelet
-  follow the configuration; an unmatched one is closed;
+- a passed socket is matched by its name or else by its address
+  (:func:`~kuryr_supervisor.master.activation.match`); a named one on
+  another address is refused (exit 78); an unmatched one is closed;
 - the socket file deleted or replaced under the daemon is noticed by the
   master (:meth:`Listeners.watch`, each governor tick), re-created at the
   same path, ``dup2``-ed onto the master's own descriptor (so workers forked
@@ -30,86 +29,33 @@ Invariants:
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import ipaddress
 import logging
 import os
 import socket
 import stat
+import sys
 
 from oslo_config import cfg
 
 from kuryr_supervisor.cni import sockets
+from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health import httpserver
 from kuryr_supervisor.master import activation
+from kuryr_supervisor.master.activation import (
+    CNI,
+    METRICS,
+    PROBES,
+    ListenerError,
+    match,
+    passed_roles,
+    wanted,
+)
 
 LOG = logging.getLogger(__name__)
 
-CNI, PROBES, METRICS = "cni", "probes", "metrics"
-
-
-class ListenerError(Exception):
-    """A socket cannot be bound or a passed one is refused (exit 78/77)."""
-
-    def __init__(self, message: str, *, in_use: bool = False) -> None:
-        super().__init__(message)
-        self.in_use = in_use
-
-
-def _same_tcp(address: object, host: str, port: int) -> bool:
-    if not isinstance(address, tuple) or address[1] != port:
-        return False
-    with contextlib.suppress(ValueError):
-        return ipaddress.ip_address(address[0]) == ipaddress.ip_address(host)
-    return str(address[0]) == host
-
-
-def _wanted(conf: cfg.ConfigOpts) -> dict[str, str | tuple[str, int]]:
-    """Role name -> configured address (a Unix path or (host, port))."""
-    wanted: dict[str, str | tuple[str, int]] = {}
-    if conf.role == "cni":
-        path, port = sockets.parse_address(conf.cni_daemon.bind_address)
-        wanted[CNI] = path if port < 0 else (path, port)
-    opts = conf.cni_health_server
-    wanted[PROBES] = (opts.host, opts.port)
-    if conf.metrics.port:
-        wanted[METRICS] = (conf.metrics.host, conf.metrics.port)
-    return wanted
-
-
-def _matches(address: object, want: str | tuple[str, int]) -> bool:
-    if isinstance(want, str):
-        return address == want
-    return _same_tcp(address, *want)
-
-
-def match(passed: activation.Passed, conf: cfg.ConfigOpts) -> str | None:
-    """The role of a passed socket, by name, else by address."""
-    wanted = _wanted(conf)
-    if passed.name in wanted:
-        want = wanted[passed.name]
-        if not _matches(passed.address, want):
-            raise ListenerError(f"systemd passed socket {passed.name!r} on "
-                                f"{passed.address}, but the configuration "
-                                f"says {want}")
-        return passed.name
-    for role, want in wanted.items():
-        if _matches(passed.address, want):
-            return role
-    return None
-
-
-def passed_roles(conf: cfg.ConfigOpts) -> set[str]:
-    """Roles systemd passes a socket for (without taking them): a port or
-    path held by systemd for us is not another daemon's."""
-    roles = set()
-    for item in activation.peek():
-        with contextlib.suppress(ListenerError):
-            role = match(item, conf)
-            if role is not None:
-                roles.add(role)
-    return roles
+__all__ = ["CNI", "METRICS", "PROBES", "ListenerError", "Listeners",
+           "match", "open_all", "open_or_exit", "passed_roles"]
 
 
 def _check_passed_unix(path: str) -> None:
@@ -220,7 +166,7 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
         LOG.info("%s socket %s taken from systemd", role, item.address)
     made: dict[str, socket.socket] = {}
     try:
-        for role in _wanted(conf):
+        for role in wanted(conf):
             if role in taken:
                 continue
             try:
@@ -246,3 +192,14 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
         path, _ = sockets.parse_address(conf.cni_daemon.bind_address)
         listeners.adopt_path(path, passed=CNI in taken)
     return listeners
+
+
+def open_or_exit(conf: cfg.ConfigOpts) -> Listeners:
+    """:func:`open_all`, or one line on stderr and exit 77 (in use) or 78."""
+    try:
+        return open_all(conf)
+    except ListenerError as exc:
+        what = "already running" if exc.in_use else "configuration error"
+        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.ALREADY_RUNNING if exc.in_use
+                         else ExitCode.CONFIG) from None

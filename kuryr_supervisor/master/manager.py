@@ -22,7 +22,6 @@ import logging
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -90,22 +89,10 @@ def freeze_before_fork() -> None:
     gc.freeze()
 
 
-def _open_listeners(conf: cfg.ConfigOpts) -> listeners_mod.Listeners:
-    """Every listener, before any fork; one line and exit 77 (in use) or 78
-    when one cannot be had."""
-    try:
-        return listeners_mod.open_all(conf)
-    except listeners_mod.ListenerError as exc:
-        what = "already running" if exc.in_use else "configuration error"
-        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
-        raise SystemExit(ExitCode.ALREADY_RUNNING if exc.in_use
-                         else ExitCode.CONFIG) from None
-
-
 class Manager(cotyledon.ServiceManager):
     def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
                  ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
-        self.listeners = _open_listeners(conf)
+        self.listeners = listeners_mod.open_or_exit(conf)
         ctx = multiprocessing.get_context("fork")
         super().__init__(
             graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
