@@ -30,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import socket
@@ -175,8 +176,10 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
                 raise ListenerError(f"{role} listener: {exc}") from exc
             except (sockets.AddressInUse, OSError) as exc:
                 if role != METRICS:
+                    in_use = isinstance(exc, sockets.AddressInUse) or \
+                        exc.errno == errno.EADDRINUSE
                     raise ListenerError(f"{role} listener: {exc}",
-                                        in_use=True) from exc
+                                        in_use=in_use) from exc
                 # Metrics are not health: the probes stay up.
                 LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
                           "stays on the probe port", conf.metrics.host,
@@ -190,7 +193,11 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
                           metrics=got.get(METRICS), activated=tuple(taken))
     if listeners.cni is not None and listeners.cni.family == socket.AF_UNIX:
         path, _ = sockets.parse_address(conf.cni_daemon.bind_address)
-        listeners.adopt_path(path, passed=CNI in taken)
+        try:
+            listeners.adopt_path(path, passed=CNI in taken)
+        except (OSError, sockets.AddressInUse, sockets.UntrustedPath) as exc:
+            listeners.close()
+            raise ListenerError(f"systemd socket {path}: {exc}") from exc
     return listeners
 
 

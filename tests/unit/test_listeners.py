@@ -184,3 +184,11 @@ def test_passed_sockets_are_matched_by_name_then_address(
         listeners.match(wrong, conf)
     other = activation.Passed(5, "x", socket.AF_INET, ("127.0.0.1", 1), True)
     assert listeners.match(other, conf) is None
+
+
+def test_an_address_not_on_this_host_is_a_configuration_error(
+        conf: cfg.ConfigOpts) -> None:
+    conf.set_override("host", "192.0.2.1", group="cni_health_server")
+    with pytest.raises(listeners.ListenerError) as err:
+        listeners.open_all(conf)
+    assert not err.value.in_use and "probes listener" in str(err.value)
