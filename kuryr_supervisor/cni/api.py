@@ -97,6 +97,10 @@ class CNIApp:
         self.max_request_bytes = max_request_bytes
         self._state = state
 
+    def close(self) -> None:
+        """Graceful stop, once drained: close the service's store."""
+        self._service.close()
+
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         request = Request(environ)

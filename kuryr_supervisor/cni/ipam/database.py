@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from kuryr_supervisor import errors
@@ -38,15 +38,21 @@ BUSY_TIMEOUT = 10.0
 """Seconds to wait for another writer before failing with IpamStoreError."""
 
 
+#: Brings a new connection's file to the schema this binary uses (runs in
+#: a ``BEGIN IMMEDIATE`` transaction; raises a CNIError to refuse the file).
+Prepare = Callable[[sqlite3.Connection, str], object]
+
+
 class Database:
     """Lazily opened, fork-safe connection to the SQLite file ``path``."""
 
-    def __init__(self, path: str, schema: str) -> None:
+    def __init__(self, path: str, prepare: Prepare) -> None:
         self.path = path
-        self._schema = schema
+        self._prepare = prepare
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._closed = False
         _DATABASES.add(self)
 
     def _connect(self) -> sqlite3.Connection:
@@ -67,7 +73,15 @@ class Database:
             # FULL: a committed allocation survives a power cut too, not
             # only a crash of the process (what NORMAL guarantees in WAL).
             conn.execute("PRAGMA synchronous=FULL")
-            conn.executescript(self._schema)
+            # The schema is checked and migrated in one transaction: the
+            # file is at its old version or the current one, never between.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._prepare(conn, self.path)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
         except BaseException:
             conn.close()
             raise
@@ -81,6 +95,9 @@ class Database:
         never both read the free set and then race to insert.
         """
         with self._lock:
+            if self._closed:
+                raise errors.IpamStoreError(
+                    f"IPAM store {self.path} is closed (shutting down)")
             try:
                 if self._conn is None or self._pid != os.getpid():
                     self._conn = self._connect()
@@ -125,8 +142,23 @@ class Database:
             raise errors.StoreCorrupt(f"IPAM store {self.path} failed its "
                                       f"integrity check: {verdict}")
 
-    def close(self) -> None:
+    def close(self, *, final: bool = False) -> None:
+        """Close this process's connection (the next use opens another).
+
+        ``final`` (a graceful stop): first checkpoint the write-ahead log
+        into the file and truncate it, then refuse any later use in this
+        process, so no thread reopens the store after it was closed. The
+        last connection to close deletes ``-wal`` and ``-shm``.
+        """
         with self._lock:
+            if final:
+                self._closed = True
+                if self._conn is not None and self._pid == os.getpid():
+                    try:
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    except sqlite3.Error as exc:   # busy: SQLite retries at close
+                        LOG.warning("IPAM store %s: checkpoint at close "
+                                    "failed: %s", self.path, exc)
             self._close_locked()
 
     def _close_locked(self) -> None:
