@@ -69,12 +69,13 @@ class Database:
             # still mapped; SQLite writes every new page of it before
             # mapping it, so a full disk is SQLITE_IOERR/FULL there too.)
             conn.execute("PRAGMA mmap_size=0")
-            conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed allocation survives a power cut too, not
             # only a crash of the process (what NORMAL guarantees in WAL).
             conn.execute("PRAGMA synchronous=FULL")
             # The schema is checked and migrated in one transaction: the
             # file is at its old version or the current one, never between.
+            # Before WAL is switched on, so a file this binary refuses (a
+            # newer schema) is not changed at all.
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._prepare(conn, self.path)
@@ -82,6 +83,7 @@ class Database:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             conn.close()
             raise
