@@ -225,3 +225,22 @@ def test_metrics_reader_leaves_no_wal(db: str) -> None:
     assert sorted(os.listdir(os.path.dirname(db))) == ["ipam.sqlite"]
     assert ipam_store.allocated_count(db + ".missing") == 0
     assert not os.path.exists(db + ".missing")
+
+
+def test_the_plumbing_mark_is_not_fsynced_and_the_rest_still_is(
+        db: str) -> None:
+    """The ADD's one extra write skips the disk flush (synchronous=NORMAL
+    for that commit alone); every other commit stays FULL."""
+    store = IpamStore(db, NET)
+    store.allocate("c1", "eth0", netns="/x", pod=PodRef("", "", ""))
+    seen: list[str] = []
+    conn = store._db._conn
+    assert conn is not None
+    conn.set_trace_callback(seen.append)
+    store.plumbed("c1", "eth0", netconf="d", plumbing=FACTS)
+    with pytest.raises(errors.IpamStoreError):
+        store.plumbed("c2", "eth0", netconf="d", plumbing=FACTS)
+    conn.set_trace_callback(None)
+    assert seen.count("PRAGMA synchronous=NORMAL") == 2
+    assert seen.count("PRAGMA synchronous=FULL") == 2
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2   # FULL

@@ -90,11 +90,16 @@ class Database:
         return conn
 
     @contextmanager
-    def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+    def transaction(self, write: bool = True, *,
+                    fsync: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction under the thread lock; BEGIN failures mapped.
 
         Writers take the write lock up front (IMMEDIATE) so two processes
         never both read the free set and then race to insert.
+        ``fsync=False``: this commit survives a crash of any process but
+        not necessarily a power cut (``synchronous=NORMAL`` for it alone);
+        the next ordinary commit makes it durable too, the WAL being
+        written in order.
         """
         with self._lock:
             if self._closed:
@@ -105,26 +110,41 @@ class Database:
                     self._conn = self._connect()
                     self._pid = os.getpid()
                 conn = self._conn
+                if not fsync:
+                    conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except (sqlite3.Error, OSError) as exc:
+                if not fsync and self._conn is not None:
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("PRAGMA synchronous=FULL")
                 raise classify(exc, f"IPAM store {self.path} unusable"
                                ) from exc
             try:
-                yield conn
-            except BaseException:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    LOG.exception("IPAM rollback failed")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
+                yield from self._run(conn)
+            finally:
+                if not fsync:
                     with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise classify(exc, f"IPAM store {self.path}: commit failed"
-                               ) from exc
+                        conn.execute("PRAGMA synchronous=FULL")
+
+    def _run(self, conn: sqlite3.Connection
+             ) -> Iterator[sqlite3.Connection]:
+        """The body of :meth:`transaction` once BEGIN succeeded."""
+        try:
+            yield conn
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                LOG.exception("IPAM rollback failed")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise classify(exc, f"IPAM store {self.path}: commit failed"
+                           ) from exc
 
     def query(self, sql: str, *args: object,
               write: bool = False) -> list[tuple]:  # type: ignore[type-arg]
