@@ -4,18 +4,10 @@ Role: the one place that orders the steps of each command, holds the
 container's lock around them and keeps the CNI ADD failure budget.
 
 Invariants:
-- ADD: allocate (the row is ``pending``), plumb, then record the plumbing
-  facts and the netconf digest (``plumbed``): one write more than before.
-  A failed plumb releases the address again, so a failed ADD leaves nothing
-  behind (a crash in between leaves a ``pending`` allocation that a
-  replayed ADD, DEL, GC or the Watcher cleans up).
-- ADD is safe to send twice (a shim retries after a lost answer): a second
-  ADD of a ``plumbed`` (container, ifname) with the same netns and netconf
-  digest is answered from the record, in the new request's cniVersion,
-  without touching the pod; a ``pending`` one with the same netns is rolled
-  back (unplumb, release) and done afresh. Any other second ADD (another
-  netns, another netconf, an older daemon's record) fails with code 102 and
-  changes nothing.
+- ADD runs :func:`attach.add` under the container's lock: allocate, plumb,
+  record (``pending`` -> ``plumbed``), so it leaves nothing when it fails;
+  sent twice it is answered from the record, and a half-done one a dead
+  process left is rolled back and done afresh (see :mod:`.attach`).
 - DEL and GC: unplumb, then release, so an address is never handed out while
   an old interface still carries it. DEL succeeds when anything is already
   gone (netns, interface, allocation).
@@ -38,8 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni import environment, protocol, results
-from kuryr_supervisor.cni.ipam import PENDING, Allocation, Plumbing, PodRef
+from kuryr_supervisor.cni import attach, environment, protocol, results
+from kuryr_supervisor.cni.ipam import PENDING, Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
@@ -172,95 +164,12 @@ class CNIService:
         if pod is not None and self._pod_check is not None:
             self._pod_check(pod)
         ipam = self._ipam()
-        cid, ifname = request.container_id, request.ifname
-        digest = results.netconf_digest(request.netconf)
-        with self._locks.hold(cid, timeout=self._lock_timeout) as held:
+        with self._locks.hold(request.container_id,
+                              timeout=self._lock_timeout) as held:
             held.remove = held.created      # a failed ADD leaves no trace
-            try:
-                alloc = ipam.allocate(cid, ifname, netns=request.netns,
-                                      pod=pod or _NO_POD)
-            except errors.AlreadyExists:
-                existing = ipam.get(cid, ifname)
-                if existing is None:        # the address, not the attachment
-                    raise
-                held.remove = False         # the attachment's lock file stays
-                if existing.state != PENDING:
-                    return self._replay(request, existing, digest)
-                self._repair(ipam, request, existing)
-                alloc = ipam.allocate(cid, ifname, netns=request.netns,
-                                      pod=pod or _NO_POD)
-            fixed_mac = {"mac": alloc.mac} if alloc.mac else {}
-            try:
-                plumbed = self._binding.plumb(
-                    container_id=cid, ifname=ifname, netns=request.netns,
-                    address=alloc.address, gateway=alloc.gateway, **fixed_mac)
-            except BaseException:
-                self._release_quietly(ipam, cid, ifname)
-                raise
-            facts = Plumbing(plumbed.host_ifname, plumbed.host_mac,
-                             plumbed.pod_mac, plumbed.mtu)
-            try:
-                ipam.plumbed(cid, ifname, netconf=digest, plumbing=facts)
-            except BaseException:
-                self._unplumb_quietly(cid, ifname)
-                self._release_quietly(ipam, cid, ifname)
-                raise
+            result = attach.add(ipam, self._binding, request, pod or _NO_POD)
             held.remove = False
-        LOG.info("ADD %s/%s: %s in %s", cid, ifname, alloc.address, request.netns)
-        return results.add_result(
-            request, host_ifname=facts.host_ifname, host_mac=facts.host_mac,
-            pod_mac=facts.pod_mac, mtu=facts.mtu, address=alloc.address,
-            gateway=alloc.gateway)
-
-    @staticmethod
-    def _replay(request: Request, existing: Allocation,
-                digest: str) -> dict[str, Any]:
-        """The recorded result of a finished attachment, for the same
-        request sent again; 102 for anything else (nothing changes)."""
-        where = f"{existing.container_id}/{existing.ifname}"
-        if existing.netns != request.netns:
-            raise errors.AlreadyExists(
-                f"{where} is already attached in netns {existing.netns}")
-        if existing.plumbing is None or existing.netconf is None:
-            raise errors.AlreadyExists(
-                f"{where} already has an address (recorded by an older "
-                "kuryr-supervisor: its result cannot be replayed)")
-        if existing.netconf != digest:
-            raise errors.AlreadyExists(
-                f"{where} is already attached with another network "
-                "configuration")
-        facts = existing.plumbing
-        LOG.info("ADD %s: replayed (%s in %s)", where, existing.address,
-                 existing.netns)
-        return results.add_result(
-            request, host_ifname=facts.host_ifname, host_mac=facts.host_mac,
-            pod_mac=facts.pod_mac, mtu=facts.mtu, address=existing.address,
-            gateway=existing.gateway)
-
-    def _repair(self, ipam: Ipam, request: Request,
-                existing: Allocation) -> None:
-        """Roll back an ADD that died between allocating and recording its
-        plumbing (lock held, so its process is gone): unplumb whatever
-        exists, release; the caller then does the ADD afresh."""
-        where = f"{existing.container_id}/{existing.ifname}"
-        if existing.netns != request.netns:
-            raise errors.AlreadyExists(
-                f"{where} is already being attached in netns {existing.netns}")
-        LOG.warning("ADD %s: rolling back a half-done earlier ADD (%s in %s) "
-                    "before doing it afresh", where, existing.address,
-                    existing.netns)
-        self._binding.unplumb(container_id=existing.container_id,
-                              ifname=existing.ifname, netns=None)
-        ipam.release(existing.container_id, existing.ifname)
-
-    def _unplumb_quietly(self, cid: str, ifname: str) -> None:
-        """After plumb succeeded but recording it failed: undo the plumbing
-        so the failed ADD leaves nothing (plumb undoes its own failures)."""
-        try:
-            self._binding.unplumb(container_id=cid, ifname=ifname, netns=None)
-        except Exception:  # noqa: BLE001 - the original error is what matters
-            LOG.exception("could not unplumb %s/%s after a failed ADD; GC "
-                          "will remove it", cid, ifname)
+        return result
 
     def close(self, *, final: bool = True) -> None:
         """Close the allocation store's connection in this process.
@@ -273,14 +182,6 @@ class CNIService:
         close = getattr(self._ipam, "close", None)
         if close is not None:
             close(final=final)
-
-    @staticmethod
-    def _release_quietly(ipam: Ipam, cid: str, ifname: str) -> None:
-        try:
-            ipam.release(cid, ifname)
-        except Exception:  # noqa: BLE001 - the original error is what matters
-            LOG.exception("could not release the address of %s/%s after a "
-                          "failed ADD; GC will reclaim it", cid, ifname)
 
     # -- DEL, CHECK ---------------------------------------------------------
     def _delete(self, request: Request) -> None:
