@@ -41,8 +41,9 @@ LOG = logging.getLogger(__name__)
 
 
 def add(ipam: Ipam, binding: Binding, request: Request,
-        pod: PodRef) -> dict[str, Any]:
-    """Attach (or replay, or repair and attach); the ADD result."""
+        pod: PodRef) -> tuple[dict[str, Any], bool]:
+    """Attach (or replay, or repair and attach): the ADD result, and
+    whether it was made now (False: replayed from the record)."""
     cid, ifname = request.container_id, request.ifname
     digest = results.netconf_digest(request.netconf)
     try:
@@ -52,7 +53,7 @@ def add(ipam: Ipam, binding: Binding, request: Request,
         if existing is None:        # the address is taken, not the attachment
             raise
         if existing.state != PENDING:
-            return replay(request, existing, digest)
+            return replay(request, existing, digest), False
         repair(ipam, binding, request, existing)
         alloc = ipam.allocate(cid, ifname, netns=request.netns, pod=pod)
     fixed_mac = {"mac": alloc.mac} if alloc.mac else {}
@@ -72,7 +73,7 @@ def add(ipam: Ipam, binding: Binding, request: Request,
         _release_quietly(ipam, cid, ifname)
         raise
     LOG.info("ADD %s/%s: %s in %s", cid, ifname, alloc.address, request.netns)
-    return _render(request, alloc, facts)
+    return _render(request, alloc, facts), True
 
 
 def replay(request: Request, existing: Allocation,

@@ -93,7 +93,7 @@ class CNIService:
     # -- ADD --------------------------------------------------------------
     def _budgeted_add(self, request: Request) -> dict[str, Any]:
         try:
-            result = self._add(request)
+            result, fresh = self._add(request)
         except errors.EnvironmentFault as exc:
             self._fault(exc, True)
             raise
@@ -108,7 +108,8 @@ class CNIService:
             if self._state is not None:
                 self._state.record_cni_failure()
             raise errors.InternalError(f"ADD failed: {exc}") from exc
-        if self._state is not None:
+        # A replay wrote nothing and plumbed nothing: it proves no fault gone.
+        if self._state is not None and fresh:
             self._state.record_cni_success()
             if self._state.faults() & ADD_PROVES_FINE:
                 self._state.set_fault(ADD_PROVES_FINE, False)
@@ -157,7 +158,8 @@ class CNIService:
         if verify is not None:
             verify()
 
-    def _add(self, request: Request) -> dict[str, Any]:
+    def _add(self, request: Request) -> tuple[dict[str, Any], bool]:
+        """The result, and whether it was made now (False: replayed)."""
         if self._netns_guard is not None:
             self._netns_guard(request.netns)
         pod = request.pod
@@ -167,9 +169,9 @@ class CNIService:
         with self._locks.hold(request.container_id,
                               timeout=self._lock_timeout) as held:
             held.remove = held.created      # a failed ADD leaves no trace
-            result = attach.add(ipam, self._binding, request, pod or _NO_POD)
+            outcome = attach.add(ipam, self._binding, request, pod or _NO_POD)
             held.remove = False
-        return result
+        return outcome
 
     def close(self, *, final: bool = True) -> None:
         """Close the allocation store's connection in this process.

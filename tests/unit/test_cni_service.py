@@ -15,7 +15,7 @@ from kuryr_supervisor.cni.ipam import PENDING, PLUMBED, Allocation, Plumbing, Po
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import LazyIpam
 from kuryr_supervisor.cni.service import CNIService
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Fault, SharedState
 
 NETNS = "/proc/self/ns/net"
 #: The same namespace under another path: another CNI_NETNS to the service.
@@ -206,6 +206,22 @@ def test_same_add_again_replays_the_recorded_result(
     assert ipam.calls == ["allocate"]          # refused, then read back
     assert (ipam.list(), binding.links) == before
     assert state.cni_failures() == 0
+
+
+def test_a_replay_proves_nothing_about_faults_or_the_budget(
+        parts: Any, state: SharedState) -> None:
+    """A replay neither wrote the store nor touched netlink: it clears no
+    fault and does not reset the consecutive failure count."""
+    service, _, _ = parts
+    service.handle(req())
+    state.record_cni_failure()
+    state.set_fault(Fault.DISK_FULL, True)
+    service.handle(req())
+    assert state.cni_failures() == 1
+    assert state.faults() & Fault.DISK_FULL
+    service.handle(req(cid="c2"))              # a fresh ADD does both
+    assert state.cni_failures() == 0
+    assert not state.faults() & Fault.DISK_FULL
 
 
 @pytest.mark.parametrize("version", ["0.3.1", "0.4.0", "1.0.0", "1.1.0"])
