@@ -73,12 +73,20 @@ class CNIService:
         self._netns_guard = netns_guard
         self._wall_clock = wall_clock
 
-    def handle(self, request: Request) -> dict[str, Any] | None:
-        """Run one command: its result object, or None (nothing to print)."""
+    def handle(self, request: Request, *,
+               abandoned: Callable[[], bool] | None = None
+               ) -> dict[str, Any] | None:
+        """Run one command: its result object, or None (nothing to print).
+
+        ``abandoned`` (ADD): asked, still under the container's lock, once a
+        new attachment is made; True (the client left: the runtime saw a
+        failure) rolls it back there and then, so neither a retry (which
+        would otherwise be replayed) nor anything else can slip in between.
+        """
         if request.command == "VERSION":
             return protocol.version_answer(request.netconf)
         if request.command == "ADD":
-            return self._budgeted_add(request)
+            return self._budgeted_add(request, abandoned)
         step = {"DEL": self._delete, "CHECK": self._check,
                 "STATUS": self._status, "GC": self._gc}[request.command]
         try:
@@ -91,9 +99,10 @@ class CNIService:
         return None
 
     # -- ADD --------------------------------------------------------------
-    def _budgeted_add(self, request: Request) -> dict[str, Any]:
+    def _budgeted_add(self, request: Request,
+                      abandoned: Callable[[], bool] | None) -> dict[str, Any]:
         try:
-            result, fresh = self._add(request)
+            result, fresh = self._add(request, abandoned)
         except errors.EnvironmentFault as exc:
             self._fault(exc, True)
             raise
@@ -158,7 +167,8 @@ class CNIService:
         if verify is not None:
             verify()
 
-    def _add(self, request: Request) -> tuple[dict[str, Any], bool]:
+    def _add(self, request: Request, abandoned: Callable[[], bool] | None
+             ) -> tuple[dict[str, Any], bool]:
         """The result, and whether it was made now (False: replayed)."""
         if self._netns_guard is not None:
             self._netns_guard(request.netns)
@@ -169,9 +179,27 @@ class CNIService:
         with self._locks.hold(request.container_id,
                               timeout=self._lock_timeout) as held:
             held.remove = held.created      # a failed ADD leaves no trace
-            outcome = attach.add(ipam, self._binding, request, pod or _NO_POD)
+            result, fresh = attach.add(ipam, self._binding, request,
+                                       pod or _NO_POD)
             held.remove = False
-        return outcome
+            if fresh and abandoned is not None and abandoned():
+                held.remove = self._roll_back_abandoned(request)
+        return result, fresh
+
+    def _roll_back_abandoned(self, request: Request) -> bool:
+        """Undo an ADD whose client left before the answer (lock held);
+        True when it is gone (the runtime's DEL or GC cleans up if not)."""
+        cid, ifname = request.container_id, request.ifname
+        LOG.warning("ADD %s/%s finished after the client left: rolling it "
+                    "back", cid, ifname)
+        try:
+            self._detach(cid, ifname, request.netns)
+        except Exception as exc:  # noqa: BLE001 - the ADD itself succeeded
+            LOG.warning("rollback of abandoned ADD %s/%s failed (the "
+                        "runtime's DEL or GC will clean it): %s", cid,
+                        ifname, exc)
+            return False
+        return True
 
     def close(self, *, final: bool = True) -> None:
         """Close the allocation store's connection in this process.

@@ -94,7 +94,7 @@ def test_version_endpoint(client: Client) -> None:
 
 def test_unexpected_exception_is_json_500(tmp_path: Path, state: SharedState) -> None:
     class Broken(CNIService):
-        def handle(self, request: Any) -> Any:
+        def handle(self, request: Any, **kw: Any) -> Any:
             raise ZeroDivisionError("oops")
     ipam = FakeIpam()
     app = CNIApp(Broken(lambda: ipam, FakeBinding(ipam),

@@ -224,6 +224,32 @@ def test_a_replay_proves_nothing_about_faults_or_the_budget(
     assert not state.faults() & Fault.DISK_FULL
 
 
+def test_an_abandoned_add_is_rolled_back_under_its_lock(
+        parts: Any, tmp_path: Any) -> None:
+    """The client left while the ADD ran: it is undone before the lock is
+    released, so a retry waiting for the lock makes a fresh one instead of
+    being replayed an attachment that is then deleted."""
+    service, ipam, binding = parts
+    seen: list[bool] = []
+
+    def gone() -> bool:
+        # asked with the container's lock still held
+        with pytest.raises(errors.Timeout):
+            with ContainerLocks(str(tmp_path / "locks")).hold("c1",
+                                                               timeout=0.01):
+                pass
+        seen.append(True)
+        return True
+    assert service.handle(req(), abandoned=gone) is not None
+    assert seen == [True] and ipam.list() == [] and binding.links == set()
+    result = service.handle(req())                 # the retry: fresh
+    assert ipam.calls[-3:] == ["allocate", "plumb", "plumbed"]
+    # a replay whose client left is not undone: the attachment was made
+    # (and may have been answered) before
+    assert service.handle(req(), abandoned=lambda: True) == result
+    assert len(ipam.list()) == 1
+
+
 @pytest.mark.parametrize("version", ["0.3.1", "0.4.0", "1.0.0", "1.1.0"])
 def test_replay_answers_in_the_replayed_requests_version(
         parts: Any, version: str) -> None:
