@@ -8,7 +8,8 @@ Routes:
 - ``GET /version``: the supported spec versions.
 
 An ADD whose client left before it finished (the shim's timeout) is rolled
-back (:func:`client_gone`), so the runtime's retry does not meet 102.
+back (:func:`client_gone`, asked by the service under the container's lock,
+so a retry cannot be replayed an attachment that is then undone).
 
 Invariants: every answer, including routing errors, oversized bodies and
 unexpected exceptions, is a JSON CNI object (never werkzeug's HTML pages,
@@ -97,6 +98,10 @@ class CNIApp:
         self.max_request_bytes = max_request_bytes
         self._state = state
 
+    def close(self) -> None:
+        """Graceful stop, once drained: close the service's store."""
+        self._service.close()
+
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         request = Request(environ)
@@ -135,9 +140,8 @@ class CNIApp:
                      if h in http.headers}
             LOG.debug("CNI %s %s/%s %s", command, request.container_id,
                       request.ifname, trace or "")
-            result = self._service.handle(request)
-            if command == "ADD" and client_gone(http.environ):
-                self._abandoned(request)
+            result = self._service.handle(
+                request, abandoned=lambda: client_gone(http.environ))
         except errors.CNIError as exc:
             level = logging.WARNING if exc.wire.counts_as_failure else logging.INFO
             LOG.log(level, "CNI %s refused: code %d: %s %s", command,
@@ -152,20 +156,6 @@ class CNIApp:
         if result is None:
             return command, 0, Response(status=204)
         return command, 0, _json(result, 200)
-
-    def _abandoned(self, request: protocol.Request) -> None:
-        """The shim gave up (its timeout) while the ADD ran: the runtime
-        saw a failure and will retry, so undo the attachment now rather than
-        leave it to make the retry fail with 102 until a DEL comes."""
-        LOG.warning("ADD %s/%s finished after the client left: rolling it "
-                    "back", request.container_id, request.ifname)
-        try:
-            self._service.forget(request.container_id, request.ifname,
-                                 request.netns)
-        except errors.CNIError as exc:
-            LOG.warning("rollback of abandoned ADD %s/%s failed (the "
-                        "runtime's DEL or GC will clean it): %s",
-                        request.container_id, request.ifname, exc.msg)
 
     @staticmethod
     def _decode(http: Request) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni.ipam import Allocation, PodRef
+from kuryr_supervisor.cni.ipam import Allocation, Plumbing, PodRef
 
 
 class Ipam(Protocol):
@@ -21,6 +21,8 @@ class Ipam(Protocol):
 
     def allocate(self, container_id: str, ifname: str, *, netns: str,
                  pod: PodRef) -> Allocation: ...
+    def plumbed(self, container_id: str, ifname: str, *, netconf: str,
+                plumbing: Plumbing) -> None: ...
     def release(self, container_id: str, ifname: str) -> Allocation | None: ...
     def get(self, container_id: str, ifname: str) -> Allocation | None: ...
     def list(self) -> list[Allocation]: ...
@@ -52,12 +54,25 @@ class LazyIpam:
         self._subnet = subnet
         self._store: Ipam | None = None
         self._lock = threading.Lock()
+        self._closed = False
 
     def __call__(self) -> Ipam:
         with self._lock:
+            if self._closed:
+                raise errors.TryAgain("the daemon is shutting down")
             if self._store is None:
                 subnet = self._subnet()
                 if subnet is None:
                     raise errors.TryAgain("the pod subnet is not known yet")
                 self._store = self._factory(subnet)
             return self._store
+
+    def close(self, *, final: bool = True) -> None:
+        """Close the store's connection if it was ever opened. ``final`` (a
+        graceful stop): checkpoint it first, and open none afterwards, so
+        no ``-wal`` is left behind; otherwise the next use reopens it."""
+        with self._lock:
+            self._closed = self._closed or final
+            close = getattr(self._store, "close", None)
+        if close is not None:
+            close(final=final)

@@ -3,11 +3,14 @@
 Role: the one place that knows how result objects differ between spec
 versions: ``ips[].version`` exists only before 1.0.0, ``interfaces[].mtu``
 only from 1.1.0; a prevResult handed to ADD is kept and appended to (its
-interface indexes stay valid, ours are offset past them).
+interface indexes stay valid, ours are offset past them). And what makes
+two ADDs "the same" for a replay (:func:`netconf_digest`).
 """
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import json
 from typing import Any
 
 from kuryr_supervisor import errors
@@ -40,6 +43,26 @@ def add_result(request: Request, *, host_ifname: str, host_mac: str,
     routes.append({"dst": "0.0.0.0/0", "gw": str(gateway)})
     return {"cniVersion": version, "interfaces": interfaces, "ips": ips,
             "routes": routes, "dns": prev.get("dns") or request.dns}
+
+
+#: Netconf keys left out of :func:`netconf_digest`, and why:
+#: ``cniVersion`` -- a replay is answered in the version it asks for, the
+#: attachment does not depend on it; ``prevResult`` -- earlier plugins'
+#: output, volatile between a call and its retry, and appended to afresh
+#: by every answer; ``runtimeConfig`` -- per-invocation runtime data
+#: (port mappings, bandwidth, ...) this plugin does not act on.
+VOLATILE_KEYS = frozenset({"cniVersion", "prevResult", "runtimeConfig"})
+
+
+def netconf_digest(netconf: dict[str, Any]) -> str:
+    """SHA-256 of the netconf in canonical JSON (sorted keys, no spaces),
+    less :data:`VOLATILE_KEYS`: equal for an ADD and its retry, different
+    when anything that shapes the attachment or its result (name, dns,
+    ipam, args, ...) differs."""
+    kept = {k: v for k, v in netconf.items() if k not in VOLATILE_KEYS}
+    text = json.dumps(kept, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def expected_address(request: Request) -> ipaddress.IPv4Interface:

@@ -4,10 +4,10 @@ Role: the one place that orders the steps of each command, holds the
 container's lock around them and keeps the CNI ADD failure budget.
 
 Invariants:
-- ADD: allocate, then plumb; a failed plumb releases the address again, so
-  a failed ADD leaves nothing behind (a crash in between leaves an allocation
-  that DEL, GC or the Watcher reclaims). A second ADD of the same (container,
-  ifname) fails in ``allocate`` and changes nothing.
+- ADD runs :func:`attach.add` under the container's lock: allocate, plumb,
+  record (``pending`` -> ``plumbed``), so it leaves nothing when it fails;
+  sent twice it is answered from the record, and a half-done one a dead
+  process left is rolled back and done afresh (see :mod:`.attach`).
 - DEL and GC: unplumb, then release, so an address is never handed out while
   an old interface still carries it. DEL succeeds when anything is already
   gone (netns, interface, allocation).
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni import environment, protocol, results
-from kuryr_supervisor.cni.ipam import Allocation, PodRef
+from kuryr_supervisor.cni import attach, environment, protocol, results
+from kuryr_supervisor.cni.ipam import PENDING, Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
@@ -73,12 +73,20 @@ class CNIService:
         self._netns_guard = netns_guard
         self._wall_clock = wall_clock
 
-    def handle(self, request: Request) -> dict[str, Any] | None:
-        """Run one command: its result object, or None (nothing to print)."""
+    def handle(self, request: Request, *,
+               abandoned: Callable[[], bool] | None = None
+               ) -> dict[str, Any] | None:
+        """Run one command: its result object, or None (nothing to print).
+
+        ``abandoned`` (ADD): asked, still under the container's lock, once a
+        new attachment is made; True (the client left: the runtime saw a
+        failure) rolls it back there and then, so neither a retry (which
+        would otherwise be replayed) nor anything else can slip in between.
+        """
         if request.command == "VERSION":
             return protocol.version_answer(request.netconf)
         if request.command == "ADD":
-            return self._budgeted_add(request)
+            return self._budgeted_add(request, abandoned)
         step = {"DEL": self._delete, "CHECK": self._check,
                 "STATUS": self._status, "GC": self._gc}[request.command]
         try:
@@ -91,9 +99,10 @@ class CNIService:
         return None
 
     # -- ADD --------------------------------------------------------------
-    def _budgeted_add(self, request: Request) -> dict[str, Any]:
+    def _budgeted_add(self, request: Request,
+                      abandoned: Callable[[], bool] | None) -> dict[str, Any]:
         try:
-            result = self._add(request)
+            result, fresh = self._add(request, abandoned)
         except errors.EnvironmentFault as exc:
             self._fault(exc, True)
             raise
@@ -108,7 +117,8 @@ class CNIService:
             if self._state is not None:
                 self._state.record_cni_failure()
             raise errors.InternalError(f"ADD failed: {exc}") from exc
-        if self._state is not None:
+        # A replay wrote nothing and plumbed nothing: it proves no fault gone.
+        if self._state is not None and fresh:
             self._state.record_cni_success()
             if self._state.faults() & ADD_PROVES_FINE:
                 self._state.set_fault(ADD_PROVES_FINE, False)
@@ -157,40 +167,51 @@ class CNIService:
         if verify is not None:
             verify()
 
-    def _add(self, request: Request) -> dict[str, Any]:
+    def _add(self, request: Request, abandoned: Callable[[], bool] | None
+             ) -> tuple[dict[str, Any], bool]:
+        """The result, and whether it was made now (False: replayed)."""
         if self._netns_guard is not None:
             self._netns_guard(request.netns)
         pod = request.pod
         if pod is not None and self._pod_check is not None:
             self._pod_check(pod)
         ipam = self._ipam()
-        cid, ifname = request.container_id, request.ifname
-        with self._locks.hold(cid, timeout=self._lock_timeout) as held:
+        with self._locks.hold(request.container_id,
+                              timeout=self._lock_timeout) as held:
             held.remove = held.created      # a failed ADD leaves no trace
-            alloc = ipam.allocate(cid, ifname, netns=request.netns,
-                                  pod=pod or _NO_POD)
-            fixed_mac = {"mac": alloc.mac} if alloc.mac else {}
-            try:
-                plumbed = self._binding.plumb(
-                    container_id=cid, ifname=ifname, netns=request.netns,
-                    address=alloc.address, gateway=alloc.gateway, **fixed_mac)
-            except BaseException:
-                self._release_quietly(ipam, cid, ifname)
-                raise
+            result, fresh = attach.add(ipam, self._binding, request,
+                                       pod or _NO_POD)
             held.remove = False
-        LOG.info("ADD %s/%s: %s in %s", cid, ifname, alloc.address, request.netns)
-        return results.add_result(
-            request, host_ifname=plumbed.host_ifname, host_mac=plumbed.host_mac,
-            pod_mac=plumbed.pod_mac, mtu=plumbed.mtu, address=alloc.address,
-            gateway=alloc.gateway)
+            if fresh and abandoned is not None and abandoned():
+                held.remove = self._roll_back_abandoned(request)
+        return result, fresh
 
-    @staticmethod
-    def _release_quietly(ipam: Ipam, cid: str, ifname: str) -> None:
+    def _roll_back_abandoned(self, request: Request) -> bool:
+        """Undo an ADD whose client left before the answer (lock held);
+        True when it is gone (the runtime's DEL or GC cleans up if not)."""
+        cid, ifname = request.container_id, request.ifname
+        LOG.warning("ADD %s/%s finished after the client left: rolling it "
+                    "back", cid, ifname)
         try:
-            ipam.release(cid, ifname)
-        except Exception:  # noqa: BLE001 - the original error is what matters
-            LOG.exception("could not release the address of %s/%s after a "
-                          "failed ADD; GC will reclaim it", cid, ifname)
+            self._detach(cid, ifname, request.netns)
+        except Exception as exc:  # noqa: BLE001 - the ADD itself succeeded
+            LOG.warning("rollback of abandoned ADD %s/%s failed (the "
+                        "runtime's DEL or GC will clean it): %s", cid,
+                        ifname, exc)
+            return False
+        return True
+
+    def close(self, *, final: bool = True) -> None:
+        """Close the allocation store's connection in this process.
+
+        ``final`` (a graceful stop, after the last request): checkpoint it,
+        so no ``ipam.sqlite-wal`` is left behind, and answer later requests
+        code 11. Otherwise (a process that uses the store now and then, like
+        the Watcher's reclaim) the next use simply reopens it.
+        """
+        close = getattr(self._ipam, "close", None)
+        if close is not None:
+            close(final=final)
 
     # -- DEL, CHECK ---------------------------------------------------------
     def _delete(self, request: Request) -> None:
@@ -241,6 +262,10 @@ class CNIService:
                 raise errors.CheckFailed(
                     f"no address is reserved for {request.container_id}/"
                     f"{request.ifname}")
+            if alloc.state == PENDING:
+                raise errors.CheckFailed(
+                    f"{request.container_id}/{request.ifname} was never "
+                    "finished (its ADD did not complete)")
             if alloc.address != expected:
                 raise errors.CheckFailed(
                     f"prevResult says {expected}, the reservation is "

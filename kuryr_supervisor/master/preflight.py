@@ -26,6 +26,8 @@ from typing import IO
 from oslo_config import cfg
 
 from kuryr_supervisor.cni import sockets
+from kuryr_supervisor.cni.ipam import schema
+from kuryr_supervisor.conf.ipam import DB_FILE
 from kuryr_supervisor.controller import handlers
 from kuryr_supervisor.master import listeners
 
@@ -52,6 +54,10 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
             _probe_port_free(conf)
         if listeners.CNI not in passed:
             _socket_free(conf)
+        schema.check_schema(os.path.join(conf.ipam.state_dir, DB_FILE))
+    except schema.SchemaTooNew as exc:
+        lock.close()
+        raise PreflightError(exc.msg) from exc
     except BaseException:
         lock.close()
         raise

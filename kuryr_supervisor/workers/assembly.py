@@ -122,7 +122,18 @@ def allocation_hooks(conf: cfg.ConfigOpts
     release takes the container's lock and never races the Server."""
     service = build_service(conf, None)
 
+    # The store is closed after each use: the Watcher may exit at any time
+    # without closing, and an open connection would keep -wal behind.
+    def listing() -> list[Allocation]:
+        try:
+            return service.allocations()
+        finally:
+            service.close(final=False)
+
     def release(alloc: Allocation) -> None:
-        service.forget(alloc.container_id, alloc.ifname, alloc.netns,
-                       created=alloc.created)
-    return service.allocations, release
+        try:
+            service.forget(alloc.container_id, alloc.ifname, alloc.netns,
+                           created=alloc.created)
+        finally:
+            service.close(final=False)
+    return listing, release

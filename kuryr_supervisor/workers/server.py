@@ -104,6 +104,8 @@ class ServerWorker(Worker):
         else:
             LOG.warning("CNI API: %d request(s) still running after %.0f s",
                         server.inflight, budget)
+        if self._app is not None:       # checkpointed: no -wal left behind
+            self._app.close()
 
     def reloaded(self) -> None:
         if self._app is not None:

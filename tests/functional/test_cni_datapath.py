@@ -103,13 +103,19 @@ def test_del_after_netns_deleted_frees_address(daemon: Daemon,
     assert daemon.shim("DEL", daemon.netconf(), container_id="never") == (0, None)
 
 
-def test_second_add_is_refused_and_changes_nothing(daemon: Daemon,
-                                                   namespaces: Namespaces) -> None:
+def test_second_add_replays_or_is_refused_and_changes_nothing(
+        daemon: Daemon, namespaces: Namespaces) -> None:
     ns, cid = namespaces.create(), unique("c", 20)
     status, first = add(daemon, ns, cid)
     assert status == 0
     before = (daemon.ipam.list(), pod_iface(ns), bridge_ports(daemon.bridge))
-    status, err = add(daemon, ns, cid)
+    # the same request again (a retry): the recorded answer, nothing new
+    assert add(daemon, ns, cid) == (0, first)
+    # another netconf or another netns for the attachment: 102
+    status, err = daemon.shim("ADD", daemon.netconf(extra={"dns": {}}),
+                              container_id=cid, netns=path(ns))
+    assert (status, err["code"]) == (1, 102)
+    status, err = add(daemon, namespaces.create(), cid)
     assert (status, err["code"]) == (1, 102)
     after = (daemon.ipam.list(), pod_iface(ns), bridge_ports(daemon.bridge))
     assert after == before and daemon.state.cni_failures() == 0

@@ -119,8 +119,8 @@ def test_daemon_errors_pass_through(shim: str, daemon: Daemon,
     netns = f"/var/run/netns/{ns}"
     assert run_shim(shim, "ADD", daemon.netconf("1.0.0"), container_id=cid,
                     netns=netns)[0] == 0
-    status, body = run_shim(shim, "ADD", daemon.netconf("1.0.0"), container_id=cid,
-                            netns=netns)
+    status, body = run_shim(shim, "ADD", daemon.netconf("1.0.0", {"dns": {}}),
+                            container_id=cid, netns=netns)
     assert status == 1 and body["code"] == 102 and body["cniVersion"] == "1.0.0"
     status, body = run_shim(shim, "ADD", daemon.netconf("1.0.0"), container_id="-bad",
                             netns=netns)

@@ -94,7 +94,7 @@ def test_version_endpoint(client: Client) -> None:
 
 def test_unexpected_exception_is_json_500(tmp_path: Path, state: SharedState) -> None:
     class Broken(CNIService):
-        def handle(self, request: Any) -> Any:
+        def handle(self, request: Any, **kw: Any) -> Any:
             raise ZeroDivisionError("oops")
     ipam = FakeIpam()
     app = CNIApp(Broken(lambda: ipam, FakeBinding(ipam),
@@ -105,6 +105,8 @@ def test_unexpected_exception_is_json_500(tmp_path: Path, state: SharedState) ->
 
 def test_statuses_come_from_the_wire_table(client: Client) -> None:
     post(client, json.dumps(cni()))
-    status, body = post(client, json.dumps(cni()))
+    other = cni()
+    other["config"]["name"] = "other"      # the same attachment, another netconf
+    status, body = post(client, json.dumps(other))
     assert (status, body["code"]) == (errors.WIRE[errors.AlreadyExists].http_status,
                                       102)

@@ -4,19 +4,22 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import multiprocessing
+import os
 from typing import Any
 
 import pytest
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.ipam import Allocation, PodRef
+from kuryr_supervisor.cni.ipam import PENDING, PLUMBED, Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import LazyIpam
 from kuryr_supervisor.cni.service import CNIService
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Fault, SharedState
 
 NETNS = "/proc/self/ns/net"
+#: The same namespace under another path: another CNI_NETNS to the service.
+OTHER_NETNS = f"/proc/{os.getpid()}/ns/net"
 GW = ipaddress.IPv4Address("10.1.0.1")
 
 
@@ -27,6 +30,7 @@ class FakeIpam:
                      for n in range(2, 2 + size)]
         self.calls: list[str] = []
         self.fail: type[Exception] | None = None
+        self.fail_plumbed: type[Exception] | None = None
         self.created = 100.0
 
     def allocate(self, container_id: str, ifname: str, *, netns: str,
@@ -40,9 +44,19 @@ class FakeIpam:
             raise errors.AddressExhausted("full")
         self.created += 1
         alloc = Allocation(container_id, ifname, self.free.pop(0), GW, netns,
-                           pod, self.created)
+                           pod, self.created, state=PENDING)
         self.allocs[(container_id, ifname)] = alloc
         return alloc
+
+    def plumbed(self, container_id: str, ifname: str, *, netconf: str,
+                plumbing: Plumbing) -> None:
+        self.calls.append("plumbed")
+        if self.fail_plumbed:
+            raise self.fail_plumbed("store broken")
+        key = (container_id, ifname)
+        self.allocs[key] = dataclasses.replace(
+            self.allocs[key], state=PLUMBED, netconf=netconf,
+            plumbing=plumbing)
 
     def release(self, container_id: str, ifname: str) -> Allocation | None:
         self.calls.append("release")
@@ -119,9 +133,10 @@ def parts(tmp_path: Any, state: SharedState) -> tuple[CNIService, FakeIpam, Fake
 
 
 def req(command: str = "ADD", cid: str = "c1", version: str = "1.1.0",
-        extra: dict[str, Any] | None = None, **config: Any) -> protocol.Request:
+        extra: dict[str, Any] | None = None, netns: str = NETNS,
+        **config: Any) -> protocol.Request:
     env = {"CNI_COMMAND": command, "CNI_CONTAINERID": cid,
-           "CNI_IFNAME": "eth0", "CNI_NETNS": NETNS,
+           "CNI_IFNAME": "eth0", "CNI_NETNS": netns,
            "CNI_ARGS": "K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_UID=u"}
     return protocol.parse({"env": env, "config": {
         "cniVersion": version, "name": "net", "type": "kuryr-cni", **config,
@@ -133,7 +148,7 @@ def test_add_allocates_then_plumbs_and_resets_budget(parts: Any,
     service, ipam, _ = parts
     state.record_cni_failure()
     result = service.handle(req())
-    assert ipam.calls == ["allocate", "plumb"]
+    assert ipam.calls == ["allocate", "plumb", "plumbed"]
     assert result is not None and result["ips"][0]["address"] == "10.1.0.2/24"
     assert ipam.get("c1", "eth0").pod == PodRef("ns", "p", "u")
     assert state.cni_failures() == 0
@@ -179,14 +194,174 @@ def test_client_side_plumb_errors_do_not_count(parts: Any, state: SharedState,
     assert state.cni_failures() == 0 and ipam.list() == []
 
 
-def test_second_add_fails_and_changes_nothing(parts: Any, state: SharedState) -> None:
+def test_same_add_again_replays_the_recorded_result(
+        parts: Any, state: SharedState) -> None:
+    """A retried ADD (the shim lost the answer) is answered from the record:
+    nothing is allocated or plumbed again."""
+    service, ipam, binding = parts
+    first = service.handle(req())
+    before = (ipam.list(), set(binding.links))
+    ipam.calls.clear()
+    assert service.handle(req()) == first
+    assert ipam.calls == ["allocate"]          # refused, then read back
+    assert (ipam.list(), binding.links) == before
+    assert state.cni_failures() == 0
+
+
+def test_a_replay_proves_nothing_about_faults_or_the_budget(
+        parts: Any, state: SharedState) -> None:
+    """A replay neither wrote the store nor touched netlink: it clears no
+    fault and does not reset the consecutive failure count."""
+    service, _, _ = parts
+    service.handle(req())
+    state.record_cni_failure()
+    state.set_fault(Fault.DISK_FULL, True)
+    service.handle(req())
+    assert state.cni_failures() == 1
+    assert state.faults() & Fault.DISK_FULL
+    service.handle(req(cid="c2"))              # a fresh ADD does both
+    assert state.cni_failures() == 0
+    assert not state.faults() & Fault.DISK_FULL
+
+
+def test_an_abandoned_add_is_rolled_back_under_its_lock(
+        parts: Any, tmp_path: Any) -> None:
+    """The client left while the ADD ran: it is undone before the lock is
+    released, so a retry waiting for the lock makes a fresh one instead of
+    being replayed an attachment that is then deleted."""
+    service, ipam, binding = parts
+    seen: list[bool] = []
+
+    def gone() -> bool:
+        # asked with the container's lock still held
+        with pytest.raises(errors.Timeout):
+            with ContainerLocks(str(tmp_path / "locks")).hold("c1",
+                                                               timeout=0.01):
+                pass
+        seen.append(True)
+        return True
+    assert service.handle(req(), abandoned=gone) is not None
+    assert seen == [True] and ipam.list() == [] and binding.links == set()
+    result = service.handle(req())                 # the retry: fresh
+    assert ipam.calls[-3:] == ["allocate", "plumb", "plumbed"]
+    # a replay whose client left is not undone: the attachment was made
+    # (and may have been answered) before
+    assert service.handle(req(), abandoned=lambda: True) == result
+    assert len(ipam.list()) == 1
+
+
+@pytest.mark.parametrize("version", ["0.3.1", "0.4.0", "1.0.0", "1.1.0"])
+def test_replay_answers_in_the_replayed_requests_version(
+        parts: Any, version: str) -> None:
+    service, _, _ = parts
+    fresh = service.handle(req(version="1.1.0"))
+    replayed = service.handle(req(version=version))
+    assert replayed is not None and fresh is not None
+    assert replayed["cniVersion"] == version
+    assert ("version" in replayed["ips"][0]) == (version < "1.0.0")
+    assert ("mtu" in replayed["interfaces"][0]) == (version == "1.1.0")
+    for key in ("address", "gateway", "interface"):
+        assert replayed["ips"][0][key] == fresh["ips"][0][key]
+    assert [(i["name"], i["mac"]) for i in replayed["interfaces"]] == \
+        [(i["name"], i["mac"]) for i in fresh["interfaces"]]
+
+
+def test_volatile_keys_do_not_make_another_request(parts: Any) -> None:
+    service, _, _ = parts
+    prev = {"cniVersion": "1.1.0", "interfaces": [{"name": "x"}], "ips": []}
+    service.handle(req())
+    again = service.handle(req(runtimeConfig={"portMappings": []},
+                               prevResult=prev))
+    assert again is not None
+    assert again["interfaces"][0] == {"name": "x"}    # today's prevResult
+    assert again["ips"][0]["interface"] == 2
+
+
+@pytest.mark.parametrize("change", [{"dns": {"nameservers": ["10.0.0.53"]}},
+                                    {"name": "othernet"},
+                                    {"ipam": {"type": "x"}}])
+def test_another_netconf_is_refused_and_changes_nothing(
+        parts: Any, state: SharedState, change: dict[str, Any]) -> None:
     service, ipam, binding = parts
     service.handle(req())
     before = (ipam.list(), set(binding.links))
-    with pytest.raises(errors.AlreadyExists):
-        service.handle(req())
+    with pytest.raises(errors.AlreadyExists) as info:
+        service.handle(req(extra=change))
+    assert info.value.wire.code == 102
     assert (ipam.list(), binding.links) == before
     assert state.cni_failures() == 0
+
+
+def test_another_netns_is_refused_and_changes_nothing(
+        parts: Any, state: SharedState) -> None:
+    service, ipam, binding = parts
+    service.handle(req())
+    before = (ipam.list(), set(binding.links))
+    with pytest.raises(errors.AlreadyExists, match="already attached"):
+        service.handle(req(netns=OTHER_NETNS))
+    assert (ipam.list(), binding.links) == before
+    assert state.cni_failures() == 0
+
+
+def test_an_older_daemons_attachment_is_not_replayed(parts: Any) -> None:
+    """A row migrated from schema 0 is plumbed but has no digest or facts."""
+    service, ipam, binding = parts
+    alloc = ipam.allocate("c1", "eth0", netns=NETNS, pod=PodRef("", "", ""))
+    ipam.allocs[("c1", "eth0")] = dataclasses.replace(alloc, state=PLUMBED)
+    with pytest.raises(errors.AlreadyExists, match="older"):
+        service.handle(req())
+    assert ipam.get("c1", "eth0").address == alloc.address
+
+
+def test_a_half_done_add_is_rolled_back_and_done_afresh(
+        parts: Any, state: SharedState) -> None:
+    """The Server died between allocating and recording the plumbing: the
+    row is pending and a veth may exist. The replayed ADD undoes both."""
+    service, ipam, binding = parts
+    stale = ipam.allocate("c1", "eth0", netns=NETNS, pod=PodRef("", "", ""))
+    binding.links.add(binding.host_ifname("c1", "eth0"))
+    ipam.calls.clear()
+    result = service.handle(req())
+    assert ipam.calls == ["allocate", "unplumb", "release", "allocate",
+                          "plumb", "plumbed"]
+    assert result is not None
+    now = ipam.get("c1", "eth0")
+    assert now.state == PLUMBED and now.address != stale.address
+    assert result["ips"][0]["address"] == str(now.address)
+    assert service.handle(req()) == result        # and it replays from now on
+    assert state.cni_failures() == 0
+
+
+def test_a_half_done_add_in_another_netns_is_left_alone(parts: Any) -> None:
+    service, ipam, binding = parts
+    stale = ipam.allocate("c1", "eth0", netns=OTHER_NETNS,
+                          pod=PodRef("", "", ""))
+    binding.links.add(binding.host_ifname("c1", "eth0"))
+    with pytest.raises(errors.AlreadyExists):
+        service.handle(req())
+    assert ipam.list() == [stale]
+    assert binding.links == {binding.host_ifname("c1", "eth0")}
+
+
+def test_failure_to_record_the_plumbing_undoes_it(parts: Any,
+                                                  state: SharedState) -> None:
+    service, ipam, binding = parts
+    ipam.fail_plumbed = errors.IpamStoreError
+    with pytest.raises(errors.IpamStoreError):
+        service.handle(req())
+    assert ipam.calls == ["allocate", "plumb", "plumbed", "unplumb", "release"]
+    assert ipam.list() == [] and binding.links == set()
+    assert state.cni_failures() == 1
+
+
+def test_check_of_a_half_done_add_fails(parts: Any) -> None:
+    service, ipam, _ = parts
+    alloc = ipam.allocate("c1", "eth0", netns=NETNS, pod=PodRef("", "", ""))
+    prev = {"cniVersion": "1.1.0",
+            "interfaces": [{"name": "eth0", "sandbox": NETNS}],
+            "ips": [{"address": str(alloc.address), "interface": 0}]}
+    with pytest.raises(errors.CheckFailed, match="never finished"):
+        service.handle(req("CHECK", prevResult=prev))
 
 
 def test_exhausted_does_not_count(parts: Any, state: SharedState) -> None:

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
 from kuryr_supervisor import errors
@@ -38,15 +38,21 @@ BUSY_TIMEOUT = 10.0
 """Seconds to wait for another writer before failing with IpamStoreError."""
 
 
+#: Brings a new connection's file to the schema this binary uses (runs in
+#: a ``BEGIN IMMEDIATE`` transaction; raises a CNIError to refuse the file).
+Prepare = Callable[[sqlite3.Connection, str], object]
+
+
 class Database:
     """Lazily opened, fork-safe connection to the SQLite file ``path``."""
 
-    def __init__(self, path: str, schema: str) -> None:
+    def __init__(self, path: str, prepare: Prepare) -> None:
         self.path = path
-        self._schema = schema
+        self._prepare = prepare
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
+        self._closed = False
         _DATABASES.add(self)
 
     def _connect(self) -> sqlite3.Connection:
@@ -63,49 +69,82 @@ class Database:
             # still mapped; SQLite writes every new page of it before
             # mapping it, so a full disk is SQLITE_IOERR/FULL there too.)
             conn.execute("PRAGMA mmap_size=0")
-            conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed allocation survives a power cut too, not
             # only a crash of the process (what NORMAL guarantees in WAL).
             conn.execute("PRAGMA synchronous=FULL")
-            conn.executescript(self._schema)
+            # The schema is checked and migrated in one transaction: the
+            # file is at its old version or the current one, never between.
+            # Before WAL is switched on, so a file this binary refuses (a
+            # newer schema) is not changed at all.
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._prepare(conn, self.path)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode=WAL")
         except BaseException:
             conn.close()
             raise
         return conn
 
     @contextmanager
-    def transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+    def transaction(self, write: bool = True, *,
+                    fsync: bool = True) -> Iterator[sqlite3.Connection]:
         """One transaction under the thread lock; BEGIN failures mapped.
 
         Writers take the write lock up front (IMMEDIATE) so two processes
         never both read the free set and then race to insert.
+        ``fsync=False``: this commit survives a crash of any process but
+        not necessarily a power cut (``synchronous=NORMAL`` for it alone);
+        the next ordinary commit makes it durable too, the WAL being
+        written in order.
         """
         with self._lock:
+            if self._closed:
+                raise errors.IpamStoreError(
+                    f"IPAM store {self.path} is closed (shutting down)")
             try:
                 if self._conn is None or self._pid != os.getpid():
                     self._conn = self._connect()
                     self._pid = os.getpid()
                 conn = self._conn
+                if not fsync:
+                    conn.execute("PRAGMA synchronous=NORMAL")
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except (sqlite3.Error, OSError) as exc:
+                if not fsync and self._conn is not None:
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("PRAGMA synchronous=FULL")
                 raise classify(exc, f"IPAM store {self.path} unusable"
                                ) from exc
             try:
-                yield conn
-            except BaseException:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    LOG.exception("IPAM rollback failed")
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
+                yield from self._run(conn)
+            finally:
+                if not fsync:
                     with suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise classify(exc, f"IPAM store {self.path}: commit failed"
-                               ) from exc
+                        conn.execute("PRAGMA synchronous=FULL")
+
+    def _run(self, conn: sqlite3.Connection
+             ) -> Iterator[sqlite3.Connection]:
+        """The body of :meth:`transaction` once BEGIN succeeded."""
+        try:
+            yield conn
+        except BaseException:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                LOG.exception("IPAM rollback failed")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise classify(exc, f"IPAM store {self.path}: commit failed"
+                           ) from exc
 
     def query(self, sql: str, *args: object,
               write: bool = False) -> list[tuple]:  # type: ignore[type-arg]
@@ -125,8 +164,23 @@ class Database:
             raise errors.StoreCorrupt(f"IPAM store {self.path} failed its "
                                       f"integrity check: {verdict}")
 
-    def close(self) -> None:
+    def close(self, *, final: bool = False) -> None:
+        """Close this process's connection (the next use opens another).
+
+        ``final`` (a graceful stop): first checkpoint the write-ahead log
+        into the file and truncate it, then refuse any later use in this
+        process, so no thread reopens the store after it was closed. The
+        last connection to close deletes ``-wal`` and ``-shm``.
+        """
         with self._lock:
+            if final:
+                self._closed = True
+                if self._conn is not None and self._pid == os.getpid():
+                    try:
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    except sqlite3.Error as exc:   # busy: SQLite retries at close
+                        LOG.warning("IPAM store %s: checkpoint at close "
+                                    "failed: %s", self.path, exc)
             self._close_locked()
 
     def _close_locked(self) -> None:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni.ipam.records import Allocation, PodRef
+from kuryr_supervisor.cni.ipam.records import Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.ipam.store import IpamStore
 
 LOG = logging.getLogger(__name__)
@@ -93,6 +93,14 @@ class ExternalIpam:
 
     def release(self, container_id: str, ifname: str) -> Allocation | None:
         return self.store.release(container_id, ifname)
+
+    def plumbed(self, container_id: str, ifname: str, *, netconf: str,
+                plumbing: Plumbing) -> None:
+        self.store.plumbed(container_id, ifname, netconf=netconf,
+                           plumbing=plumbing)
+
+    def close(self, *, final: bool = False) -> None:
+        self.store.close(final=final)
 
     def get(self, container_id: str, ifname: str) -> Allocation | None:
         return self.store.get(container_id, ifname)

@@ -20,8 +20,29 @@ class PodRef:
 
 
 @dataclasses.dataclass(frozen=True)
+class Plumbing:
+    """What plumbing an attachment made that its ADD result names: enough,
+    with the address, to render that result again for a replayed ADD."""
+
+    host_ifname: str
+    host_mac: str
+    pod_mac: str
+    mtu: int
+
+
+PENDING, PLUMBED = "pending", "plumbed"
+"""An allocation's states: reserved by ADD, then plumbed (ADD answered)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Allocation:
-    """One address handed to one (container, ifname)."""
+    """One address handed to one (container, ifname).
+
+    ``state`` is PENDING from the allocating transaction until the pod's
+    interface is plumbed, then PLUMBED; ``netconf`` (the digest of the
+    netconf that made it) and ``plumbing`` are known once PLUMBED (not for
+    an attachment an older daemon made, which cannot be replayed).
+    """
 
     container_id: str
     ifname: str
@@ -31,3 +52,6 @@ class Allocation:
     pod: PodRef
     created: float
     mac: str | None = None   # the pod's MAC when the address source fixes it
+    state: str = PLUMBED
+    netconf: str | None = None
+    plumbing: Plumbing | None = None

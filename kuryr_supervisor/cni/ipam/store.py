@@ -22,40 +22,29 @@ import sqlite3
 import time
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni.ipam import schema
 from kuryr_supervisor.cni.ipam.database import Database, classify
-from kuryr_supervisor.cni.ipam.records import Allocation, PodRef
+from kuryr_supervisor.cni.ipam.records import PENDING, PLUMBED, Allocation, Plumbing, PodRef
 
 LOG = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS allocations (
-    container_id  TEXT NOT NULL,
-    ifname        TEXT NOT NULL,
-    address       INTEGER NOT NULL UNIQUE,
-    prefixlen     INTEGER NOT NULL,
-    gateway       TEXT NOT NULL,
-    netns         TEXT NOT NULL,
-    pod_namespace TEXT NOT NULL,
-    pod_name      TEXT NOT NULL,
-    pod_uid       TEXT NOT NULL,
-    created       REAL NOT NULL,
-    PRIMARY KEY (container_id, ifname)
-);
-CREATE TABLE IF NOT EXISTS cursors (
-    range TEXT PRIMARY KEY,
-    last  INTEGER NOT NULL
-);
-"""
 _COLUMNS = ("container_id, ifname, address, prefixlen, gateway, netns, "
-            "pod_namespace, pod_name, pod_uid, created")
+            "pod_namespace, pod_name, pod_uid, created, state")
+_ALL = (_COLUMNS + ", netconf, host_ifname, host_mac, pod_mac, mtu")
+
 
 def _row_to_allocation(row: tuple) -> Allocation:  # type: ignore[type-arg]
-    (cid, ifname, addr, plen, gw, netns, pns, pname, puid, created) = row
+    (cid, ifname, addr, plen, gw, netns, pns, pname, puid, created, state,
+     netconf, host_ifname, host_mac, pod_mac, mtu) = row
     ip = ipaddress.IPv4Address(addr)
+    plumbing = (Plumbing(host_ifname, host_mac, pod_mac, int(mtu))
+                if state == PLUMBED and None not in (host_ifname, host_mac,
+                                                     pod_mac, mtu) else None)
     return Allocation(container_id=cid, ifname=ifname,
                       address=ipaddress.IPv4Interface(f"{ip}/{plen}"),
                       gateway=ipaddress.IPv4Address(gw), netns=netns,
-                      pod=PodRef(pns, pname, puid), created=created)
+                      pod=PodRef(pns, pname, puid), created=created,
+                      state=state, netconf=netconf, plumbing=plumbing)
 
 
 class IpamStore:
@@ -82,7 +71,7 @@ class IpamStore:
                              f"range_end {self.range_end}")
         self.path = path
         self._range_key = f"{self.range_start}-{self.range_end}"
-        self._db = Database(path, _SCHEMA)
+        self._db = Database(path, schema.migrate)
         with self._db.transaction():  # fail early on a bad path or a bad file
             pass
         self.close()
@@ -112,10 +101,10 @@ class IpamStore:
                 created = time.time()
                 conn.execute(
                     f"INSERT INTO allocations ({_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (container_id, ifname, address, self.subnet.prefixlen,
                      str(self.gateway), netns, pod.namespace, pod.name,
-                     pod.uid, created))
+                     pod.uid, created, PENDING))
                 conn.execute("INSERT OR REPLACE INTO cursors (range, last) "
                              "VALUES (?, ?)", (self._range_key, address))
         except sqlite3.IntegrityError as exc:
@@ -128,7 +117,8 @@ class IpamStore:
             container_id=container_id, ifname=ifname,
             address=ipaddress.IPv4Interface(
                 f"{ipaddress.IPv4Address(address)}/{self.subnet.prefixlen}"),
-            gateway=self.gateway, netns=netns, pod=pod, created=created)
+            gateway=self.gateway, netns=netns, pod=pod, created=created,
+            state=PENDING)
         LOG.debug("allocated %s to %s/%s", allocation.address, container_id,
                   ifname)
         return allocation
@@ -145,10 +135,10 @@ class IpamStore:
             with self._db.transaction() as conn:
                 conn.execute(
                     f"INSERT INTO allocations ({_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (container_id, ifname, int(address.ip),
                      address.network.prefixlen, str(gateway), netns,
-                     pod.namespace, pod.name, pod.uid, created))
+                     pod.namespace, pod.name, pod.uid, created, PENDING))
         except sqlite3.IntegrityError as exc:
             raise errors.AlreadyExists(
                 f"{container_id}/{ifname} already has an address, or "
@@ -158,13 +148,40 @@ class IpamStore:
                 f"IPAM store {self.path}: record failed: {exc}") from exc
         return Allocation(container_id=container_id, ifname=ifname,
                           address=address, gateway=gateway, netns=netns,
-                          pod=pod, created=created)
+                          pod=pod, created=created, state=PENDING)
+
+    def plumbed(self, container_id: str, ifname: str, *, netconf: str,
+                plumbing: Plumbing) -> None:
+        """Mark the allocation PLUMBED with what its ADD result is rendered
+        from: the ADD's one write after plumbing, so a replayed ADD can be
+        answered without touching the pod.
+
+        Not fsynced (the next allocation's commit is): lost only to a power
+        cut, which also takes the pod's namespace with it, and a lost mark
+        leaves the row ``pending``, which a replayed ADD rolls back and DEL,
+        GC and reclaim release as before. So the ADD's one extra write
+        costs no extra disk flush."""
+        try:
+            with self._db.transaction(fsync=False) as conn:
+                done = conn.execute(
+                    "UPDATE allocations SET state = ?, netconf = ?, "
+                    "host_ifname = ?, host_mac = ?, pod_mac = ?, mtu = ? "
+                    "WHERE container_id = ? AND ifname = ?",
+                    (PLUMBED, netconf, plumbing.host_ifname,
+                     plumbing.host_mac, plumbing.pod_mac, plumbing.mtu,
+                     container_id, ifname)).rowcount
+        except sqlite3.Error as exc:
+            raise classify(exc, f"IPAM store {self.path}: record plumbing "
+                           "failed") from exc
+        if not done:
+            raise errors.IpamStoreError(
+                f"{container_id}/{ifname} lost its allocation while plumbed")
 
     def release(self, container_id: str, ifname: str) -> Allocation | None:
         """Free the address of (container_id, ifname); None if it had none."""
         rows = self._db.query(
             f"DELETE FROM allocations WHERE container_id = ? AND ifname = ? "
-            f"RETURNING {_COLUMNS}", container_id, ifname, write=True)
+            f"RETURNING {_ALL}", container_id, ifname, write=True)
         if not rows:
             return None
         allocation = _row_to_allocation(rows[0])
@@ -174,14 +191,14 @@ class IpamStore:
 
     def get(self, container_id: str, ifname: str) -> Allocation | None:
         rows = self._db.query(
-            f"SELECT {_COLUMNS} FROM allocations WHERE container_id = ? "
+            f"SELECT {_ALL} FROM allocations WHERE container_id = ? "
             "AND ifname = ?", container_id, ifname)
         return _row_to_allocation(rows[0]) if rows else None
 
     def list(self) -> list[Allocation]:
         """Every allocation, oldest first (including ones of other subnets)."""
         rows = self._db.query(
-            f"SELECT {_COLUMNS} FROM allocations ORDER BY created")
+            f"SELECT {_ALL} FROM allocations ORDER BY created")
         return [_row_to_allocation(row) for row in rows]
 
     def verify(self) -> None:
@@ -189,8 +206,11 @@ class IpamStore:
         the file sound."""
         self._db.verify()
 
-    def close(self) -> None:
-        self._db.close()
+    def close(self, *, final: bool = False) -> None:
+        """Close this process's connection; ``final`` (a graceful stop)
+        checkpoints the write-ahead log first and refuses later use, so the
+        last process to close leaves no ``-wal`` behind."""
+        self._db.close(final=final)
 
 
 def _next_free(start: int, end: int, last: int, used: set[int]) -> int | None:
@@ -217,14 +237,22 @@ def pool_size(subnet: ipaddress.IPv4Network,
 
 
 def allocated_count(path: str) -> int:
-    """Allocations in the store at ``path``, read-only: never creates the
-    file or its schema, and a missing file or table counts as none."""
-    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=ro"
+    """Allocations in the store at ``path``; never creates the file or its
+    schema, and a missing file or table counts as none.
+
+    Opened read-write (``mode=rw``: an existing file only) with
+    ``query_only``, not ``mode=ro``: a read-only connection cannot
+    checkpoint, so when it is the last one to close it leaves ``-wal`` and
+    ``-shm`` behind, and a graceful stop would leave them too.
+    """
+    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=rw"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=1.0)
     except sqlite3.Error:
         return 0
     try:
+        conn.execute("PRAGMA query_only = 1")
+        conn.execute("PRAGMA mmap_size = 0")
         row = conn.execute("SELECT COUNT(*) FROM allocations").fetchone()
         return int(row[0])
     except sqlite3.Error:
