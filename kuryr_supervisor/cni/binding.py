@@ -187,8 +187,8 @@ class BridgeBinding:
                     and cached[1] != stale
                     and self._clock() - cached[2] < BRIDGE_RECHECK):
                 return cached[1]
-            with self._nl.handle() as ipr:
-                index = int(self._nl.ensure_bridge(ipr, self.bridge, gateway))
+            with self._nl.rtnl() as nl:
+                index = int(self._nl.ensure_bridge(nl, self.bridge, gateway))
             self._bridge_cache = (gateway, index, self._clock())
             return index
 
@@ -196,13 +196,10 @@ class BridgeBinding:
         """Raise BridgeConflict if the bridge name is another kind of link
         (a missing bridge is fine: the next ADD creates it)."""
         try:
-            with self._nl.handle() as ipr:
-                if self._nl.link_index(ipr, self.bridge) is None:
-                    return
-                kind = self._nl.get_link(ipr, self.bridge).kind
+            kind = self._nl.link_kind(self.bridge)
         except _netlink.NetlinkError as exc:
             raise _plumbing_error(f"read bridge {self.bridge}", exc) from exc
-        if kind != "bridge":
+        if kind is not None and kind != "bridge":
             raise errors.BridgeConflict(
                 f"[binding] bridge: {self.bridge} exists and is a "
                 f"{kind or 'plain'} link, not a bridge")

@@ -53,9 +53,22 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return opts
 
 
+def _registered_opts(conf: cfg.ConfigOpts) -> list[tuple[str, list[cfg.Opt]]]:
+    opts: list[tuple[str, list[cfg.Opt]]] = []
+    for module in _MODULES:
+        opts.extend(controller.list_opts(conf) if module is controller
+                    else module.list_opts())
+    return opts
+
+
 def validate(conf: cfg.ConfigOpts) -> None:
-    """Read every option once and run the cross-option checks."""
-    for group, opts in list_opts():
+    """Register what depends on parsed values, read every option once and
+    run the cross-option checks."""
+    try:
+        controller.register_late(conf)
+    except (cfg.Error, ValueError) as exc:
+        raise ConfigError(_one_line(exc)) from exc
+    for group, opts in _registered_opts(conf):
         for opt in opts:
             try:
                 getattr(conf[group], opt.dest)

@@ -80,6 +80,29 @@ OPTS = [
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_cli_opt(ROLE_OPT)
     conf.register_opts(OPTS, group=GROUP)
+
+
+def uses_openstack(conf: cfg.ConfigOpts) -> bool:
+    """Whether this daemon talks to Keystone and Neutron at all."""
+    return conf.role == "controller" or bool(conf.controller.openstack_checks)
+
+
+def register_late(conf: cfg.ConfigOpts) -> None:
+    """Register ``[neutron]`` once the files are parsed, and only where the
+    daemon uses OpenStack: keystoneauth1 (with requests) is some 5 MiB of
+    heap that every worker of a CNI daemon would otherwise carry, shared or
+    not. oslo.config reads a group registered after parsing from the same
+    files."""
+    if uses_openstack(conf):
+        register_neutron(conf)
+
+
+def register_neutron(conf: cfg.ConfigOpts) -> None:
+    """``[neutron]``'s keystoneauth options, once; nothing without the
+    openstack extra. The OpenStack adapter calls it too, for a ``conf``
+    that was never validated."""
+    if NEUTRON_GROUP in conf:
+        return
     try:
         from keystoneauth1 import loading as ks_loading
     except ImportError:      # the openstack extra is not installed
@@ -88,10 +111,13 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_auth_conf_options(conf, NEUTRON_GROUP)
 
 
-def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+def list_opts(conf: cfg.ConfigOpts | None = None
+              ) -> list[tuple[str, list[cfg.Opt]]]:
     """The groups' options (``role`` is a command-line option, checked by
-    :func:`validate`)."""
+    :func:`validate`); given ``conf``, only the groups registered there."""
     opts: list[tuple[str, list[cfg.Opt]]] = [(GROUP, OPTS)]
+    if conf is not None and NEUTRON_GROUP not in conf:
+        return opts
     try:
         from keystoneauth1 import loading as ks_loading
     except ImportError:

@@ -44,6 +44,20 @@ OPTS = [
                     "is restarted gracefully. The HealthManager is exempt (it "
                     "must stay up to explain failures; max_memory_usage "
                     "still counts it). -1 disables the check."),
+    cfg.IntOpt("health_nice", default=-5, min=-20, max=19,
+               help="Nice value of the HealthManager process. Below the "
+                    "other workers' so that a probe is answered at once "
+                    "even while a burst of CNI requests (and their shim "
+                    "processes) keeps every core busy. Lowering a nice "
+                    "value needs CAP_SYS_NICE; without it the HealthManager "
+                    "keeps the master's and says so once in the log: raise "
+                    "work_nice instead (README: CPU priority)."),
+    cfg.IntOpt("work_nice", default=0, min=-20, max=19,
+               help="Nice value of the workers that do the node's work "
+                    "(Server, Watcher, the controller's handlers). Raising "
+                    "it above health_nice needs no privilege and keeps the "
+                    "HealthManager ahead of them inside the daemon's own "
+                    "cgroup."),
     cfg.IntOpt("graceful_shutdown_timeout", default=25, min=1, max=3600,
                help="Seconds SIGTERM waits for in-flight work before the "
                     "daemon exits anyway; keep it below the pod's "

@@ -27,6 +27,8 @@ from typing import Any
 
 from oslo_config import cfg
 
+from kuryr_supervisor.conf import controller as controller_conf
+
 LOG = logging.getLogger(__name__)
 
 #: Ports the controller owns carry this device_owner; device_id is the pod UID.
@@ -116,7 +118,8 @@ class OpenStack:
     def from_conf(cls, conf: cfg.ConfigOpts) -> OpenStack:
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
-        group = "neutron"
+        group = controller_conf.NEUTRON_GROUP
+        controller_conf.register_neutron(conf)
         try:
             auth: Any = ks_loading.load_auth_from_conf_options(conf, group)
         except ks_exc.ClientException as exc:

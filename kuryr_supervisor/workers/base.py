@@ -24,6 +24,7 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.state import Component, Reason, SharedState, WorkerKind
+from kuryr_supervisor.workers import priority
 
 LOG = logging.getLogger(__name__)
 
@@ -127,6 +128,7 @@ class Worker(cotyledon.Service):
 
     def run(self) -> None:
         exit_with_master(self._master_pid)
+        priority.apply(self.kind, self.conf)
         self.beat()
         self.serve()
 

@@ -84,8 +84,8 @@ def test_errors_keep_errno(netns_factory: NetnsFactory) -> None:  # noqa: F811
 
 def test_ensure_bridge_is_idempotent_and_concurrent(test_bridge: str) -> None:  # noqa: F811
     def ensure() -> int:
-        with nl.handle() as h:
-            return nl.ensure_bridge(h, test_bridge, GW)
+        with nl.rtnl() as r:
+            return nl.ensure_bridge(r, test_bridge, GW)
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         indexes = set(pool.map(lambda _: ensure(), range(16)))
@@ -103,8 +103,10 @@ def test_ensure_bridge_refuses_a_non_bridge(
     name = unique("ksvtv")
     netns_factory.track_link(name)
     ip("link", "add", name, "type", "veth", "peer", "name", unique("ksvtp"))
-    with nl.handle() as h, pytest.raises(nl.NetlinkError, match="not a bridge"):
-        nl.ensure_bridge(h, name, GW)
+    with nl.rtnl() as r, pytest.raises(nl.NetlinkError, match="not a bridge"):
+        nl.ensure_bridge(r, name, GW)
+    assert nl.link_kind(name) == "veth"
+    assert nl.link_kind(unique("ksvtz")) is None
 
 
 def test_veth_into_netns_address_route_and_read_back(
@@ -133,6 +135,39 @@ def test_veth_into_netns_address_route_and_read_back(
     assert temp not in link_names() and temp not in link_names(netns.name)
 
 
+def test_ensure_bridge_moves_the_gateway_when_the_subnet_changes(
+        test_bridge: str) -> None:  # noqa: F811
+    new_gw = ipaddress.IPv4Interface("10.98.0.1/25")
+    with nl.rtnl() as r:
+        first = nl.ensure_bridge(r, test_bridge, GW)
+        ip("link", "set", test_bridge, "down")
+        assert nl.ensure_bridge(r, test_bridge, new_gw) == first
+    (br,) = ip_json("addr", "show", test_bridge)
+    assert [(a["local"], a["prefixlen"]) for a in br["addr_info"]
+            if a["family"] == "inet"] == [("10.98.0.1", 25)]
+    assert "UP" in br["flags"]
+
+
+def test_raw_read_link_agrees_with_ip(
+        netns: Netns, netns_factory: NetnsFactory, test_bridge: str) -> None:  # noqa: F811
+    host = unique("ksvtv")
+    netns_factory.track_link(host)
+    with nl.open_netns(netns.path) as fd, nl.rtnl() as r:
+        bridge = nl.ensure_bridge(r, test_bridge, GW)
+        nl.new_veth(r, host, "eth0", mtu=1400, host_mac=nl.random_mac(),
+                    peer_mac=nl.random_mac(), peer_netns=fd, master=bridge)
+        veth = nl.read_link(r, host)
+        br = nl.read_link(r, test_bridge)
+        assert nl.read_link(r, unique("ksvtz")) is None
+    assert veth is not None and br is not None
+    (shown,) = ip_json("-d", "link", "show", host)
+    assert (veth.name, veth.index, veth.kind, veth.mac, veth.mtu, veth.master,
+            veth.up) == (host, shown["ifindex"], "veth", shown["address"],
+                         1400, bridge, "UP" in shown["flags"])
+    assert br.kind == "bridge" and br.index == bridge
+    assert br.addresses == (GW,)
+
+
 def test_move_link_into_netns(
         netns: Netns, netns_factory: NetnsFactory) -> None:  # noqa: F811
     host, peer = unique("ksvtv"), unique("ksvtp")
@@ -159,8 +194,8 @@ def test_raw_veth_pod_setup_and_removal(
         netns: Netns, netns_factory: NetnsFactory, test_bridge: str) -> None:  # noqa: F811
     host = unique("ksvtv")
     netns_factory.track_link(host)
-    with nl.handle() as h:
-        bridge = nl.ensure_bridge(h, test_bridge, GW)
+    with nl.rtnl() as r:
+        bridge = nl.ensure_bridge(r, test_bridge, GW)
     host_mac, pod_mac = nl.random_mac(), nl.random_mac()
     assert int(host_mac[:2], 16) & 0x3 == 0x2    # unicast, local
     with nl.open_netns(netns.path) as fd:

@@ -129,6 +129,8 @@ def daemon_conf() -> cfg.ConfigOpts:
         conf(["--config-file", f.name], default_config_files=[])
         conf_pkg.validate(conf)
         for group, opts in conf_pkg.list_opts() + cni_install.list_opts():
+            if group not in conf:   # [neutron]: registered only where used
+                continue
             for opt in opts:
                 getattr(conf[group], opt.dest)
     return conf

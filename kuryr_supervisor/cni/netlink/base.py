@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import errno as errno_mod
+import ipaddress
 import os
 import socket
 import threading
@@ -27,6 +29,21 @@ NETLINK_ROUTE = 0
 # whether the namespace exists.
 _NOT_GONE = frozenset({errno_mod.EACCES, errno_mod.EPERM, errno_mod.EMFILE,
                        errno_mod.ENFILE, errno_mod.ENOMEM, errno_mod.EINTR})
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """What CHECK and GC need to know about one interface."""
+
+    name: str
+    index: int
+    kind: str
+    mac: str
+    mtu: int
+    up: bool
+    master: int | None
+    addresses: tuple[ipaddress.IPv4Interface, ...] = ()
+
 
 
 class NetlinkError(Exception):

@@ -27,25 +27,11 @@ from pyroute2.netlink.exceptions import NetlinkError as _PyrouteNetlinkError
 
 from kuryr_supervisor.cni.netlink.base import (
     AF_INET,
+    Link,
     NetlinkError,
-    WrongLinkKind,
     netns_socket,
     translated,
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Link:
-    """What CHECK and GC need to know about one interface."""
-
-    name: str
-    index: int
-    kind: str
-    mac: str
-    mtu: int
-    up: bool
-    master: int | None
-    addresses: tuple[ipaddress.IPv4Interface, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,22 +41,6 @@ class Route:
     dst: ipaddress.IPv4Network | None
     gateway: ipaddress.IPv4Address | None
     oif: int | None
-
-
-def probe() -> None:
-    """Prove netlink is usable: open an IPRoute socket and read the loopback.
-
-    Used by the liveness check (the replacement of Kuryr's IPDB-per-probe).
-    """
-    try:
-        with IPRoute() as ipr:
-            if not ipr.link_lookup(ifname="lo"):
-                raise NetlinkError("netlink answered but has no 'lo' link")
-    except NetlinkError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - every failure is "unusable"
-        raise NetlinkError(f"netlink unusable: {exc}",
-                           getattr(exc, "code", None)) from exc
 
 
 @contextlib.contextmanager
@@ -111,46 +81,6 @@ def link_index(ipr: Any, ifname: str) -> int | None:
     with translated(f"look up {ifname}"):
         found = ipr.link_lookup(ifname=ifname)
     return int(found[0]) if found else None
-
-
-def ensure_bridge(ipr: Any, name: str,
-                  gateway: ipaddress.IPv4Interface) -> int:
-    """Create bridge ``name`` if missing, give it ``gateway`` (removing any
-    other IPv4 address: the gateway of a previous subnet), set it up.
-
-    Safe against a concurrent creator: EEXIST on the link or the address
-    means someone else got there first. A fresh bridge gets its own MAC
-    pinned, or the kernel would let it follow the lowest port MAC and every
-    pod would see its gateway's MAC change as pods come and go.
-    """
-    with translated(f"create bridge {name}"):
-        try:
-            ipr.link("add", ifname=name, kind="bridge")
-            created = True
-        except _PyrouteNetlinkError as exc:
-            if exc.code != errno_mod.EEXIST:
-                raise
-            created = False
-        idx = _index(ipr, name)
-    link = get_link(ipr, name)
-    if link.kind != "bridge":
-        raise WrongLinkKind(f"{name} exists and is a {link.kind or 'plain'} "
-                            "link, not a bridge", errno_mod.EEXIST)
-    if created:
-        with translated(f"pin MAC of bridge {name}"):
-            ipr.link("set", index=idx, address=link.mac)
-    if gateway not in link.addresses:
-        add_address(ipr, name, gateway, exist_ok=True)
-        # A new gateway means the subnet changed: the old gateway address
-        # would keep routing the old subnet to this bridge.
-        for old in link.addresses:
-            if old != gateway:
-                with translated(f"remove old gateway {old} from {name}"):
-                    ipr.addr("del", index=idx, address=str(old.ip),
-                             prefixlen=old.network.prefixlen)
-    if not link.up:
-        set_link(ipr, name, up=True)
-    return idx
 
 
 def create_veth(ipr: Any, host_ifname: str, peer_ifname: str, *, mtu: int,

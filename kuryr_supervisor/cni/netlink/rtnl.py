@@ -32,10 +32,11 @@ _IFADDR = struct.Struct("=BBBBI")      # family, prefixlen, flags, scope, index
 _RTMSG = struct.Struct("=BBBBBBBBI")   # family, dst/src len, tos, table,
 #                                        protocol, scope, type, flags
 _ERRNO = struct.Struct("=i")
-_NLMSG_ERROR = 2
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
 _RTM_NEWLINK, _RTM_DELLINK, _RTM_GETLINK = 16, 17, 18
 _RTM_NEWADDR, _RTM_NEWROUTE = 20, 24
-_F_REQUEST, _F_ACK, _F_EXCL, _F_CREATE = 0x1, 0x4, 0x200, 0x400
+_F_REQUEST, _F_ACK, _F_DUMP = 0x1, 0x4, 0x300
+_F_EXCL, _F_CREATE = 0x200, 0x400
 _IFLA_ADDRESS, _IFLA_IFNAME, _IFLA_MTU, _IFLA_MASTER = 1, 3, 4, 10
 _IFLA_LINKINFO, _IFLA_NET_NS_FD, _IFLA_EXT_MASK = 18, 28, 29
 _IFLA_INFO_KIND, _IFLA_INFO_DATA, _VETH_INFO_PEER = 1, 2, 1
@@ -110,6 +111,11 @@ class Rtnl:
 
     def index(self, ifname: str) -> int | None:
         """The ifindex of ``ifname`` (one RTM_GETLINK by name), or None."""
+        payload = self.get_link(ifname)
+        return None if payload is None else int(_IFINFO.unpack_from(payload)[2])
+
+    def get_link(self, ifname: str) -> memoryview | None:
+        """The RTM_NEWLINK payload describing ``ifname``, None if missing."""
         self._seq += 1
         body = (_IFINFO.pack(0, 0, 0, 0, 0) + _name(ifname)
                 + _u32(_IFLA_EXT_MASK, 0))
@@ -120,12 +126,31 @@ class Rtnl:
                 if seq != self._seq:
                     continue
                 if kind == _RTM_NEWLINK:
-                    return int(_IFINFO.unpack_from(payload)[2])
+                    return payload
                 if kind == _NLMSG_ERROR:
                     (code,) = _ERRNO.unpack_from(payload)
                     if -code == errno_mod.ENODEV:
                         return None
                     raise OSError(-code, os.strerror(-code))
+
+    def dump(self, kind: int, body: bytes) -> list[memoryview]:
+        """Every payload of an NLM_F_DUMP request, until NLMSG_DONE."""
+        self._seq += 1
+        self._sock.send(_NLMSG.pack(_NLMSG.size + len(body), kind,
+                                    _F_REQUEST | _F_DUMP, self._seq, 0) + body)
+        out: list[memoryview] = []
+        while True:
+            for answer, seq, payload in self._receive():
+                if seq != self._seq:
+                    continue
+                if answer == _NLMSG_DONE:
+                    return out
+                if answer == _NLMSG_ERROR:
+                    (code,) = _ERRNO.unpack_from(payload)
+                    if code:
+                        raise OSError(-code, os.strerror(-code))
+                    return out
+                out.append(payload)
 
     def _receive(self) -> Iterator[tuple[int, int, memoryview]]:
         data = memoryview(self._sock.recv(65536))
