@@ -118,13 +118,16 @@ def foreign(path: str, kind: str) -> str | None:
         if exc.errno == errno.ELOOP:
             return f"{path} is a symbolic link, not a file we wrote"
         return f"{path} cannot be read ({exc.strerror})"
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return f"{path} is not a regular file"
         if st.st_size > MAX_BYTES:
             return f"{path} was not written by kuryr-supervisor (too large)"
-        data = f.read(MAX_BYTES)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_BYTES)
+    finally:
+        os.close(fd)
     ours = shim_is_ours(data) if kind == "shim" else conflist_is_ours(data)
     if ours:
         return None
