@@ -7,12 +7,9 @@ start, the supervisor restart it, and so on without end. Found here, they
 stop the daemon with one line naming the option and exit 78, which systemd
 (``RestartPreventExitStatus=78``) and an operator both understand.
 
-``state_dir`` is trusted only as the socket's directory is
-(:func:`~kuryr_supervisor.cni.sockets.check_trusted`): it and every ancestor
-root-owned and not group/other-writable, root-owned sticky ancestors such
-as /tmp accepted; a missing one is created 0700 and checked again. Its lock
-file is opened with O_NOFOLLOW and without O_TRUNC, and emptied only once
-locked. A configuration file that holds a secret and that others could read
+``state_dir`` is trusted only as the socket's directory is, and its lock
+is taken without following or truncating anything (:mod:`.statedir`).
+A configuration file that holds a secret and that others could read
 gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`).
 
 A second daemon on the same state directory, probe port or socket would
@@ -25,7 +22,6 @@ process of the daemon is gone.
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import socket
@@ -37,9 +33,10 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.controller import handlers
+from kuryr_supervisor.master import statedir
 
 LOG = logging.getLogger(__name__)
-LOCK_FILE = "daemon.lock"
+LOCK_FILE = statedir.LOCK_FILE
 
 
 class PreflightError(Exception):
@@ -114,75 +111,12 @@ def _socket_path(conf: cfg.ConfigOpts) -> None:
 
 
 def _state_dir_lock(state_dir: str) -> IO[str]:
-    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
-        raise PreflightError(f"[ipam] state_dir {state_dir} exists and is "
-                             "not a directory")
-    _state_dir_trusted(state_dir)
     try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise PreflightError(f"[ipam] state_dir {state_dir}: "
-                             f"{exc.strerror}") from exc
-    # Again, on what exists now: another user may have made the directory
-    # (or a loose umask its parents) since the first look.
-    _state_dir_trusted(state_dir)
-    lock = _open_lock(state_dir)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        lock.seek(0)
-        holder = lock.read(64).strip() or "unknown"
-        lock.close()
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise AlreadyRunning(f"[ipam] state_dir {state_dir} is in use by "
-                                 f"another kuryr-supervisor (pid {holder})"
-                                 ) from exc
-        raise PreflightError(f"[ipam] state_dir {state_dir}: cannot lock "
-                             f"{LOCK_FILE}: {exc.strerror}") from exc
-    # Ours and locked: only now is the old content replaced.
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    return lock
-
-
-def _state_dir_trusted(state_dir: str) -> None:
-    """The socket directory's rule (sshd's StrictModes): ``state_dir`` and
-    every ancestor root-owned and not group/other-writable (root-owned
-    sticky ancestors such as /tmp accepted), or another user could plant
-    links where root writes its lock, store and registry."""
-    try:
-        sockets.check_trusted(os.path.join(state_dir, LOCK_FILE))
-    except sockets.UntrustedPath as exc:
-        raise PreflightError(f"[ipam] state_dir {state_dir}: {exc}; "
-                             "refusing a state directory another user "
-                             "could change") from exc
-
-
-def _open_lock(state_dir: str) -> IO[str]:
-    """``daemon.lock``, never through a symlink and never truncated before
-    it is ours: opened without O_TRUNC, and only a plain root file with one
-    link is taken (a planted hard link or device is refused)."""
-    path = os.path.join(state_dir, LOCK_FILE)
-    flags = (os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-             | os.O_CLOEXEC)
-    try:
-        fd = os.open(path, flags, 0o600)
-    except OSError as exc:
-        why = ("is a symbolic link; refusing to follow it"
-               if exc.errno == errno.ELOOP else f"cannot be opened: "
-               f"{exc.strerror}")
-        raise PreflightError(f"[ipam] state_dir {state_dir}: {path} {why}"
-                             ) from exc
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() \
-            or st.st_nlink != 1:
-        os.close(fd)
-        raise PreflightError(f"[ipam] state_dir {state_dir}: {path} is not a "
-                             "plain file of ours (owner uid "
-                             f"{st.st_uid}, {st.st_nlink} links); remove it")
-    return os.fdopen(fd, "r+")
+        return statedir.lock(state_dir)
+    except statedir.Untrusted as exc:
+        raise PreflightError(str(exc)) from exc
+    except statedir.Busy as exc:
+        raise AlreadyRunning(str(exc)) from exc
 
 
 def _probe_port_free(conf: cfg.ConfigOpts) -> None:

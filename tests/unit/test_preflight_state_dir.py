@@ -117,7 +117,8 @@ def test_a_lock_that_is_not_a_plain_root_file_is_refused(
         os.chown(lock, NOBODY, NOBODY)
     else:
         os.mkfifo(lock)
-    with pytest.raises(preflight.PreflightError, match="not a plain file"):
+    with pytest.raises(preflight.PreflightError,
+                       match="not a plain file|uid 65534, not root"):
         preflight._state_dir_lock(str(state))
     assert target.read_text() == "root's secret\n"
     if kind == "foreign file":
@@ -143,3 +144,50 @@ def test_the_holders_pid_survives_a_second_daemon(tmp_path: Path) -> None:
     (state / "daemon.lock").write_text("1234567890\n")
     preflight._state_dir_lock(str(state)).close()
     assert (state / "daemon.lock").read_text() == f"{os.getpid()}\n"
+
+
+@pytest.mark.parametrize("planted", ["store symlink", "foreign locks dir",
+                                     "open locks dir", "lock symlink in locks"])
+def test_what_a_looser_past_let_others_plant_is_refused(
+        tmp_path: Path, planted: str) -> None:
+    """A directory once writable by nobody, since fixed: what nobody left
+    there (the store's name linked to a root file, a locks/ of theirs, a
+    per-container lock linked away) keeps the daemon from starting."""
+    target = secret_file(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    locks = state / "locks"
+    if planted == "store symlink":
+        bad = state / "ipam.sqlite"
+        bad.symlink_to(target)
+        os.lchown(bad, NOBODY, NOBODY)
+        why = "is a symbolic link"
+    elif planted in ("foreign locks dir", "open locks dir"):
+        locks.mkdir()
+        if planted == "foreign locks dir":
+            os.chown(locks, NOBODY, NOBODY)
+            why = "owned by uid 65534"
+        else:
+            locks.chmod(0o777)
+            why = "writable by group or others (mode 0777)"
+        bad = locks
+    else:
+        locks.mkdir(mode=0o700)
+        bad = locks / ("a" * 64 + ".lock")
+        bad.symlink_to(target)
+        why = "is a symbolic link"
+    with pytest.raises(preflight.PreflightError) as err:
+        preflight._state_dir_lock(str(state))
+    assert f"[ipam] state_dir {state}: {bad} " in str(err.value)
+    assert why in str(err.value)
+    assert target.read_text() == "root's secret\n"
+
+
+def test_the_daemons_own_entries_pass(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "locks").mkdir(parents=True, mode=0o700)
+    state.chmod(0o700)
+    (state / "locks" / ("b" * 64 + ".lock")).touch()
+    (state / "ipam.sqlite").touch()
+    (state / "ipam.sqlite-wal").touch()
+    preflight._state_dir_lock(str(state)).close()
