@@ -81,10 +81,36 @@ def _state_dir_trusted(state_dir: str) -> None:
     links where root writes its lock, store and registry."""
     try:
         sockets.check_trusted(os.path.join(state_dir, LOCK_FILE))
+        _links_on_the_way(state_dir)
     except sockets.UntrustedPath as exc:
         raise Untrusted(f"[ipam] state_dir {state_dir}: {exc}; "
                         "refusing a state directory another user "
                         "could change") from exc
+
+
+def _links_on_the_way(state_dir: str) -> None:
+    """check_trusted judges the path after symlinks; a symlink on the way
+    (``/tmp/state -> /var/lib/ks``) must itself be root's, in a directory
+    only root can write (sticky or not), or its owner could point it
+    elsewhere while the daemon runs and opens files through it."""
+    prefix = "/"
+    for part in os.path.abspath(state_dir).strip("/").split("/"):
+        prefix = os.path.join(prefix, part)
+        try:
+            st = os.lstat(prefix)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISLNK(st.st_mode):
+            continue
+        if st.st_uid != 0:
+            raise sockets.UntrustedPath(f"{prefix} is a symbolic link owned "
+                                        f"by uid {st.st_uid}, not root")
+        directory = os.path.dirname(prefix)
+        mode = os.stat(directory).st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise sockets.UntrustedPath(
+                f"{prefix} is a symbolic link in {directory}, which group "
+                f"or others can write (mode {stat.S_IMODE(mode):04o})")
 
 
 def _state_dir_entries(state_dir: str) -> None:

@@ -191,3 +191,29 @@ def test_the_daemons_own_entries_pass(tmp_path: Path) -> None:
     (state / "ipam.sqlite").touch()
     (state / "ipam.sqlite-wal").touch()
     preflight._state_dir_lock(str(state)).close()
+
+
+@pytest.mark.parametrize("link", ["nobody's", "in /tmp-like", "root's"])
+def test_a_symlink_on_the_way_must_be_roots_where_only_root_writes(
+        tmp_path: Path, link: str) -> None:
+    """``state_dir = <dir>/state`` linked to a trusted directory: judged
+    after symlinks alone it passes, yet whoever owns the link (or can
+    replace it) could point it at their own directory while we run."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    where = tmp_path / "where"
+    where.mkdir()
+    if link == "in /tmp-like":
+        where.chmod(0o1777)
+    state = where / "state"
+    state.symlink_to(real)
+    if link == "nobody's":
+        os.lchown(state, NOBODY, NOBODY)
+    if link == "root's":
+        preflight._state_dir_lock(str(state)).close()
+        assert (real / "daemon.lock").exists()
+        return
+    with pytest.raises(preflight.PreflightError,
+                       match=f"{state} is a symbolic link"):
+        preflight._state_dir_lock(str(state))
+    assert not (real / "daemon.lock").exists()
