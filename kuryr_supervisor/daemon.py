@@ -61,13 +61,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(ExitCode.CONFIG) from None
     from kuryr_supervisor.cni.install import uninstall_on_stop
     # The controller role plumbs nothing on this host: no shim to install.
-    hooks = [InstallOnFirstReady(conf)] if conf.role == "cni" else []
+    installer = InstallOnFirstReady(conf)
+    hooks = [installer] if conf.role == "cni" else []
     master = os.getpid()
     try:
         Manager(conf, notifier=notifier, ready_hooks=hooks).run()
     except SystemExit as exc:
         if os.getpid() == master and conf.role == "cni":  # never in a worker
-            uninstall_on_stop(conf, exc.code)
+            uninstall_on_stop(conf, exc.code, installer.installed)
         raise
     finally:
         if os.getpid() == master:

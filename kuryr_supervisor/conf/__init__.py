@@ -27,6 +27,7 @@ from kuryr_supervisor.conf import (
     ipam,
     kubernetes,
     metrics,
+    secretfiles,
     supervisor,
 )
 
@@ -83,6 +84,13 @@ def validate(conf: cfg.ConfigOpts) -> None:
                 check(conf)
             except ValueError as exc:
                 raise ConfigError(_one_line(exc)) from exc
+
+
+def secret_file_warnings(conf: cfg.ConfigOpts) -> list[str]:
+    """A line for each configuration file that holds a secret and that
+    others could read or that is not root's (:mod:`.secretfiles`)."""
+    registered = [opt for _, opts in list_opts() for opt in opts]
+    return secretfiles.warnings(conf, registered)
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:

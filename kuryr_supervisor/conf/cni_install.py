@@ -30,10 +30,18 @@ OPTS: list[cfg.Opt] = [
                help="Network name of the generated conflist."),
     cfg.BoolOpt("uninstall_on_stop", default=False,
                 help="On a graceful stop (SIGTERM, exit 0), remove the "
-                     "conflist and then the shim from the host. Off by "
+                     "conflist and then the shim that this run installed "
+                     "(nothing if it never became ready), and only while "
+                     "they still carry the kuryr-supervisor marker. Off by "
                      "default so a rolling upgrade keeps the node's CNI; the "
                      "uninstall path turns it on before deleting the "
                      "DaemonSet (README: Uninstall)."),
+    cfg.BoolOpt("force", default=False,
+                help="Overwrite a shim or conflist at the install paths that "
+                     "kuryr-supervisor did not write (no kuryr-supervisor "
+                     "marker: e.g. upstream Kuryr's kuryr-cni). Off: such a "
+                     "file is left alone and the daemon stays not ready "
+                     "(check cni-install), naming it."),
 ]
 
 

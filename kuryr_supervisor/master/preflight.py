@@ -7,6 +7,11 @@ start, the supervisor restart it, and so on without end. Found here, they
 stop the daemon with one line naming the option and exit 78, which systemd
 (``RestartPreventExitStatus=78``) and an operator both understand.
 
+``state_dir`` is trusted only as the socket's directory is, and its lock
+is taken without following or truncating anything (:mod:`.statedir`).
+A configuration file that holds a secret and that others could read
+gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`).
+
 A second daemon on the same state directory, probe port or socket would
 write into the first one's allocations and log; it is refused with exit 77
 (:attr:`~kuryr_supervisor.exitcodes.ExitCode.ALREADY_RUNNING`). The state
@@ -17,7 +22,7 @@ process of the daemon is gone.
 from __future__ import annotations
 
 import errno
-import fcntl
+import logging
 import os
 import socket
 import stat
@@ -25,13 +30,15 @@ from typing import IO
 
 from oslo_config import cfg
 
+from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.ipam import schema
 from kuryr_supervisor.conf.ipam import DB_FILE
 from kuryr_supervisor.controller import handlers
-from kuryr_supervisor.master import listeners
+from kuryr_supervisor.master import listeners, statedir
 
-LOCK_FILE = "daemon.lock"
+LOG = logging.getLogger(__name__)
+LOCK_FILE = statedir.LOCK_FILE
 
 
 class PreflightError(Exception):
@@ -44,6 +51,8 @@ class AlreadyRunning(Exception):
 
 def run(conf: cfg.ConfigOpts) -> IO[str]:
     """Every check; returns the held state-directory lock (keep it open)."""
+    for line in conf_mod.secret_file_warnings(conf):
+        LOG.warning("%s", line)
     _handlers_installed(conf)
     _probe_address(conf)
     _socket_path(conf)
@@ -111,32 +120,12 @@ def _socket_path(conf: cfg.ConfigOpts) -> None:
 
 
 def _state_dir_lock(state_dir: str) -> IO[str]:
-    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
-        raise PreflightError(f"[ipam] state_dir {state_dir} exists and is "
-                             "not a directory")
     try:
-        os.makedirs(state_dir, mode=0o700, exist_ok=True)
-        lock = open(os.path.join(state_dir, LOCK_FILE), "a+")  # noqa: SIM115
-    except OSError as exc:
-        raise PreflightError(f"[ipam] state_dir {state_dir}: "
-                             f"{exc.strerror}") from exc
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        lock.seek(0)
-        holder = lock.read().strip() or "unknown"
-        lock.close()
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            raise AlreadyRunning(f"[ipam] state_dir {state_dir} is in use by "
-                                 f"another kuryr-supervisor (pid {holder})"
-                                 ) from exc
-        raise PreflightError(f"[ipam] state_dir {state_dir}: cannot lock "
-                             f"{LOCK_FILE}: {exc.strerror}") from exc
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"{os.getpid()}\n")
-    lock.flush()
-    return lock
+        return statedir.lock(state_dir)
+    except statedir.Untrusted as exc:
+        raise PreflightError(str(exc)) from exc
+    except statedir.Busy as exc:
+        raise AlreadyRunning(str(exc)) from exc
 
 
 def _probe_port_free(conf: cfg.ConfigOpts) -> None:

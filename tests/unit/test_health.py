@@ -280,7 +280,7 @@ def test_default_checks_and_extra_hook(state: SharedState,
         "restart-budget", "checker"]
     assert names[Kind.READINESS] == [
         "net-admin", "watcher-synced", "server-accepting", "cni-environment",
-        "server-capacity",
+        "cni-install", "server-capacity",
         "draining", "k8s-api"]
     api.result = Result.failed("k8s API unreachable")
     mon.run_io()

@@ -92,6 +92,7 @@ def test_verbose_lists_every_check(env: Env) -> None:
         "[+]watcher-synced ok",
         "[+]server-accepting ok",
         "[+]cni-environment ok",
+        "[+]cni-install ok",
         "[-]server-capacity failed: server saturated: 64/64 in flight",
         "[+]draining ok",
         "[+]k8s-api ok",

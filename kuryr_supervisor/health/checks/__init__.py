@@ -27,6 +27,7 @@ from kuryr_supervisor.health.checks.components import (
     watcher_synced,
 )
 from kuryr_supervisor.health.checks.faults import EnvironmentCheck
+from kuryr_supervisor.health.checks.install import InstallPathsCheck
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
 from kuryr_supervisor.health.checks.netlink import NetlinkCheck
 from kuryr_supervisor.state import Component, SharedState
@@ -58,6 +59,7 @@ def default_checks(state: SharedState, conf: cfg.ConfigOpts, master_pid: int,
         watcher_synced(state),
         server_accepting(state),
         EnvironmentCheck(state, conf),
+        InstallPathsCheck(conf),
         ServerCapacityCheck(state),
         DrainingCheck(state),
         *extra,
