@@ -41,9 +41,7 @@ class AlreadyRunning(Exception):
 
 def run(conf: cfg.ConfigOpts) -> IO[str]:
     """Every check; returns the held state-directory lock (keep it open)."""
-    _handlers_installed(conf)
-    _probe_address(conf)
-    _socket_path(conf)
+    validate(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
     try:
         _probe_port_free(conf)
@@ -52,6 +50,18 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
         lock.close()
         raise
     return lock
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """The checks that take nothing: no lock, no bind, nothing created.
+    ``kuryr-supervisor check-config`` runs them beside a running daemon."""
+    _handlers_installed(conf)
+    _probe_address(conf)
+    _socket_path(conf)
+    state_dir = conf.ipam.state_dir
+    if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
+        raise PreflightError(f"[ipam] state_dir {state_dir} exists and is "
+                             "not a directory")
 
 
 def _probe_address(conf: cfg.ConfigOpts) -> None:
