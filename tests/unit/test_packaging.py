@@ -126,3 +126,24 @@ def test_standalone_master_does_not_import_the_kubernetes_client() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_reload_checks_the_config_before_the_signal(tmp_path: Path) -> None:
+    """ExecReload= runs check-config on ExecStart's files, then SIGHUP; the
+    check refuses a bad file (78) so systemd never sends the signal."""
+    reloads = [line.split("=", 1)[1] for line in UNIT.read_text().splitlines()
+               if line.startswith("ExecReload=")]
+    assert len(reloads) == 2 and reloads[1] == "/bin/kill -HUP $MAINPID"
+    check = reloads[0].split()
+    start = unit()["Service"]["ExecStart"].split()
+    assert check[:3] == ["/usr/bin/env", "kuryr-supervisor", "check-config"]
+    assert check[3:] == start[2:]          # the same files as the daemon
+    conf = tmp_path / "k.conf"
+    args = [sys.executable, "-m", "kuryr_supervisor.daemon", *check[2:3],
+            "--config-file", str(conf)]
+    conf.write_text("[supervisor]\nrestart_window = soon\n")
+    bad = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 78 and "restart_window" in bad.stderr
+    conf.write_text(f"[ipam]\nstate_dir = {tmp_path / 'state'}\n")
+    good = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert (good.returncode, good.stdout) == (0, "ok\n"), good.stderr
