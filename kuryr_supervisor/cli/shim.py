@@ -21,6 +21,9 @@ from kuryr_supervisor.cni import install
 COMPILED = "compiled (Go)"
 PYTHON = "Python"
 ABSENT = "not installed"
+#: How to get the compiled shim (setup.py prints the same advice).
+HINT = ("for the compiled one: install Go >= 1.19, e.g. Debian's golang-go, "
+        "and reinstall, or run cmd/kuryr-cni/build.sh")
 
 
 @dataclasses.dataclass(frozen=True)

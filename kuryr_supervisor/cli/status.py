@@ -126,7 +126,9 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
         lines.append(f"Checks:   all {len(doc.get('checks') or {})} passing")
     if installed is not None:
         lines.append(f"Shim:     {installed.describe()}")
-    if packaged is not None:
+    if packaged == shim.PYTHON:
+        lines.append(f"  package carries the Python shim only ({shim.HINT})")
+    elif packaged is not None:
         lines.append(f"  package carries the {packaged} shim")
     return "\n".join(lines) + "\n"
 
