@@ -45,12 +45,15 @@ def run(name: str, args: list[str]) -> int:
     return check_config.main(args)
 
 
-def load_conf(args: Sequence[str]) -> cfg.ConfigOpts:
+def load_conf(args: Sequence[str],
+              cli_opts: Sequence[cfg.Opt] = ()) -> cfg.ConfigOpts:
     """A fresh configuration parsed and validated as the daemon does it
-    (raises :class:`~kuryr_supervisor.conf.ConfigError`)."""
+    (raises :class:`~kuryr_supervisor.conf.ConfigError`); ``cli_opts`` are
+    the subcommand's own flags (shown by ``--help``)."""
     from oslo_log import log
     conf = cfg.ConfigOpts()
     log.register_options(conf)      # the daemon's logging options parse too
     conf_mod.register_opts(conf)
+    conf.register_cli_opts(list(cli_opts))
     conf_mod.load(conf, args)
     return conf

@@ -133,18 +133,17 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
     return "\n".join(lines) + "\n"
 
 
-def _split(args: list[str]) -> tuple[bool, list[str]]:
-    return "--json" in args, [a for a in args if a != "--json"]
+CLI_OPTS = [cfg.BoolOpt("json", default=False,
+                        help="Print /status as the daemon serves it.")]
 
 
 def main(args: list[str]) -> int:
-    as_json, rest = _split(args)
     try:
-        conf = cli.load_conf(rest)
+        conf = cli.load_conf(args, CLI_OPTS)
     except conf_mod.ConfigError as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
         return NOT_LIVE
-    return show(conf, as_json=as_json)
+    return show(conf, as_json=conf.json)
 
 
 def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
