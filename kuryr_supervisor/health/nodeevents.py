@@ -110,8 +110,9 @@ class NodeEventSource:
 
     def poll(self) -> None:
         now = self.state.now()
+        stopping = self.state.draining()     # workers leave, none restarts
         for status in self.state.components():
-            if status.component != Component.HEALTH:
+            if status.component != Component.HEALTH and not stopping:
                 self._worker(status, now)
         self._budgets()
         self._verdict(now)

@@ -171,6 +171,12 @@ def test_worker_restart_named_with_its_signal(setup: tuple[SharedState, cfg.Conf
     assert sink[1].key == note.key and "pid 202" in sink[1].message
     assert "Watcher worker (pid 100) stopped heartbeating" in sink[2].message
     assert sink[2].key != note.key
+    # Shutting down: workers leave, that is no restart.
+    state.set_draining()
+    state.mark_down(Component.SERVER, Reason.STOPPING)
+    die(state, Component.SERVER, Reason.EXITED, 0)
+    source.poll()
+    assert len(sink) == 3
 
 
 def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Sink]) -> None:
