@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from oslo_log import log
 
+from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.master.sdnotify import Notifier
@@ -23,6 +24,9 @@ _QUIET = ["pyroute2=WARN", "urllib3=WARN", "kubernetes=WARN",
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    wanted = cli.subcommand(args)
+    if wanted is not None:      # status, check-config: not the daemon
+        raise SystemExit(cli.run(*wanted))
     conf = conf_mod.CONF
     log.register_options(conf)
     log.set_defaults(default_log_levels=log.get_default_log_levels() + _QUIET)

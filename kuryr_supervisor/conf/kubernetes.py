@@ -65,6 +65,11 @@ NODE_CONDITION_OPTS: list[cfg.Opt] = [
     cfg.FloatOpt("node_condition_grace", default=60.0, min=0.0, mutable=True,
                  help="Seconds the daemon must stay unhealthy before the "
                       "condition turns from True to False."),
+    cfg.BoolOpt("node_events", default=True,
+                help="Post Events on the Node (worker restarted, budget "
+                     "exhausted, readiness lost or regained, environment "
+                     "fault), aggregated and rate-limited as client-go's "
+                     "recorder does. Needs events create and patch."),
 ]
 
 

@@ -183,8 +183,28 @@ class ProbeApp:
             # The worst handler's consecutive count (what the budget sees).
             "handlerFailures": max(failures.values(), default=0),
             "server": {"inflight": inflight, "capacity": capacity},
+            "budgets": self.budgets(failures),
             "components": components, "checks": checks,
         }
+
+    def budgets(self, failures: dict[Any, int]) -> dict[str, Any]:
+        """Each budget's use and limit, as the running daemon reads them
+        (after a SIGHUP, its limits, not the file's): ``kuryr-supervisor
+        status`` shows them."""
+        conf = self.monitor.conf
+        sup = conf.supervisor
+        out: dict[str, Any] = {"restarts": {
+            "exhausted": self.state.restart_budget_exceeded(),
+            "total": sum(c.restarts for c in self.state.components()),
+            "max": sup.max_restarts, "window": sup.restart_window}}
+        if failures:       # the controller role: each handler's budget
+            out["handlerFailures"] = {
+                "count": max(failures.values()),
+                "limit": conf.controller.handler_failures_count}
+        else:
+            out["cniFailures"] = {"count": self.state.cni_failures(),
+                                  "limit": conf.cni_daemon.cni_failures_count}
+        return out
 
 
 def _verbose(request: Request) -> bool:

@@ -321,6 +321,18 @@ class K8sClient:
                    body={"status": {"conditions": [dict(condition)]}},
                    content_type="application/strategic-merge-patch+json")
 
+    # -- events (kubernetes.events: Events on this Node) ----------------------
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
+        self._json("POST", f"/api/v1/namespaces/{quote(namespace, '')}/events",
+                   body=dict(event))
+
+    def patch_event(self, namespace: str, name: str,
+                    patch: Mapping[str, Any]) -> None:
+        """Update a repeated Event (count, lastTimestamp, message)."""
+        self._json("PATCH", f"/api/v1/namespaces/{quote(namespace, '')}"
+                            f"/events/{quote(name, '')}", body=dict(patch),
+                   content_type="application/strategic-merge-patch+json")
+
     # -- health ----------------------------------------------------------------
     def probe(self, timeout: float = 2.0) -> tuple[bool, str]:
         """GET /readyz (older servers: /healthz) within ``timeout``."""

@@ -53,9 +53,7 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
     """Every check; returns the held state-directory lock (keep it open)."""
     for line in conf_mod.secret_file_warnings(conf):
         LOG.warning("%s", line)
-    _handlers_installed(conf)
-    _probe_address(conf)
-    _socket_path(conf)
+    validate(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
     passed = listeners.passed_roles(conf)   # systemd holds them for us
     try:
@@ -63,14 +61,27 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
             _probe_port_free(conf)
         if listeners.CNI not in passed:
             _socket_free(conf)
-        schema.check_schema(os.path.join(conf.ipam.state_dir, DB_FILE))
-    except schema.SchemaTooNew as exc:
-        lock.close()
-        raise PreflightError(exc.msg) from exc
     except BaseException:
         lock.close()
         raise
     return lock
+
+
+def validate(conf: cfg.ConfigOpts) -> None:
+    """The checks that take nothing: no lock, no bind, nothing created.
+    ``kuryr-supervisor check-config`` runs them beside a running daemon."""
+    _handlers_installed(conf)
+    _probe_address(conf)
+    _socket_path(conf)
+    state_dir = conf.ipam.state_dir
+    try:
+        statedir.check(state_dir)
+    except statedir.Untrusted as exc:
+        raise PreflightError(str(exc)) from exc
+    try:
+        schema.check_schema(os.path.join(state_dir, DB_FILE))
+    except schema.SchemaTooNew as exc:
+        raise PreflightError(exc.msg) from exc
 
 
 def _probe_address(conf: cfg.ConfigOpts) -> None:

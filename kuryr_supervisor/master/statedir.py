@@ -38,12 +38,20 @@ class Busy(Exception):
     """Another daemon holds the lock."""
 
 
-def lock(state_dir: str) -> IO[str]:
-    """The held lock of a trusted ``state_dir`` (created 0700 if missing)."""
+def check(state_dir: str) -> None:
+    """The trust checks alone: nothing created, nothing locked (what
+    ``kuryr-supervisor check-config`` runs beside a running daemon)."""
     if os.path.lexists(state_dir) and not os.path.isdir(state_dir):
         raise Untrusted(f"[ipam] state_dir {state_dir} exists and is "
                         "not a directory")
     _state_dir_trusted(state_dir)
+    if os.path.isdir(state_dir):
+        _state_dir_entries(state_dir)
+
+
+def lock(state_dir: str) -> IO[str]:
+    """The held lock of a trusted ``state_dir`` (created 0700 if missing)."""
+    check(state_dir)
     try:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
     except OSError as exc:

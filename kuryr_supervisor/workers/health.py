@@ -34,7 +34,7 @@ from typing import Any
 from cotyledon.types import WorkerId
 from oslo_config import cfg
 
-from kuryr_supervisor.health import httpserver
+from kuryr_supervisor.health import httpserver, nodeevents
 from kuryr_supervisor.health.checks import Check, default_checks
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
@@ -104,6 +104,7 @@ class HealthManagerWorker(Worker):
         self.metrics_server: BoundedHTTPServer | None = None
         self._ipam: IpamSampler | None = None
         self._condition: NodeConditionPublisher | None = None
+        self._events: nodeevents.NodeEvents | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
     def start(self) -> BoundedHTTPServer:
@@ -116,6 +117,7 @@ class HealthManagerWorker(Worker):
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
         self._condition = nodecondition.from_conf(self.conf)
+        self._events = nodeevents.from_conf(self.state, self.conf)
         # The first snapshot before the first request: no probe ever sees
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
@@ -180,6 +182,9 @@ class HealthManagerWorker(Worker):
         """Stop serving and end the loop."""
         self._closed.set()
         self._wake.set()
+        if self._events is not None:
+            self._events.stop()
+            self._events = None
         if self.server is not None:
             self.server.close()
             self.server = None

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import signal
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -184,3 +185,43 @@ def test_cni_failure_budget(tmp_path: Path, namespaces: Namespaces) -> None:
         delete_bridge(bridge)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True,
                        check=False)
+
+
+def test_node_events_for_a_crash_loop(tmp_path: Path, api: FakeAPI) -> None:
+    """SIGKILL the Server: an Event WorkerRestarted on the Node names it and
+    the signal; killing it again patches the same Event's count instead of
+    creating new ones."""
+    node = "node-ev"
+    api.add_node(node)
+    d = Daemon(tmp_path, {"kubernetes": {
+        "api_root": api.url, "node_name": node, "request_timeout": 1.0,
+        "api_check_interval": 0.2, "api_check_timeout": 0.5}})
+
+    def restarts() -> list[dict[str, Any]]:
+        return [e for e in list(api.core_events.values())
+                if e["reason"] == "WorkerRestarted"]
+    try:
+        d.start()
+        d.wait_ready()
+        wait_until(lambda: any(e["reason"] == "Ready"
+                               for e in list(api.core_events.values())), 10)
+        for kill in range(3):
+            old = d.worker_pids()["server"]
+            os.kill(old, signal.SIGKILL)
+            wait_until(lambda n=kill + 1: sum(e.get("count", 1)
+                                              for e in restarts()) == n, 20)
+            wait_until(lambda old=old: d.probe("/status") == 200 and
+                       d.worker_pids()["server"] not in (0, old), 10)
+        (event,) = restarts()
+        assert event["count"] == 3, event
+        assert event["involvedObject"]["kind"] == "Node"
+        assert event["involvedObject"]["name"] == node
+        assert event["source"]["component"] == "kuryr-supervisor"
+        assert event["type"] == "Warning"
+        message = event["message"]
+        assert message.startswith("Server worker (pid ") and "SIGKILL" in message
+        assert "back as pid" in message and "restart #3" in message
+        posts = [m for m, _ in api.event_calls]
+        assert posts.count("PATCH") >= 2
+    finally:
+        d.close()

@@ -21,6 +21,7 @@ from kuryr_supervisor.conf import cni_install
 from kuryr_supervisor.conf import health as health_conf
 from kuryr_supervisor.conf import metrics as metrics_conf
 from kuryr_supervisor.conf import supervisor as supervisor_conf
+from kuryr_supervisor.kubernetes import events
 from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -168,6 +169,9 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     client.pod_cidr()
     client.patch_node_condition({"type": "KuryrCNIHealthy", "status": "True"})
     client.probe(timeout=1)
+    recorder = events.recorder(client)     # node events: create, then patch
+    for _ in range(2):
+        recorder.send(events.Note("Normal", "Ready", "kuryr-supervisor is ready"))
     used = set()
     for _, method, path, query in api.requests:
         parts = path.strip("/").split("/")
@@ -175,6 +179,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
             continue                      # /readyz, /healthz: non-resource
         if parts[2:] == ["pods"]:
             used.add(("pods", "watch" if query.get("watch") else "list"))
+        elif parts[2] == "namespaces" and parts[4] == "events":
+            used.add(("events", {"POST": "create"}.get(method, method.lower())))
         elif parts[2] == "namespaces" and parts[4] == "pods":
             used.add(("pods", "get"))
         elif parts[2] == "nodes":

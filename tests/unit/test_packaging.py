@@ -4,11 +4,14 @@ from __future__ import annotations
 import configparser
 import os
 import re
+import shutil
+import struct
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
@@ -104,11 +107,78 @@ def test_start_timeout_covers_the_start_extensions() -> None:
     assert caps == {"CAP_NET_ADMIN", "CAP_SYS_ADMIN"}   # test_capabilities.py
 
 
-def test_wheel_ships_unit_sample_config_and_license(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
-                    "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
-                   check=True, timeout=300, capture_output=True)
-    (wheel,) = tmp_path.glob("kuryr_supervisor-*.whl")
+def build_wheel(tmp: Path, *, path: str) -> tuple[Path, str]:
+    """A wheel of a copy of the tree (no build/ or built shim of the
+    checkout's own), built with ``PATH=path``; the wheel and pip's -v log."""
+    tree = tmp / "tree"
+    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
+        ".git", ".tox", "build", "dist", "*.egg-info", "__pycache__", "bin",
+        ".venv", ".bench", "wheelhouse"))
+    env = dict(os.environ, PATH=path,
+               # Go's build cache shared with the suite's other shim builds.
+               GOCACHE=str(ROOT / "build" / "gocache"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "--no-build-isolation", "-v", "-w", str(tmp),
+                           str(tree)], env=env, capture_output=True,
+                          text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (wheel,) = tmp.glob("kuryr_supervisor-*.whl")
+    return wheel, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel_with_go(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    go = shutil.which("go")
+    assert go, "CI installs golang-go: the wheel build must find Go"
+    return build_wheel(tmp_path_factory.mktemp("wheel-go"),
+                       path=os.environ.get("PATH", "/usr/bin:/bin"))
+
+
+@pytest.fixture(scope="module")
+def wheel_without_go(tmp_path_factory: pytest.TempPathFactory
+                     ) -> tuple[Path, str]:
+    empty = tmp_path_factory.mktemp("no-go-path")
+    return build_wheel(tmp_path_factory.mktemp("wheel-nogo"), path=str(empty))
+
+
+SHIM_IN_WHEEL = "kuryr_supervisor/cni/bin/kuryr-cni"
+
+
+def elf_interpreter(data: bytes) -> bool:
+    """Whether a 64-bit little-endian ELF asks for a dynamic loader."""
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    return any(struct.unpack_from("<I", data, phoff + i * phentsize)[0] == 3
+               for i in range(phnum))          # PT_INTERP
+
+
+def test_wheel_built_with_go_carries_the_static_shim(
+        wheel_with_go: tuple[Path, str]) -> None:
+    wheel, log = wheel_with_go
+    assert "-py3-none-linux_" in wheel.name      # a binary inside: not "any"
+    archive = zipfile.ZipFile(wheel)
+    info = archive.getinfo(SHIM_IN_WHEEL)
+    assert info.external_attr >> 16 & 0o111       # installed executable
+    assert not elf_interpreter(archive.read(SHIM_IN_WHEEL))   # static
+    assert "built the compiled CNI shim" in log
+
+
+def test_wheel_built_without_go_says_how_to_get_the_compiled_shim(
+        wheel_without_go: tuple[Path, str]) -> None:
+    wheel, log = wheel_without_go
+    assert wheel.name.endswith("-py3-none-any.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert SHIM_IN_WHEEL not in names
+    assert "kuryr_supervisor/cni/shim.py" in names
+    (line,) = [ln for ln in log.splitlines()
+               if "carries the Python CNI shim" in ln]
+    assert "no Go on PATH" in line and "golang-go" in line
+
+
+def test_wheel_ships_unit_sample_config_and_license(
+        wheel_with_go: tuple[Path, str]) -> None:
+    wheel, _ = wheel_with_go
     names = zipfile.ZipFile(wheel).namelist()
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     assert data >= {"share/kuryr-supervisor/systemd/kuryr-supervisor.service",
@@ -161,3 +231,24 @@ def test_standalone_master_does_not_import_the_kubernetes_client() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_reload_checks_the_config_before_the_signal(tmp_path: Path) -> None:
+    """ExecReload= runs check-config on ExecStart's files, then SIGHUP; the
+    check refuses a bad file (78) so systemd never sends the signal."""
+    reloads = [line.split("=", 1)[1] for line in UNIT.read_text().splitlines()
+               if line.startswith("ExecReload=")]
+    assert len(reloads) == 2 and reloads[1] == "/bin/kill -HUP $MAINPID"
+    check = reloads[0].split()
+    start = unit()["Service"]["ExecStart"].split()
+    assert check[:3] == ["/usr/bin/env", "kuryr-supervisor", "check-config"]
+    assert check[3:] == start[2:]          # the same files as the daemon
+    conf = tmp_path / "k.conf"
+    args = [sys.executable, "-m", "kuryr_supervisor.daemon", *check[2:3],
+            "--config-file", str(conf)]
+    conf.write_text("[supervisor]\nrestart_window = soon\n")
+    bad = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 78 and "restart_window" in bad.stderr
+    conf.write_text(f"[ipam]\nstate_dir = {tmp_path / 'state'}\n")
+    good = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert (good.returncode, good.stdout) == (0, "ok\n"), good.stderr

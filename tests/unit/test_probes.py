@@ -185,6 +185,24 @@ def test_status_document(env: Env) -> None:
                                   "k8s-api", "checker", "draining"}
 
 
+def test_status_budgets(env: Env) -> None:
+    """Each budget's use and the running daemon's limit (for ``status``)."""
+    env.conf.set_override("cni_failures_count", 2, "cni_daemon")
+    env.state.count_restart(Component.SERVER)
+    env.state.count_restart(Component.WATCHER)
+    env.state.record_cni_failure()
+    budgets = json.loads(env.get("/status")[1])["budgets"]
+    assert budgets["cniFailures"] == {"count": 1, "limit": 2}
+    restarts = budgets["restarts"]
+    assert restarts["total"] == 2 and restarts["exhausted"] is False
+    assert restarts["max"] == env.conf.supervisor.max_restarts
+    assert restarts["window"] == env.conf.supervisor.restart_window
+    env.state.set_restart_budget_exceeded(True)
+    budgets = json.loads(env.get("/status")[1])["budgets"]
+    assert budgets["restarts"]["exhausted"] is True
+    assert "handlerFailures" not in budgets
+
+
 def test_status_never_fails_even_before_anything() -> None:
     env = Env()
     response = env.client.get("/status")

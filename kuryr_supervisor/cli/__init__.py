@@ -1,0 +1,59 @@
+"""The operator's subcommands beside the daemon: ``status`` and ``check-config``.
+
+``kuryr-supervisor`` alone runs the daemon; ``kuryr-supervisor status`` asks a
+running one how it is (:mod:`.status`), ``kuryr-supervisor check-config`` (or
+``--check-config``) checks a configuration the way the daemon would before
+forking, without taking anything a running daemon holds (:mod:`.check_config`).
+Both read the same configuration files and options as the daemon (the same
+``--config-file``/``--config-dir`` and the same default files), so they talk
+about the daemon that configuration describes.
+
+Layer (``.importlinter``): between the entry point and the master. The
+subcommands use the configuration and the master's pre-fork checks; nothing
+below imports them, and they never import the workers: a subcommand costs a
+fraction of the daemon's start-up.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+
+SUBCOMMANDS = ("status", "check-config")
+#: The flag spelling of check-config, as ``nginx -t`` / ``sshd -t`` users
+#: expect a flag (anywhere on the command line).
+CHECK_FLAG = "--check-config"
+
+
+def subcommand(args: Sequence[str]) -> tuple[str, list[str]] | None:
+    """(name, remaining arguments) when ``args`` asks for a subcommand."""
+    if args and args[0] in SUBCOMMANDS:
+        return args[0], list(args[1:])
+    if CHECK_FLAG in args:
+        return "check-config", [a for a in args if a != CHECK_FLAG]
+    return None
+
+
+def run(name: str, args: list[str]) -> int:
+    """Run one subcommand; returns its exit status."""
+    if name == "status":
+        from kuryr_supervisor.cli import status
+        return status.main(args)
+    from kuryr_supervisor.cli import check_config
+    return check_config.main(args)
+
+
+def load_conf(args: Sequence[str],
+              cli_opts: Sequence[cfg.Opt] = ()) -> cfg.ConfigOpts:
+    """A fresh configuration parsed and validated as the daemon does it
+    (raises :class:`~kuryr_supervisor.conf.ConfigError`); ``cli_opts`` are
+    the subcommand's own flags (shown by ``--help``)."""
+    from oslo_log import log
+    conf = cfg.ConfigOpts()
+    log.register_options(conf)      # the daemon's logging options parse too
+    conf_mod.register_opts(conf)
+    conf.register_cli_opts(list(cli_opts))
+    conf_mod.load(conf, args)
+    return conf

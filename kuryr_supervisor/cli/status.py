@@ -1,0 +1,163 @@
+"""``kuryr-supervisor status``: how the running daemon is, in a few lines.
+
+It reads ``/status`` from the probe listener the configuration names
+(``[cni_health_server] host:port``) and prints, in the spirit of ``cilium
+status`` and ``systemctl status``: the overall state, each worker (pid,
+restarts, heartbeat age, memory), the budgets, the failing checks with their
+causes, the version, and the installed shim. ``--json`` prints ``/status``
+as served.
+
+Exit status, for scripts and ``kubectl exec``: 0 ready, 1 live but not
+ready, 2 not live or unreachable (as the probes would judge it).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import sys
+from typing import Any
+
+from oslo_config import cfg
+
+from kuryr_supervisor import cli
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.cli import shim
+
+READY, NOT_READY, NOT_LIVE = 0, 1, 2
+TIMEOUT = 5.0
+_WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+
+
+def fetch(host: str, port: int, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """The /status document (raises OSError or ValueError)."""
+    conn = http.client.HTTPConnection(_WILDCARD.get(host, host), port,
+                                      timeout=timeout)
+    try:
+        conn.request("GET", "/status")
+        resp = conn.getresponse()
+        body = resp.read(4 * 1024 * 1024)
+    except http.client.HTTPException as exc:
+        raise OSError(f"bad answer: {exc}") from exc
+    finally:
+        conn.close()
+    if resp.status != 200:
+        raise ValueError(f"HTTP {resp.status}")
+    doc = json.loads(body)
+    if not isinstance(doc, dict):
+        raise ValueError("not a /status document")
+    return doc
+
+
+def exit_status(doc: dict[str, Any]) -> int:
+    if not doc.get("live"):
+        return NOT_LIVE
+    return READY if doc.get("ready") else NOT_READY
+
+
+def _mib(value: Any) -> str:
+    return f"{value / 1048576:.1f} MiB" if value else "-"
+
+
+def _age(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}s"
+
+
+def _state_word(doc: dict[str, Any]) -> str:
+    if not doc.get("live"):
+        return "NOT LIVE"
+    if doc.get("draining"):
+        return "draining"
+    return "ready" if doc.get("ready") else "live, NOT READY"
+
+
+def _budgets(doc: dict[str, Any]) -> list[str]:
+    budgets = doc.get("budgets") or {}
+    lines = []
+    restarts = budgets.get("restarts")
+    if restarts:
+        state = "EXHAUSTED" if restarts.get("exhausted") else "ok"
+        lines.append(f"  restarts       {state}: {restarts.get('total')} in "
+                     f"total, at most {restarts.get('max')} within "
+                     f"{restarts.get('window', 0):g}s")
+    for key, label in (("cniFailures", "CNI failures"),
+                       ("handlerFailures", "handler failures")):
+        item = budgets.get(key)
+        if item:
+            count, limit = item.get("count", 0), item.get("limit", 0)
+            state = "EXHAUSTED" if limit and count >= limit else "ok"
+            lines.append(f"  {label:<14} {state}: {count} consecutive "
+                         f"(limit {limit})")
+    return lines
+
+
+def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
+           packaged: str | None = None) -> str:
+    """The human summary of one /status document."""
+    lines = [f"kuryr-supervisor {doc.get('version', '?')}: {_state_word(doc)}",
+             f"  Summary:  {doc.get('summary', '')}"]
+    if doc.get("cause") not in (None, "none"):
+        lines.append(f"  Cause:    {doc['cause']}")
+    server = doc.get("server") or {}
+    if server.get("capacity"):
+        lines.append(f"  Requests: {server.get('inflight', 0)}/"
+                     f"{server['capacity']} in flight")
+    lines.append("Workers:")
+    for name, comp in (doc.get("components") or {}).items():
+        pid = comp.get("pid") or "-"
+        extra = ""
+        if comp.get("restarts"):
+            extra = f" (last: {comp.get('reason')}, status {comp.get('exitCode')})"
+        lines.append(f"  {name:<14} {comp.get('state', '?'):<9} pid {pid!s:<8}"
+                     f" restarts {comp.get('restarts', 0):<3} heartbeat "
+                     f"{_age(comp.get('heartbeatAge')):<7} memory "
+                     f"{_mib(comp.get('memory'))}{extra}")
+    budget_lines = _budgets(doc)
+    if budget_lines:
+        lines.append("Budgets:")
+        lines.extend(budget_lines)
+    failing = {n: c for n, c in (doc.get("checks") or {}).items()
+               if c.get("state") != "ok"}
+    if failing:
+        lines.append("Failing checks:")
+        for name, check in failing.items():
+            lines.append(f"  [-] {name} ({check.get('kind')}, since "
+                         f"{check.get('since')}): {check.get('message')}")
+    else:
+        lines.append(f"Checks:   all {len(doc.get('checks') or {})} passing")
+    if installed is not None:
+        lines.append(f"Shim:     {installed.describe()}")
+    if packaged == shim.PYTHON:
+        lines.append(f"  package carries the Python shim only ({shim.HINT})")
+    elif packaged is not None:
+        lines.append(f"  package carries the {packaged} shim")
+    return "\n".join(lines) + "\n"
+
+
+CLI_OPTS = [cfg.BoolOpt("json", default=False,
+                        help="Print /status as the daemon serves it.")]
+
+
+def main(args: list[str]) -> int:
+    try:
+        conf = cli.load_conf(args, CLI_OPTS)
+    except conf_mod.ConfigError as exc:
+        print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
+        return NOT_LIVE
+    return show(conf, as_json=conf.json)
+
+
+def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
+    opts = conf.cni_health_server
+    where = f"{opts.host}:{opts.port}"
+    try:
+        doc = fetch(opts.host, opts.port)
+    except (OSError, ValueError) as exc:
+        print(f"kuryr-supervisor: not reachable at {where}/status: {exc}",
+              file=sys.stderr)
+        return NOT_LIVE
+    if as_json:
+        print(json.dumps(doc, indent=2))
+    else:
+        installed = shim.installed(conf) if conf.role == "cni" else None
+        sys.stdout.write(render(doc, installed, shim.packaged_kind()))
+    return exit_status(doc)
