@@ -1,17 +1,17 @@
-"""The pod annotation that carries a pod's Neutron port to the CNI role.
+"""A pod's Neutron port data, its checks, and the legacy pod annotation.
 
-The controller role writes it (:mod:`kuryr_supervisor.controller.neutronport`);
-the CNI role reads it on ADD instead of allocating from its embedded IPAM
-(``[cni_daemon] address_source = annotation``). The value is JSON::
+:class:`PortAnnotation` is the port data (port id, pod UID, MAC, address in
+CIDR form, gateway) with its format checks; it is carried to the CNI role
+by the PodPort custom resource (:mod:`.podport`), which only the controller
+may write. The pod annotation of the same JSON (``ANNOTATION``) is what
+earlier versions used; anyone who may edit the pod can write it, so the CNI
+role never reads it any more and the controller never takes it as proof of
+a port. Its parser stays for tools that read old pods.
 
-    {"portId": "...", "podUid": "...", "mac": "fa:16:3e:..",
-     "address": "10.20.0.12/24", "gateway": "10.20.0.1"}
-
-Anyone who may edit the pod can write it, so it is hostile input: every
-field is checked (types, lengths, a unicast MAC, a host address inside its
-network, a gateway in the same network and not the address itself) and the
-``podUid`` must be the pod's own, so an annotation copied onto another pod,
-or left on a pod recreated under the same name, is never bound.
+Every field is checked (types, lengths, a non-zero unicast MAC, a host
+address inside its network, a gateway in the same network and not the
+address itself); the CNI role checks the data again against its own
+configuration (:mod:`kuryr_supervisor.cni.ipam.validation`).
 """
 from __future__ import annotations
 
@@ -53,6 +53,11 @@ class PortAnnotation:
             raise ValueError("not JSON") from exc
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
+        return cls.from_mapping(raw)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PortAnnotation:
+        """Validate and decode decoded JSON (a PodPort's spec)."""
         fields: dict[str, str] = {}
         for key in ("portId", "podUid", "mac", "address", "gateway"):
             value = raw.get(key)
@@ -63,8 +68,9 @@ class PortAnnotation:
             if not _ID.match(fields[key]):
                 raise ValueError(f"bad {key}")
         mac = fields["mac"].lower()
-        if not _MAC.match(mac) or int(mac[:2], 16) & 1:
-            raise ValueError("mac is not a unicast MAC address")
+        if not _MAC.match(mac) or int(mac[:2], 16) & 1 or \
+                mac == "00:00:00:00:00:00":
+            raise ValueError("mac is not a non-zero unicast MAC address")
         try:
             address = ipaddress.IPv4Interface(fields["address"])
             gateway = ipaddress.IPv4Address(fields["gateway"])
