@@ -91,24 +91,36 @@ class PodPortSource(Protocol):
 Wait = Callable[[str, str, str, float], "PortData | None"]
 
 
+class Invalid(ValueError):
+    """The pod's PodPort exists but is malformed or inconsistent: refused
+    at once rather than waited past."""
+
+
 def _own(obj: Mapping[str, Any] | None, uid: str) -> PortData | None:
-    """The PodPort's data if valid and for ``uid`` (a PodPort of an earlier
-    pod of the same name is waited past: the controller replaces it)."""
+    """The PodPort's data if it is for ``uid``; None for an earlier pod's
+    PodPort of the same name (waited past: the controller replaces it);
+    :class:`Invalid` when it claims this pod but does not hold up."""
     if obj is None:
+        return None
+    spec = obj.get("spec")
+    spec_uid = spec.get("podUid") if isinstance(spec, Mapping) else None
+    if uid and uid not in (owner_uid(obj), spec_uid):
         return None
     try:
         data = from_object(obj)
-    except ValueError:
-        return None
-    return data if not uid or data.pod_uid == uid else None
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    if uid and data.pod_uid != uid:
+        raise Invalid(f"podUid {data.pod_uid} is not the pod's UID {uid}")
+    return data
 
 
 def waiter(source: PodPortSource) -> Wait:
     """(namespace, name, pod uid, seconds) -> the pod's PodPort data,
     waiting up to ``seconds``: one list of that one name, then a watch
     from the list's resourceVersion, so the PodPort is seen the moment the
-    controller writes it, with no polling. None when the time is up or it
-    was deleted."""
+    controller writes it, with no polling. None when the time is up;
+    :class:`Invalid` when the pod's PodPort does not hold up."""
     def wait(namespace: str, name: str, uid: str,
              seconds: float) -> PortData | None:
         deadline = time.monotonic() + seconds

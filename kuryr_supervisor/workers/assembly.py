@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
+from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
 from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
@@ -103,7 +104,11 @@ def podport_lookup(client: k8s.K8sClient) -> Lookup:
             if obj is None:
                 return None
             api_uid = obj.uid
-        data = wait(pod.namespace, pod.name, pod.uid or api_uid, seconds)
+        try:
+            data = wait(pod.namespace, pod.name, pod.uid or api_uid, seconds)
+        except podport.Invalid as exc:
+            raise errors.InvalidConfig(
+                f"PodPort {pod.namespace}/{pod.name} refused: {exc}") from exc
         if data is None:
             return None
         return FixedAddress(data.address, data.gateway, data.mac,

@@ -77,6 +77,8 @@ class ExternalIpam:
         while True:
             try:
                 fixed = self._lookup(pod, max(0.0, deadline - time.monotonic()))
+            except errors.CNIError:
+                raise               # the source refused the data: no retry
             except Exception as exc:  # noqa: BLE001 - the source is down: retry
                 fixed, problem = None, f"cannot read it: {exc}"
             if fixed is not None:
@@ -98,17 +100,16 @@ class ExternalIpam:
         if self.store.get(container_id, ifname) is not None:
             raise errors.AlreadyExists(
                 f"{container_id}/{ifname} already has an address")
-        fixed = self.wait_for(pod)
         try:
+            fixed = self.wait_for(pod)
             check_fixed(address=fixed.address, gateway=fixed.gateway,
                         mac=fixed.mac, port_pod_uid=fixed.pod_uid,
                         subnet=self.store.subnet,
                         configured_gateway=self.store.gateway,
                         pod_uid=pod.uid or fixed.api_uid)
-        except errors.CNIError as exc:
-            LOG.warning("refused port %s for pod %s/%s (uid %s): %s",
-                        fixed.port_id or "?", pod.namespace, pod.name,
-                        pod.uid or "?", exc.msg)
+        except (errors.InvalidConfig, errors.InvalidEnvironment) as exc:
+            LOG.warning("refused port for pod %s/%s (uid %s): %s",
+                        pod.namespace, pod.name, pod.uid or "?", exc.msg)
             raise
         alloc = self.store.record(container_id, ifname, netns=netns, pod=pod,
                                   address=fixed.address,
