@@ -16,7 +16,7 @@ pytestmark = pytest.mark.privileged
 
 
 @pytest.mark.parametrize("name", ["chaos", "fuzz", "saturation", "sigterm",
-                                  "slowloris", "sockettrust"])
+                                  "slowloris", "sockettrust", "tenant"])
 def test_drill(name: str) -> None:
     report = importlib.import_module(f"drills.{name}").run(short=True, seed=0)
     print(report.render())
