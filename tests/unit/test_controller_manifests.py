@@ -157,9 +157,9 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     client.namespace_uid("kube-system")
     from kuryr_supervisor.kubernetes import podport
     from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
-    data = PortAnnotation.parse(
-        '{"portId": "p1", "podUid": "%s", "mac": "fa:16:3e:00:00:01", '
-        '"address": "10.0.0.5/24", "gateway": "10.0.0.1"}' % uid)
+    data = PortAnnotation.from_mapping({
+        "portId": "p1", "podUid": uid, "mac": "fa:16:3e:00:00:01",
+        "address": "10.0.0.5/24", "gateway": "10.0.0.1"})
     obj = podport.body("ns", "p", data)
     client.create_podport("ns", obj)
     current = client.get_podport("ns", "p")
