@@ -143,10 +143,15 @@ class NeutronPortHandler:
             self._outage = str(exc)
             return
         except k8s.K8sPermanent as exc:
-            # 404: the pod is gone; 409: replaced under the same name. The
-            # DELETED event or the sweep removes its port.
-            LOG.info("pod %s/%s changed under us (%s); its port is left to "
-                     "the sweep", pod.namespace, pod.name, exc.status)
+            if exc.status == 409:
+                # The PodPort changed while being replaced: read it again.
+                self._retry(pod, work)
+                return
+            # 404: the pod or its namespace is gone (the DELETED event or
+            # the sweep removes its port); 403/422: RBAC or the CRD, named.
+            LOG.warning("pod %s/%s: the API refused its PodPort (%s); left "
+                        "to the next event and the sweep", pod.namespace,
+                        pod.name, exc)
             self.pending.pop(pod.uid, None)
             return
         except Exception:  # noqa: BLE001 - counted; one pod never stops the loop

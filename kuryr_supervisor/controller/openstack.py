@@ -152,12 +152,18 @@ class OpenStack:
         self._clock = clock
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="openstack")
+        self._hung: concurrent.futures.Future[Any] | None = None
 
     def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
                  **kwargs: Any) -> T:
         """``fn`` in the adapter's thread, within ``deadline``, beating.
-        One thread: a call still hung from before delays the next, which is
-        then bounded by the same deadline (and cancelled if not started)."""
+        One thread: while a call that timed out still hangs there, later
+        calls fail at once (the dependency is known to hang) instead of
+        queueing behind it."""
+        if self._hung is not None and not self._hung.done():
+            raise OpenStackUnavailable(f"{what}: an earlier call still has "
+                                       f"no answer")
+        self._hung = None
         future = self._pool.submit(fn, *args, **kwargs)
         end = time.monotonic() + self.deadline
         while True:
@@ -167,7 +173,7 @@ class OpenStack:
                 return future.result(timeout=max(0.0, min(_BEAT_EVERY, left)))
             except concurrent.futures.TimeoutError:
                 if left <= _BEAT_EVERY:
-                    future.cancel()
+                    self._hung = future
                     raise OpenStackUnavailable(
                         f"{what}: no answer within {self.deadline:g}s") from None
 
