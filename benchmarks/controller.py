@@ -57,8 +57,11 @@ def _measure(ctx: Context, cloud, count: int) -> Outcome:  # type: ignore[no-unt
         "controller": {"pod_network_id": cloud.neutron.network_id,
                        "pod_subnet_id": cloud.neutron.subnet["id"]},
         "neutron": cloud.keystone.conf_overrides()})
+    # The node's own view of the pod network: what every PodPort must fit.
     cni = ctx.ws.daemon({"kubernetes": kube,
-                         "cni_daemon": {"address_source": "podport"}})
+                         "cni_daemon": {"address_source": "podport"},
+                         "ipam": {"subnet": cloud.neutron.subnet["cidr"],
+                                  "gateway": cloud.neutron.subnet["gateway_ip"]}})
     embedded = ctx.shims()[0]           # the compiled shim, through cnitool
     cni_plugin = plugins.kuryr(ctx.ws, cni, "go", tag="-annotation")
     for_pods = pods(ctx.ws.netns(count), "ctl")
