@@ -10,8 +10,10 @@ against the Kubernetes, Keystone and Neutron fakes over real HTTP.
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pytest
 from tests.fixtures.controller import Cloud, cloud_fixture, controller_daemon
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.openstack import FakeNeutron
+from tests.fixtures.tenant import podport, spec_for
 
 cloud = pytest.fixture(cloud_fixture)
 
@@ -148,3 +151,27 @@ def test_neutron_fault_live_not_ready(controller: Daemon, cloud: Cloud,
     cloud.neutron.hang, cloud.neutron.garbage = 0.0, False
     controller.wait_ready(40)
     wait_until(lambda: cloud.podport("default", "waiting"), 40)
+
+
+def test_preexisting_podport_is_not_proof(tmp_path: Path, cloud: Cloud) -> None:
+    """A PodPort already there (an earlier pod's of the same name, or a
+    forged one) is not taken as proof of a port: the controller asks
+    Neutron, creates the port, and replaces the PodPort with its data."""
+    uid = str(uuid.uuid4())
+    fake_pod = {"metadata": {"namespace": "default", "name": "pre", "uid": uid}}
+    forged_spec = spec_for(fake_pod, ipaddress.IPv4Network("10.20.0.0/24"), 99)
+    cloud.api.put_podport(podport(fake_pod, forged_spec))
+    d = controller_daemon(tmp_path, cloud)
+    d.start()
+    try:
+        d.wait_ready()
+        cloud.api.add_pod("default", "pre", "node-a", uid=uid)
+        spec = wait_until(lambda: (lambda s: s if s and s["portId"] !=
+                                   forged_spec["portId"] else None)(
+            cloud.podport("default", "pre")), 15)
+        [port] = cloud.neutron.ports_for(uid)
+        assert spec["portId"] == port["id"]
+        assert spec["address"] == port["fixed_ips"][0]["ip_address"] + "/24"
+        assert d.status()["handlerFailures"] == 0
+    finally:
+        d.close()
