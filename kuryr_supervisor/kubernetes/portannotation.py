@@ -19,9 +19,8 @@ import dataclasses
 import ipaddress
 import json
 import re
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 ANNOTATION = "kuryr-supervisor.openstack.org/port"
 _MAX_BYTES = 1024
@@ -89,8 +88,9 @@ class PortAnnotation:
 
 
 def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
-    """The pod's own, valid annotation, or None (absent, invalid, or
-    written for another pod UID)."""
+    """The pod's own, valid legacy annotation, or None (absent, invalid, or
+    written for another pod UID). For tools reading pods of earlier
+    versions; the daemon never binds it."""
     meta = obj.get("metadata") or {}
     text = (meta.get("annotations") or {}).get(ANNOTATION)
     if text is None:
@@ -100,58 +100,3 @@ def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
     except ValueError:
         return None
     return ann if ann.pod_uid == meta.get("uid") else None
-
-
-class PodSource(Protocol):
-    """What :func:`waiter` needs of the API (``K8sClient`` fits)."""
-
-    def get_pod_object(self, namespace: str, name: str
-                       ) -> Mapping[str, Any] | None: ...
-    def watch_pod(self, namespace: str, name: str, resource_version: str,
-                  timeout: float) -> Any: ...
-
-
-Wait = Callable[[str, str, str, float], "PortAnnotation | None"]
-
-
-def _own(obj: Mapping[str, Any] | None, uid: str) -> PortAnnotation | None:
-    if obj is None:
-        return None
-    ann = from_pod(obj)
-    return None if ann is None or (uid and ann.pod_uid != uid) else ann
-
-
-def waiter(source: PodSource) -> Wait:
-    """(namespace, name, uid, seconds) -> the pod's annotation, waiting up
-    to ``seconds`` for it: one GET, then a watch of that pod alone from the
-    GET's resourceVersion, so the annotation is seen the moment it is
-    written, with no polling. None when the time is up, the pod is gone or
-    has another UID."""
-    def wait(namespace: str, name: str, uid: str,
-             seconds: float) -> PortAnnotation | None:
-        deadline = time.monotonic() + seconds
-        obj = source.get_pod_object(namespace, name)
-        found = _own(obj, uid)
-        if found is not None or obj is None or seconds <= 0:
-            return found
-        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        stream = source.watch_pod(namespace, name, version, seconds)
-        try:
-            for event in stream:
-                if event.type == "DELETED":
-                    return None
-                found = _own(event.pod, uid) if event.pod is not None else None
-                if found is not None or time.monotonic() >= deadline:
-                    return found
-        finally:
-            stream.close()
-        return None
-    return wait
-
-
-def reader(get_pod: Callable[[str, str], Mapping[str, Any] | None]
-           ) -> Callable[[str, str, str], PortAnnotation | None]:
-    """(namespace, name, uid) -> the pod's annotation now, or None."""
-    def read(namespace: str, name: str, uid: str) -> PortAnnotation | None:
-        return _own(get_pod(namespace, name), uid)
-    return read
