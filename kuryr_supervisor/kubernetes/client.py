@@ -198,41 +198,6 @@ class K8sClient:
             timeout=(self.request_timeout, self.watch_read_timeout))
         return WatchStream(raw, decode)
 
-    def get_pod_object(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The raw pod, or None if it does not exist (404)."""
-        try:
-            pod: dict[str, Any] = self._json(
-                "GET", f"/api/v1/namespaces/{quote(namespace, '')}"
-                       f"/pods/{quote(name, '')}")
-        except K8sPermanent as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return pod
-
-    def watch_pod(self, namespace: str, name: str, resource_version: str,
-                  timeout: float) -> WatchStream:
-        """A watch of one pod (raw objects) ending after ``timeout`` s."""
-        seconds = max(1, int(timeout + 0.999))
-        raw = self._request(
-            "GET", f"/api/v1/namespaces/{quote(namespace, '')}/pods", query=[
-                ("watch", "true"), ("fieldSelector", f"metadata.name={name}"),
-                ("resourceVersion", resource_version),
-                ("timeoutSeconds", seconds)],
-            timeout=(self.request_timeout, seconds + self.request_timeout))
-        return WatchStream(raw, dict)
-
-    def annotate_pod(self, namespace: str, name: str, uid: str,
-                     annotations: Mapping[str, str | None]) -> None:
-        """Merge ``annotations`` into the pod (None removes a key); the
-        ``uid`` is a precondition, so a new pod of the same name is never
-        given the old one's annotation (409 instead)."""
-        self._json("PATCH", f"/api/v1/namespaces/{quote(namespace, '')}"
-                            f"/pods/{quote(name, '')}",
-                   body={"metadata": {"uid": uid,
-                                      "annotations": dict(annotations)}},
-                   content_type="application/merge-patch+json")
-
     # -- PodPorts (kuryr-supervisor.openstack.org/v1) ---------------------------
     @staticmethod
     def _podports(namespace: str, name: str = "") -> str:

@@ -152,7 +152,6 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     client = api.client("node-a", watch_timeout=1)
     _, rv = client.list_all_pods()
     list(client.watch_all_pods(rv, dict))
-    client.get_pod_object("ns", "p")
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
     client.namespace_uid("kube-system")
     from kuryr_supervisor.kubernetes import podport
