@@ -31,13 +31,22 @@ OPTS = [
                       "timeout of a client connection."),
     cfg.StrOpt("address_source", default="ipam", choices=[
         ("ipam", "the embedded host-local IPAM"),
-        ("annotation", "the address, MAC and gateway of the pod's Neutron "
-                       "port, from the annotation the controller role "
-                       "writes (Kubernetes mode only)")],
-        help="Where a pod's address comes from on CNI ADD."),
+        ("podport", "the address, MAC and gateway of the pod's Neutron "
+                    "port, from the PodPort custom resource "
+                    "(podports.kuryr-supervisor.openstack.org) that only "
+                    "the controller role may write (Kubernetes mode only)"),
+        ("annotation", "deprecated alias of podport: the pod annotation "
+                       "is never read, since the pod's owner can write it")],
+        help="Where a pod's address comes from on CNI ADD. Whatever the "
+             "source, the address is checked against this node's "
+             "configuration ([ipam] subnet and gateway) before anything is "
+             "bound: refused (CNI code 7, or 4 for another pod's port) when "
+             "it is outside the subnet, has another prefix, is the "
+             "network, broadcast or gateway address, or the MAC is not a "
+             "non-zero unicast MAC."),
     cfg.FloatOpt("annotation_timeout", default=30.0, min=0.1, mutable=True,
-                 help="With address_source = annotation: seconds ADD waits "
-                      "for the controller's annotation before failing with "
+                 help="With address_source = podport: seconds ADD waits "
+                      "for the controller's PodPort before failing with "
                       "code 11 (try again later)."),
 ]
 

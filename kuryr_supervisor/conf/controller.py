@@ -45,6 +45,16 @@ OPTS = [
     cfg.StrOpt("pod_subnet_id", default="",
                help="Neutron subnet of the pods' addresses (empty: the "
                     "network's first subnet)."),
+    cfg.StrOpt("cluster_id", default="",
+                help="This cluster's id, put in the Neutron tag "
+                     "kuryr-supervisor:<cluster_id> of every port the "
+                     "controller creates; only ports with that tag, on "
+                     "pod_network_id, in the project, are ever adopted or "
+                     "swept, so clusters sharing a project never touch each "
+                     "other's ports. Empty (default): the UID of the "
+                     "kube-system namespace, read at start (stable for the "
+                     "cluster's life). Letters, digits, '.', '_', '-', at "
+                     "most 64."),
     cfg.StrOpt("project_id", default="",
                help="Project whose port quota readiness checks (empty: the "
                     "token's project)."),
@@ -59,8 +69,14 @@ OPTS = [
                  help="Seconds between readiness checks of Keystone and "
                       "Neutron (probes reuse the last answer)."),
     cfg.FloatOpt("openstack_timeout", default=5.0, min=0.1,
-                 help="Timeout in seconds of one Keystone or Neutron "
-                      "request."),
+                 help="Timeout in seconds of every Keystone (token, version "
+                      "discovery) and Neutron request ([neutron] timeout "
+                      "when shorter). A whole call, discovery and token "
+                      "included, is bounded by three times this while the "
+                      "worker keeps heartbeating; each readiness check of "
+                      "Keystone and Neutron by this alone. A timeout or an "
+                      "answer that is not JSON makes the controller not "
+                      "ready, naming it; it is never a handler failure."),
     cfg.BoolOpt("openstack_checks", default=False,
                 help="CNI role: check Keystone and Neutron in readiness too "
                      "(nested deployments); the controller role always "
@@ -138,10 +154,15 @@ def validate(conf: cfg.ConfigOpts) -> None:
     if role not in ROLES:
         raise ValueError(f"invalid value for role: {role!r} (choose one of "
                          f"{', '.join(ROLES)})")
-    if conf.cni_daemon.address_source == "annotation" and \
-            not _kubernetes_configured(conf):
-        raise ValueError("invalid value for [cni_daemon] address_source: "
-                         "annotation needs the Kubernetes API")
+    source = conf.cni_daemon.address_source
+    if source in ("podport", "annotation") and not _kubernetes_configured(conf):
+        raise ValueError(f"invalid value for [cni_daemon] address_source: "
+                         f"{source} needs the Kubernetes API")
+    if conf.controller.cluster_id and \
+            not _CLUSTER_ID.fullmatch(conf.controller.cluster_id):
+        raise ValueError(f"invalid value for [controller] cluster_id: "
+                         f"{conf.controller.cluster_id!r} (letters, digits, "
+                         f"'.', '_', '-', at most 64)")
     if role != "controller":
         return
     if not _kubernetes_configured(conf):
@@ -157,6 +178,8 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise ValueError("invalid value for [controller] pod_network_id: "
                          "required by the neutron_port handler")
 
+
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 #: A handler's name becomes a check name, a URL path and a metric label.
 _HANDLER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")

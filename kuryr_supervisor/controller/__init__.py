@@ -2,9 +2,10 @@
 
 ``handlers`` is what a handler is and how handlers are found (entry points);
 ``neutronport`` the built-in handler (a Neutron port per pod, announced in
-the pod's annotation); ``leader`` the Lease-based leader election of the
+the pod's PodPort); ``leader`` the Lease-based leader election of the
 handler processes; ``openstack`` the only importer of keystoneauth1 (Keystone
-tokens, Neutron ports, subnets and quotas). Above ``kubernetes`` (whose
+tokens, Neutron ports, subnets and quotas), with ``neutronwire`` its errors,
+records and decoding. Above ``kubernetes`` (whose
 adapter it uses), below ``health`` (whose Keystone and Neutron checks use
 ``openstack``).
 """

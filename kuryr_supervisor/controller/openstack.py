@@ -10,6 +10,21 @@ expires within ``token_renew_margin`` seconds, so neither a request nor a
 readiness check costs a Keystone round trip while the token is fresh, and a
 token is renewed before it expires, not after a 401.
 
+Bounds: the session's timeout is ``[controller] openstack_timeout`` (or
+``[neutron] timeout`` when that is shorter), so every socket operation of a
+Keystone token request, a version discovery and a Neutron call is bounded;
+and every public call runs in the adapter's own thread under a whole-call
+deadline (``deadline``, default three timeouts: discovery, token, call)
+while the caller's thread keeps calling ``beat`` (a handler's or the
+HealthManager's heartbeat), so a hung Keystone never makes a worker stale.
+An answer that is not the JSON expected (a 200 of garbage) is an outage of
+the dependency, like a timeout, never a fault of the caller.
+
+Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
+the cluster's tag (:func:`cluster_tag`), on the pod network, in the
+project; every lookup passes these as Neutron filters, so another cluster's
+ports sharing the project are never seen, adopted or deleted.
+
 Invariants: every request has a timeout; every failure leaves this module as
 :class:`OpenStackUnavailable` (Keystone or Neutron unreachable, 5xx, token
 refused: an outage the controller waits out, not ready) or
@@ -18,101 +33,82 @@ refused: an outage the controller waits out, not ready) or
 """
 from __future__ import annotations
 
-import dataclasses
+import concurrent.futures
 import ipaddress
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from oslo_config import cfg
 
 from kuryr_supervisor.conf import controller as controller_conf
+from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exported
+    DEVICE_OWNER,
+    TAG_PREFIX,
+    OpenStackError,
+    OpenStackRefused,
+    OpenStackUnavailable,
+    Port,
+    PortQuota,
+    QuotaExceeded,
+    Subnet,
+    Token,
+    _port,
+    cluster_tag,
+)
 
 LOG = logging.getLogger(__name__)
 
-#: Ports the controller owns carry this device_owner; device_id is the pod UID.
-DEVICE_OWNER = "compute:kuryr"
+#: How often a caller waiting on a call beats (seconds).
+_BEAT_EVERY = 0.2
 
-
-class OpenStackError(Exception):
-    def __init__(self, msg: str, status: int = 0) -> None:
-        super().__init__(msg)
-        self.status = status
-
-
-class OpenStackUnavailable(OpenStackError):
-    """Unreachable, timed out, 5xx, or authentication failed: wait it out."""
-
-
-class OpenStackRefused(OpenStackError):
-    """A 4xx answer: retrying the same request cannot help."""
-
-
-class QuotaExceeded(OpenStackRefused):
-    """Neutron refused a port: the project's port quota is used up."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Port:
-    id: str
-    mac: str
-    device_id: str
-    ip: ipaddress.IPv4Address | None
-    subnet_id: str
-    created_at: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Subnet:
-    id: str
-    cidr: ipaddress.IPv4Network
-    gateway: ipaddress.IPv4Address | None
-
-
-@dataclasses.dataclass(frozen=True)
-class Token:
-    expires_at: float        # epoch seconds
-    project_id: str
-
-
-@dataclasses.dataclass(frozen=True)
-class PortQuota:
-    limit: int               # -1: unlimited
-    used: int
-    reserved: int
-
-    @property
-    def left(self) -> int | None:
-        """Ports that can still be created; None when unlimited."""
-        if self.limit < 0:
-            return None
-        return max(0, self.limit - self.used - self.reserved)
-
-
-def _port(obj: Mapping[str, Any]) -> Port:
-    ips = [ip for ip in obj.get("fixed_ips") or []
-           if ipaddress.ip_address(ip.get("ip_address", "::")).version == 4]
-    first = ips[0] if ips else {}
-    return Port(id=str(obj["id"]), mac=str(obj.get("mac_address", "")),
-                device_id=str(obj.get("device_id", "")),
-                ip=ipaddress.IPv4Address(first["ip_address"]) if first else None,
-                subnet_id=str(first.get("subnet_id", "")),
-                created_at=str(obj.get("created_at") or ""))
+T = TypeVar("T")
 
 
 class OpenStack:
     """The Keystone and Neutron calls the controller makes."""
 
     def __init__(self, session: Any, auth: Any, *, timeout: float = 5.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 deadline: float | None = None) -> None:
         from keystoneauth1 import adapter
         self._session = session
         self._auth = auth
         self._neutron = adapter.Adapter(session=session, auth=auth,
                                         service_type="network")
         self.timeout = timeout
+        #: Whole-call bound (discovery + token + request).
+        self.deadline = deadline if deadline is not None else 3 * timeout
+        #: Called while a call waits; a worker sets its heartbeat here.
+        self.beat: Callable[[], None] = lambda: None
         self._clock = clock
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="openstack")
+        self._hung: concurrent.futures.Future[Any] | None = None
+
+    def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
+                 **kwargs: Any) -> T:
+        """``fn`` in the adapter's thread, within ``deadline``, beating.
+        One thread: while a call that timed out still hangs there, later
+        calls fail at once (the dependency is known to hang) instead of
+        queueing behind it."""
+        if self._hung is not None and not self._hung.done():
+            raise OpenStackUnavailable(f"{what}: an earlier call still has "
+                                       f"no answer")
+        self._hung = None
+        future = self._pool.submit(fn, *args, **kwargs)
+        end = time.monotonic() + self.deadline
+        while True:
+            self.beat()
+            left = end - time.monotonic()
+            try:
+                return future.result(timeout=max(0.0, min(_BEAT_EVERY, left)))
+            except concurrent.futures.TimeoutError:
+                if left <= _BEAT_EVERY:
+                    self._hung = future
+                    raise OpenStackUnavailable(
+                        f"{what}: no answer within {self.deadline:g}s") from None
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> OpenStack:
@@ -128,9 +124,13 @@ class OpenStack:
             raise OpenStackRefused("[neutron] auth_type is not set")
         # keystoneauth renews a cached token this long before it expires.
         auth.MIN_TOKEN_LIFE_SECONDS = int(conf.controller.token_renew_margin)
-        session = ks_loading.load_session_from_conf_options(conf, group,
-                                                            auth=auth)
-        return cls(session, auth, timeout=conf.controller.openstack_timeout)
+        timeout = float(conf.controller.openstack_timeout)
+        if conf[group].timeout:
+            timeout = min(timeout, float(conf[group].timeout))
+        # The session's timeout bounds token requests and discovery too.
+        session = ks_loading.load_session_from_conf_options(
+            conf, group, auth=auth, timeout=timeout)
+        return cls(session, auth, timeout=timeout)
 
     # -- transport -----------------------------------------------------------
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
@@ -146,7 +146,18 @@ class OpenStack:
             raise OpenStackUnavailable(f"{what}: {exc}") from exc
         status = resp.status_code
         if status in ok:
-            return resp.json() if resp.content else None
+            if not resp.content:
+                return None
+            try:
+                data = resp.json()
+            except ValueError as exc:
+                raise OpenStackUnavailable(
+                    f"{what}: HTTP {status} with a body that is not JSON: "
+                    f"{resp.text[:80]!r}", status) from exc
+            if not isinstance(data, dict):
+                raise OpenStackUnavailable(f"{what}: HTTP {status} with a "
+                                           f"body that is not an object")
+            return data
         detail = resp.text[:300]
         if status == 409 and "OverQuota" in detail:
             raise QuotaExceeded(f"{what}: port quota exceeded", status)
@@ -158,43 +169,75 @@ class OpenStack:
     def token(self) -> Token:
         """The current token, authenticating only if there is none or it
         expires within the renewal margin."""
+        return self._bounded("Keystone token", self._token)
+
+    def _token(self) -> Token:
         from keystoneauth1 import exceptions as ks_exc
         try:
             access = self._auth.get_access(self._session)
         except ks_exc.ClientException as exc:
             raise OpenStackUnavailable(f"Keystone: {exc}") from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Keystone answered garbage: "
+                                       f"{exc!r}") from exc
         expires = access.expires
         return Token(expires_at=expires.timestamp() if expires else 0.0,
                      project_id=access.project_id or "")
 
     # -- Neutron ----------------------------------------------------------------
-    def ports_of(self, device_id: str) -> list[Port]:
-        """The controller's ports for one device (pod UID), oldest first."""
-        data = self._call("GET", "/v2.0/ports", params={
-            "device_id": device_id, "device_owner": DEVICE_OWNER})
-        ports = [_port(p) for p in data.get("ports") or []]
+    def _get_ports(self, params: dict[str, str]) -> list[Port]:
+        data = self._bounded("Neutron GET /v2.0/ports", self._call, "GET",
+                             "/v2.0/ports", params=params)
+        items = data.get("ports") if data else None
+        if not isinstance(items, list):
+            raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
+        return [_port(p) for p in items]
+
+    @staticmethod
+    def _scope(network_id: str, tag: str, project_id: str = ""
+               ) -> dict[str, str]:
+        params = {"device_owner": DEVICE_OWNER}
+        for key, value in (("network_id", network_id), ("tags", tag),
+                           ("project_id", project_id)):
+            if value:
+                params[key] = value
+        return params
+
+    def ports_of(self, device_id: str, *, network_id: str = "",
+                 tag: str = "") -> list[Port]:
+        """The controller's ports for one device (pod UID), oldest first:
+        filtered by Neutron on device_id, device_owner and, when given, the
+        network and the cluster tag."""
+        params = self._scope(network_id, tag)
+        params["device_id"] = device_id
+        ports = self._get_ports(params)
         return sorted(ports, key=lambda p: (p.created_at, p.id))
 
-    def owned_ports(self) -> list[Port]:
-        data = self._call("GET", "/v2.0/ports",
-                          params={"device_owner": DEVICE_OWNER})
-        return [_port(p) for p in data.get("ports") or []]
+    def owned_ports(self, *, network_id: str = "", tag: str = "",
+                    project_id: str = "") -> list[Port]:
+        """The controller's ports (filtered by Neutron, see the module)."""
+        return self._get_ports(self._scope(network_id, tag, project_id))
 
     def create_port(self, *, network_id: str, subnet_id: str, name: str,
-                    device_id: str) -> Port:
+                    device_id: str, tags: Sequence[str] = ()) -> Port:
         body: dict[str, Any] = {
             "network_id": network_id, "name": name, "device_id": device_id,
             "device_owner": DEVICE_OWNER, "admin_state_up": True}
+        if tags:
+            body["tags"] = list(tags)
         if subnet_id:
             body["fixed_ips"] = [{"subnet_id": subnet_id}]
-        data = self._call("POST", "/v2.0/ports", ok=(201,),
-                          json={"port": body})
+        data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
+                             "/v2.0/ports", ok=(201,), json={"port": body})
+        if not data or not isinstance(data.get("port"), dict):
+            raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
         return _port(data["port"])
 
     def delete_port(self, port_id: str) -> bool:
         """Delete a port; False if it was already gone."""
         try:
-            self._call("DELETE", f"/v2.0/ports/{port_id}", ok=(204,))
+            self._bounded("Neutron DELETE port", self._call, "DELETE",
+                          f"/v2.0/ports/{port_id}", ok=(204,))
         except OpenStackRefused as exc:
             if exc.status == 404:
                 return False
@@ -202,15 +245,27 @@ class OpenStack:
         return True
 
     def subnet(self, subnet_id: str) -> Subnet:
-        data = self._call("GET", f"/v2.0/subnets/{subnet_id}")["subnet"]
-        gateway = data.get("gateway_ip")
-        return Subnet(id=str(data["id"]),
-                      cidr=ipaddress.IPv4Network(data["cidr"]),
-                      gateway=ipaddress.IPv4Address(gateway) if gateway else None)
+        data = self._bounded("Neutron GET subnet", self._call, "GET",
+                             f"/v2.0/subnets/{subnet_id}")
+        try:
+            sub = data["subnet"]
+            gateway = sub.get("gateway_ip")
+            return Subnet(id=str(sub["id"]),
+                          cidr=ipaddress.IPv4Network(sub["cidr"]),
+                          gateway=ipaddress.IPv4Address(gateway) if gateway
+                          else None)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                       f"subnet: {exc!r}") from exc
 
     def port_quota(self, project_id: str) -> PortQuota:
-        data = self._call("GET", f"/v2.0/quotas/{project_id}/details")
-        port = (data.get("quota") or {}).get("port") or {}
-        return PortQuota(limit=int(port.get("limit", -1)),
-                         used=int(port.get("used", 0)),
-                         reserved=int(port.get("reserved", 0)))
+        data = self._bounded("Neutron GET quota", self._call, "GET",
+                             f"/v2.0/quotas/{project_id}/details")
+        try:
+            port = (data.get("quota") or {}).get("port") or {}
+            return PortQuota(limit=int(port.get("limit", -1)),
+                             used=int(port.get("used", 0)),
+                             reserved=int(port.get("reserved", 0)))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                       f"quota: {exc!r}") from exc

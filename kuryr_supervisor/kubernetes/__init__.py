@@ -6,6 +6,8 @@ error taxonomy and the decoding of pods and watch events; ``podwatch`` is the
 list+watch loop, ``registry`` the on-disk pod registry, ``reclaim`` releases
 what deleted pods left and ``nodecondition`` publishes the Node condition.
 For the controller role: ``clusterpods`` (every pod of the cluster, for the
-same loop), ``portannotation`` (the pod's Neutron port, written by the
-controller, read by the CNI role) and ``lease`` (leader election).
+same loop), ``podport`` (the PodPort resource: the pod's Neutron port,
+written by the controller alone, read by the CNI role), ``portannotation``
+(the port data's checks; the legacy annotation, never trusted) and
+``lease`` (leader election).
 """

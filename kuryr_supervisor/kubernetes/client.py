@@ -198,40 +198,76 @@ class K8sClient:
             timeout=(self.request_timeout, self.watch_read_timeout))
         return WatchStream(raw, decode)
 
-    def get_pod_object(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The raw pod, or None if it does not exist (404)."""
+    # -- PodPorts (kuryr-supervisor.openstack.org/v1) ---------------------------
+    @staticmethod
+    def _podports(namespace: str, name: str = "") -> str:
+        from kuryr_supervisor.kubernetes import podport
+        path = (f"/apis/{podport.GROUP}/{podport.VERSION}/namespaces/"
+                f"{quote(namespace, '')}/{podport.PLURAL}")
+        return f"{path}/{quote(name, '')}" if name else path
+
+    def list_podport(self, namespace: str, name: str
+                     ) -> tuple[list[dict[str, Any]], str]:
+        """The PodPort named ``name`` (0 or 1 item) and the list's version,
+        to watch from."""
+        data = self._json("GET", self._podports(namespace), query=[
+            ("fieldSelector", f"metadata.name={name}")])
+        return (list(data.get("items") or []),
+                (data.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch_podport(self, namespace: str, name: str, resource_version: str,
+                      timeout: float) -> WatchStream:
+        """A watch of one PodPort, events carrying the raw object."""
+        seconds = max(1, int(timeout + 0.999))
+        raw = self._request("GET", self._podports(namespace), query=[
+            ("fieldSelector", f"metadata.name={name}"), ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", seconds)],
+            timeout=(self.request_timeout, seconds + self.request_timeout))
+        return WatchStream(raw, lambda obj: obj)
+
+    def get_podport(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
-            pod: dict[str, Any] = self._json(
-                "GET", f"/api/v1/namespaces/{quote(namespace, '')}"
-                       f"/pods/{quote(name, '')}")
+            obj: dict[str, Any] = self._json("GET",
+                                             self._podports(namespace, name))
         except K8sPermanent as exc:
             if exc.status == 404:
                 return None
             raise
-        return pod
+        return obj
 
-    def watch_pod(self, namespace: str, name: str, resource_version: str,
-                  timeout: float) -> WatchStream:
-        """A watch of one pod (raw objects) ending after ``timeout`` s."""
-        seconds = max(1, int(timeout + 0.999))
-        raw = self._request(
-            "GET", f"/api/v1/namespaces/{quote(namespace, '')}/pods", query=[
-                ("watch", "true"), ("fieldSelector", f"metadata.name={name}"),
-                ("resourceVersion", resource_version),
-                ("timeoutSeconds", seconds)],
-            timeout=(self.request_timeout, seconds + self.request_timeout))
-        return WatchStream(raw, dict)
+    def create_podport(self, namespace: str, obj: Mapping[str, Any]
+                       ) -> dict[str, Any]:
+        """Create; 409 (K8sPermanent) when one of that name exists."""
+        out: dict[str, Any] = self._json("POST", self._podports(namespace),
+                                         body=dict(obj))
+        return out
 
-    def annotate_pod(self, namespace: str, name: str, uid: str,
-                     annotations: Mapping[str, str | None]) -> None:
-        """Merge ``annotations`` into the pod (None removes a key); the
-        ``uid`` is a precondition, so a new pod of the same name is never
-        given the old one's annotation (409 instead)."""
-        self._json("PATCH", f"/api/v1/namespaces/{quote(namespace, '')}"
-                            f"/pods/{quote(name, '')}",
-                   body={"metadata": {"uid": uid,
-                                      "annotations": dict(annotations)}},
-                   content_type="application/merge-patch+json")
+    def replace_podport(self, namespace: str, name: str,
+                        obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace; ``metadata.resourceVersion`` in ``obj`` is the
+        precondition (409 when it changed meanwhile)."""
+        out: dict[str, Any] = self._json(
+            "PUT", self._podports(namespace, name), body=dict(obj))
+        return out
+
+    def delete_podport(self, namespace: str, name: str,
+                       uid: str = "") -> bool:
+        """Delete (with ``uid`` as precondition); False if already gone."""
+        body = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            self._read(self._request("DELETE", self._podports(namespace, name),
+                                     body=body))
+        except K8sPermanent as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def namespace_uid(self, name: str) -> str:
+        """The UID of a namespace (the controller's default cluster id)."""
+        data = self._json("GET", f"/api/v1/namespaces/{quote(name, '')}")
+        return str((data.get("metadata") or {}).get("uid") or "")
 
     def probe_watch(self, timeout: float = 2.0) -> tuple[bool, str]:
         """Can pods be watched? Opens a one-second watch and closes it once

@@ -1,17 +1,17 @@
-"""The pod annotation that carries a pod's Neutron port to the CNI role.
+"""A pod's Neutron port data, its checks, and the legacy pod annotation.
 
-The controller role writes it (:mod:`kuryr_supervisor.controller.neutronport`);
-the CNI role reads it on ADD instead of allocating from its embedded IPAM
-(``[cni_daemon] address_source = annotation``). The value is JSON::
+:class:`PortAnnotation` is the port data (port id, pod UID, MAC, address in
+CIDR form, gateway) with its format checks; it is carried to the CNI role
+by the PodPort custom resource (:mod:`.podport`), which only the controller
+may write. The pod annotation of the same JSON (``ANNOTATION``) is what
+earlier versions used; anyone who may edit the pod can write it, so the CNI
+role never reads it any more and the controller never takes it as proof of
+a port. Its parser stays for tools that read old pods.
 
-    {"portId": "...", "podUid": "...", "mac": "fa:16:3e:..",
-     "address": "10.20.0.12/24", "gateway": "10.20.0.1"}
-
-Anyone who may edit the pod can write it, so it is hostile input: every
-field is checked (types, lengths, a unicast MAC, a host address inside its
-network, a gateway in the same network and not the address itself) and the
-``podUid`` must be the pod's own, so an annotation copied onto another pod,
-or left on a pod recreated under the same name, is never bound.
+Every field is checked (types, lengths, a non-zero unicast MAC, a host
+address inside its network, a gateway in the same network and not the
+address itself); the CNI role checks the data again against its own
+configuration (:mod:`kuryr_supervisor.cni.ipam.validation`).
 """
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ import dataclasses
 import ipaddress
 import json
 import re
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 ANNOTATION = "kuryr-supervisor.openstack.org/port"
 _MAX_BYTES = 1024
@@ -53,6 +52,11 @@ class PortAnnotation:
             raise ValueError("not JSON") from exc
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
+        return cls.from_mapping(raw)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PortAnnotation:
+        """Validate and decode decoded JSON (a PodPort's spec)."""
         fields: dict[str, str] = {}
         for key in ("portId", "podUid", "mac", "address", "gateway"):
             value = raw.get(key)
@@ -63,8 +67,9 @@ class PortAnnotation:
             if not _ID.match(fields[key]):
                 raise ValueError(f"bad {key}")
         mac = fields["mac"].lower()
-        if not _MAC.match(mac) or int(mac[:2], 16) & 1:
-            raise ValueError("mac is not a unicast MAC address")
+        if not _MAC.match(mac) or int(mac[:2], 16) & 1 or \
+                mac == "00:00:00:00:00:00":
+            raise ValueError("mac is not a non-zero unicast MAC address")
         try:
             address = ipaddress.IPv4Interface(fields["address"])
             gateway = ipaddress.IPv4Address(fields["gateway"])
@@ -83,8 +88,9 @@ class PortAnnotation:
 
 
 def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
-    """The pod's own, valid annotation, or None (absent, invalid, or
-    written for another pod UID)."""
+    """The pod's own, valid legacy annotation, or None (absent, invalid, or
+    written for another pod UID). For tools reading pods of earlier
+    versions; the daemon never binds it."""
     meta = obj.get("metadata") or {}
     text = (meta.get("annotations") or {}).get(ANNOTATION)
     if text is None:
@@ -94,58 +100,3 @@ def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
     except ValueError:
         return None
     return ann if ann.pod_uid == meta.get("uid") else None
-
-
-class PodSource(Protocol):
-    """What :func:`waiter` needs of the API (``K8sClient`` fits)."""
-
-    def get_pod_object(self, namespace: str, name: str
-                       ) -> Mapping[str, Any] | None: ...
-    def watch_pod(self, namespace: str, name: str, resource_version: str,
-                  timeout: float) -> Any: ...
-
-
-Wait = Callable[[str, str, str, float], "PortAnnotation | None"]
-
-
-def _own(obj: Mapping[str, Any] | None, uid: str) -> PortAnnotation | None:
-    if obj is None:
-        return None
-    ann = from_pod(obj)
-    return None if ann is None or (uid and ann.pod_uid != uid) else ann
-
-
-def waiter(source: PodSource) -> Wait:
-    """(namespace, name, uid, seconds) -> the pod's annotation, waiting up
-    to ``seconds`` for it: one GET, then a watch of that pod alone from the
-    GET's resourceVersion, so the annotation is seen the moment it is
-    written, with no polling. None when the time is up, the pod is gone or
-    has another UID."""
-    def wait(namespace: str, name: str, uid: str,
-             seconds: float) -> PortAnnotation | None:
-        deadline = time.monotonic() + seconds
-        obj = source.get_pod_object(namespace, name)
-        found = _own(obj, uid)
-        if found is not None or obj is None or seconds <= 0:
-            return found
-        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
-        stream = source.watch_pod(namespace, name, version, seconds)
-        try:
-            for event in stream:
-                if event.type == "DELETED":
-                    return None
-                found = _own(event.pod, uid) if event.pod is not None else None
-                if found is not None or time.monotonic() >= deadline:
-                    return found
-        finally:
-            stream.close()
-        return None
-    return wait
-
-
-def reader(get_pod: Callable[[str, str], Mapping[str, Any] | None]
-           ) -> Callable[[str, str, str], PortAnnotation | None]:
-    """(namespace, name, uid) -> the pod's annotation now, or None."""
-    def read(namespace: str, name: str, uid: str) -> PortAnnotation | None:
-        return _own(get_pod(namespace, name), uid)
-    return read

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
+from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
 from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
@@ -25,7 +26,7 @@ from kuryr_supervisor.cni.ports import Ipam, LazyIpam
 from kuryr_supervisor.cni.service import CNIService, PodCheck
 from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes import portannotation
+from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.registry import PodChecker, PodRegistry, registry_path
 from kuryr_supervisor.state import SharedState
 
@@ -48,8 +49,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
     ``subnet`` replaces [ipam] subnet, e.g. with the Node's podCIDR (return
     None while unknown: ADD then answers code 11, STATUS code 50);
-    ``lookup`` makes addresses come from elsewhere (the controller's port
-    annotation) instead of the embedded IPAM.
+    ``lookup`` makes addresses come from elsewhere (the controller's
+    PodPort) instead of the embedded IPAM.
     """
     settings = ipam_conf.settings(conf)
 
@@ -81,23 +82,43 @@ def build_server_service(conf: cfg.ConfigOpts,
     registry = PodRegistry(registry_path(conf.ipam.state_dir))
     checker = PodChecker(registry, get_pod=client.get_pod)
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
-    lookup = (annotation_lookup(client)
-              if conf.cni_daemon.address_source == "annotation" else None)
+    # "annotation" is the deprecated name of "podport": the pod's own
+    # annotation is never read (its owner can write it).
+    lookup = (podport_lookup(client) if conf.cni_daemon.address_source in
+              ("podport", "annotation") else None)
     return build_service(conf, state, pod_check=checker.check_pod,
                          subnet=subnet, lookup=lookup)
 
 
-def annotation_lookup(client: k8s.K8sClient) -> Lookup:
-    """The pod's address from the controller's port annotation, waiting on
-    a watch of that pod until it is written."""
-    wait = portannotation.waiter(client)
+def podport_lookup(client: k8s.K8sClient) -> Lookup:
+    """The pod's address from the PodPort the controller writes (never
+    from anything the pod's owner can write), waiting on a watch of it. A
+    runtime that leaves K8S_POD_UID out: the pod's UID is read from the
+    API, so the PodPort is still held to this pod."""
+    wait = podport.waiter(client)
 
     def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
-        note = wait(pod.namespace, pod.name, pod.uid, seconds)
-        if note is None:
+        api_uid = ""
+        if not pod.uid:
+            obj = client.get_pod(pod.namespace, pod.name)
+            if obj is None:
+                return None
+            api_uid = obj.uid
+        try:
+            data = wait(pod.namespace, pod.name, pod.uid or api_uid, seconds)
+        except podport.Invalid as exc:
+            raise errors.InvalidConfig(
+                f"PodPort {pod.namespace}/{pod.name} refused: {exc}") from exc
+        if data is None:
             return None
-        return FixedAddress(note.address, note.gateway, note.mac)
+        return FixedAddress(data.address, data.gateway, data.mac,
+                            pod_uid=data.pod_uid, port_id=data.port_id,
+                            api_uid=api_uid)
     return lookup
+
+
+#: The old name, kept for importers.
+annotation_lookup = podport_lookup
 
 
 def node_pod_cidr(client: k8s.K8sClient) -> SubnetProvider:

@@ -44,7 +44,7 @@ def test_pod_gets_port_then_loses_it(controller: Daemon, cloud: Cloud) -> None:
     controller.wait_ready()
     pod = cloud.api.add_pod("default", "web", "node-a")
     uid = pod["metadata"]["uid"]
-    note = wait_until(lambda: cloud.annotation("default", "web"), 10)
+    note = wait_until(lambda: cloud.podport("default", "web"), 10)
     [port] = cloud.neutron.ports_for(uid)
     assert note["portId"] == port["id"] and note["podUid"] == uid
     assert note["mac"] == port["mac_address"]
@@ -67,7 +67,7 @@ def test_pods_existing_at_start_and_leaked_ports(tmp_path: Path, cloud: Cloud) -
     d = controller_daemon(tmp_path, cloud)
     d.start()
     try:
-        wait_until(lambda: cloud.annotation("ns1", "gone"), 20)
+        wait_until(lambda: cloud.podport("ns1", "gone"), 20)
         d.close()
         cloud.api.delete_pod("ns1", "gone")          # while the controller is down
         assert len(cloud.neutron.ports_for(leaked["metadata"]["uid"])) == 1
@@ -89,7 +89,7 @@ def test_handler_killed_mid_creation(controller: Daemon, cloud: Cloud) -> None:
     handler = controller.worker_pids()["handler:neutron_port"]
     os.kill(handler, signal.SIGKILL)     # the handler only, not the master
     cloud.neutron.create_delay = 0.0
-    note = wait_until(lambda: cloud.annotation("default", "slow"), 15)
+    note = wait_until(lambda: cloud.podport("default", "slow"), 15)
     assert controller.worker_pids()["handler:neutron_port"] != handler
     ports = cloud.neutron.ports_for(uid)
     assert [p["id"] for p in ports] == [note["portId"]]
@@ -124,7 +124,7 @@ def test_keystone_down_not_ready_but_alive(tmp_path: Path, cloud: Cloud) -> None
 def test_quota_exhausted_not_ready_named(controller: Daemon, cloud: Cloud) -> None:
     controller.wait_ready()
     cloud.api.add_pod("default", "a", "node-a")
-    wait_until(lambda: cloud.annotation("default", "a"), 10)
+    wait_until(lambda: cloud.podport("default", "a"), 10)
     cloud.neutron.port_limit = 1
     before = time.time()
     code, body = wait_until(lambda: (lambda r: r if r[0] != 200 else None)(
@@ -139,11 +139,11 @@ def test_quota_exhausted_not_ready_named(controller: Daemon, cloud: Cloud) -> No
     # a pod that cannot get a port waits; it is not the handler's failure
     cloud.api.add_pod("default", "b", "node-a")
     time.sleep(1.5)
-    assert cloud.annotation("default", "b") is None
+    assert cloud.podport("default", "b") is None
     assert controller.probe("/alive") == 200
     assert controller.status()["handlerFailures"] == 0
     cloud.neutron.port_limit = 10
-    wait_until(lambda: cloud.annotation("default", "b"), 40)
+    wait_until(lambda: cloud.podport("default", "b"), 40)
     controller.wait_ready(10)
 
 
@@ -201,11 +201,11 @@ def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
         # the replica is the candidate: its master's pid, not a handler's
         assert holder["spec"]["holderIdentity"].endswith(f"_{first.pid}")
         cloud.api.add_pod("default", "one", "node-a")
-        wait_until(lambda: cloud.annotation("default", "one"), 10)
+        wait_until(lambda: cloud.podport("default", "one"), 10)
         assert len(cloud.neutron.ports) == 1
         first.close()                       # the leader dies
         pod = cloud.api.add_pod("default", "two", "node-a")
-        wait_until(lambda: cloud.annotation("default", "two"), 15)
+        wait_until(lambda: cloud.podport("default", "two"), 15)
         assert len(cloud.neutron.ports_for(pod["metadata"]["uid"])) == 1
         assert len(cloud.neutron.ports) == 2
     finally:

@@ -33,8 +33,11 @@ def cni_daemon(workdir: Path, cloud: Cloud) -> Daemon:
         "kubernetes": {"api_root": cloud.api.url, "node_name": NODE,
                        "request_timeout": 1.0, "watch_timeout": 5,
                        "api_check_interval": 0.2, "api_check_timeout": 0.5},
-        "cni_daemon": {"address_source": "annotation",
+        "cni_daemon": {"address_source": "podport",
                        "annotation_timeout": 2.0},
+        # The node's own view of the pod network: what a PodPort must fit.
+        "ipam": {"subnet": cloud.neutron.subnet["cidr"],
+                 "gateway": cloud.neutron.subnet["gateway_ip"]},
     })
 
 

@@ -70,7 +70,7 @@ def test_each_handler_runs_in_its_own_process(daemon: Daemon, cloud: Cloud) -> N
     assert f'kuryr_supervisor_worker_up{{component="{TICKER}"}} 1.0' in metrics
     # the built-in handler still does its work beside the other one
     cloud.api.add_pod("default", "web", "node-a")
-    wait_until(lambda: cloud.annotation("default", "web"), 10)
+    wait_until(lambda: cloud.podport("default", "web"), 10)
 
 
 def test_killed_handler_alone_is_restarted_and_named(daemon: Daemon,
@@ -93,7 +93,7 @@ def test_killed_handler_alone_is_restarted_and_named(daemon: Daemon,
     assert status[TICKER]["restarts"] == 2
     assert status[PORT]["restarts"] == 0 and status[PORT]["pid"] == port_pid
     cloud.api.add_pod("default", "after", "node-a")
-    wait_until(lambda: cloud.annotation("default", "after"), 10)
+    wait_until(lambda: cloud.podport("default", "after"), 10)
     assert daemon.worker_pids()[PORT] == port_pid
 
 

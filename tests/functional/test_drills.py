@@ -16,7 +16,8 @@ pytestmark = pytest.mark.privileged
 
 
 @pytest.mark.parametrize("name", ["chaos", "fuzz", "probes", "saturation",
-                                  "sigterm", "slowloris", "sockettrust"])
+                                  "sigterm", "slowloris", "sockettrust",
+                                  "tenant"])
 def test_drill(name: str) -> None:
     report = importlib.import_module(f"drills.{name}").run(short=True, seed=0)
     print(report.render())

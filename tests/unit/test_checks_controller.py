@@ -125,3 +125,33 @@ def test_supervisor_kills_the_stale_handler_alone(
         (Verb.KILL_STALE, extra, 501)]
     assert actions[0].why.startswith("handler:extra stale: no heartbeat for "
                                      "5.0s (deadline 1s")
+
+
+def test_openstack_check_bounded_by_its_deadline() -> None:
+    """A probe that hangs: the check answers within its deadline, naming
+    the wait, and does not start a second probe while the first hangs."""
+    import threading
+    import time as _time
+
+    from kuryr_supervisor.health.checks.openstack import KeystoneCheck
+
+    release = threading.Event()
+    calls: list[int] = []
+
+    class Hung:
+        def token(self) -> None:
+            calls.append(1)
+            release.wait(10)
+            raise RuntimeError("late")
+
+    check = KeystoneCheck(Hung(), lambda: 0.0, deadline=lambda: 0.2)
+    for _ in range(3):
+        start = _time.monotonic()
+        result = check.run(_time.monotonic())
+        assert _time.monotonic() - start < 1.0
+        assert not result.ok and "no answer within 0.2s" in result.message
+    assert calls == [1]
+    release.set()
+    _time.sleep(0.1)
+    result = check.run(_time.monotonic())
+    assert not result.ok and "late" in result.message

@@ -81,3 +81,31 @@ def test_role_is_checked_with_one_line(tmp_path: Path) -> None:
     with pytest.raises(conf_mod.ConfigError, match="pod_network_id"):
         conf_mod.load(conf, ["--role", "controller", "--config-file", write(
             tmp_path / "d.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n")])
+
+
+@pytest.mark.parametrize("source", ["podport", "annotation"])
+def test_podport_source_needs_kubernetes(tmp_path: Path, source: str) -> None:
+    """``annotation`` is the deprecated alias of ``podport``: same rules."""
+    path = write(tmp_path / "p.conf", f"[cni_daemon]\naddress_source = {source}\n")
+    with pytest.raises(conf_mod.ConfigError, match=f"{source} needs the Kubernetes"):
+        conf_mod.load(fresh(), ["--config-file", path])
+    path = write(tmp_path / "q.conf", f"[cni_daemon]\naddress_source = {source}\n"
+                 "[kubernetes]\napi_root = http://127.0.0.1:1\n")
+    conf = fresh()
+    conf_mod.load(conf, ["--config-file", path])
+    assert conf.cni_daemon.address_source == source
+
+
+@pytest.mark.parametrize("value,ok", [("blue", True), ("a" * 64, True),
+                                      ("a" * 65, False), ("two words", False),
+                                      ("x,y", False)])
+def test_cluster_id_is_checked(tmp_path: Path, value: str, ok: bool) -> None:
+    """It becomes a Neutron tag and a filter value: checked at start."""
+    path = write(tmp_path / "c.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n"
+                 f"[controller]\npod_network_id = net\ncluster_id = {value}\n")
+    argv = ["--role", "controller", "--config-file", path]
+    if ok:
+        conf_mod.load(fresh(), argv)
+        return
+    with pytest.raises(conf_mod.ConfigError, match=r"\[controller\] cluster_id"):
+        conf_mod.load(fresh(), argv)

@@ -48,8 +48,40 @@ def test_every_document_matches_the_api_schema() -> None:
         getattr(kubernetes.client, f"V1{doc['kind']}").model_validate(doc)
         assert doc["metadata"].get("namespace", "kube-system") == "kube-system"
     assert sorted(kinds) == sorted([
-        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-        "RoleBinding", "ConfigMap", "Secret", "Deployment"])
+        "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+        "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret",
+        "Deployment"])
+
+
+def test_podport_crd_matches_the_code() -> None:
+    """The CRD names what the code calls, and its structural schema's
+    patterns accept what the controller writes and refuse the forgeries
+    the CNI role refuses by format."""
+    import re
+
+    from kuryr_supervisor.kubernetes import podport
+    crd = by_kind("CustomResourceDefinition")
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"{podport.PLURAL}.{podport.GROUP}"
+    assert (spec["group"], spec["names"]["kind"], spec["names"]["plural"],
+            spec["scope"]) == (podport.GROUP, podport.KIND, podport.PLURAL,
+                               "Namespaced")
+    [version] = spec["versions"]
+    assert version["name"] == podport.VERSION and version["storage"]
+    props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert sorted(props["required"]) == sorted(props["properties"])
+
+    def ok(field: str, value: str) -> bool:
+        return bool(re.search(props["properties"][field]["pattern"], value))
+    assert ok("address", "10.20.0.12/24") and ok("gateway", "10.20.0.1")
+    assert ok("mac", "fa:16:3e:00:00:01")
+    for bad in ("10.20.0.12/0", "10.20.0.12/1", "10.20.0.12", "300.1.1.1/24",
+                "10.20.0.12/31"):
+        assert not ok("address", bad), bad
+    for bad in ("01:00:5e:00:00:01", "FA:16:3E:00:00:01", "fa:16:3e:00:00"):
+        assert not ok("mac", bad), bad
+    # no label aggregates it into the tenants' edit/admin roles
+    assert not any("aggregate" in k for k in crd["metadata"].get("labels", {}))
 
 
 def container() -> dict[str, Any]:
@@ -120,9 +152,20 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     client = api.client("node-a", watch_timeout=1)
     _, rv = client.list_all_pods()
     list(client.watch_all_pods(rv, dict))
-    client.get_pod_object("ns", "p")
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
-    client.annotate_pod("ns", "p", uid, {"a": "b"})
+    client.namespace_uid("kube-system")
+    from kuryr_supervisor.kubernetes import podport
+    from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+    data = PortAnnotation.from_mapping({
+        "portId": "p1", "podUid": uid, "mac": "fa:16:3e:00:00:01",
+        "address": "10.0.0.5/24", "gateway": "10.0.0.1"})
+    obj = podport.body("ns", "p", data)
+    client.create_podport("ns", obj)
+    current = client.get_podport("ns", "p")
+    assert current is not None
+    obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    client.replace_podport("ns", "p", obj)
+    client.delete_podport("ns", "p", uid=current["metadata"]["uid"])
     client.probe_watch(1)
     client.probe(1)
     elector = LeaderElector(client, namespace="kube-system",
@@ -131,13 +174,19 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     elector.try_acquire_or_renew()
     elector.try_acquire_or_renew()
     used = set()
-    verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update"}
+    verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
+             "DELETE": "delete"}
     for _, method, path, query in api.requests:
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "v1"] and parts[2:] == ["pods"]:
             used.add(("", "pods", "watch" if query.get("watch") else "list"))
+        elif parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
+            used.add(("", "namespaces", verbs[method]))
         elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
             used.add(("", "pods", verbs[method]))
+        elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"]:
+            used.add(("kuryr-supervisor.openstack.org", "podports",
+                      verbs[method]))
         elif parts[:2] == ["apis", "coordination.k8s.io"]:
             used.add(("coordination.k8s.io", "leases", verbs[method]))
         elif path not in ("/readyz", "/healthz"):

@@ -12,12 +12,13 @@ from kuryr_supervisor.cni.ipam.external import ExternalIpam, FixedAddress
 
 POD = PodRef("default", "web", "uid-1")
 FIXED = FixedAddress(ipaddress.IPv4Interface("10.20.0.12/24"),
-                     ipaddress.IPv4Address("10.20.0.1"), "fa:16:3e:00:00:01")
+                     ipaddress.IPv4Address("10.20.0.1"), "fa:16:3e:00:00:01",
+                     pod_uid="uid-1", port_id="p1")
 
 
 def store(tmp_path: Path) -> IpamStore:
     return IpamStore(str(tmp_path / "ipam.sqlite"),
-                     ipaddress.IPv4Network("10.99.0.0/24"))
+                     ipaddress.IPv4Network("10.20.0.0/24"))
 
 
 def test_waits_for_the_address_then_records_it(tmp_path: Path) -> None:
@@ -61,3 +62,63 @@ def test_needs_the_pod(tmp_path: Path) -> None:
     ipam = ExternalIpam(store(tmp_path), lambda pod, s: FIXED, timeout=lambda: 1.0)
     with pytest.raises(errors.InvalidEnvironment):
         ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=PodRef("", "", ""))
+
+
+def forged(**change: object) -> FixedAddress:
+    import dataclasses
+    values: dict[str, object] = {}
+    for key, value in change.items():
+        if key == "address":
+            value = ipaddress.IPv4Interface(str(value))
+        if key == "gateway":
+            value = ipaddress.IPv4Address(str(value))
+        values[key] = value
+    return dataclasses.replace(FIXED, **values)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("fixed", "code", "reason"), [
+    (forged(address="10.20.0.1/24"), 7, "gateway address"),
+    (forged(address="10.20.0.12/30"), 7, "another prefix"),
+    (forged(address="10.20.0.12/16"), 7, "another prefix"),
+    (forged(address="10.21.0.12/24", gateway="10.21.0.1"), 7, "outside"),
+    (forged(address="10.20.0.12/0"), 7, "another prefix"),
+    (forged(address="10.20.0.12/1"), 7, "another prefix"),
+    (forged(address="169.254.169.254/24"), 7, "outside"),
+    (forged(address="10.20.0.0/24"), 7, "network or broadcast"),
+    (forged(address="10.20.0.255/24"), 7, "network or broadcast"),
+    (forged(gateway="10.20.0.7"), 7, "not the configured gateway"),
+    (forged(mac="00:00:00:00:00:00"), 7, "all zeros"),
+    (forged(mac="01:00:5e:00:00:01"), 7, "multicast"),
+    (forged(mac="nonsense"), 7, "malformed"),
+    (forged(pod_uid="uid-2"), 4, "not for this pod"),
+    (forged(pod_uid=""), 4, "not for this pod"),
+])
+def test_forged_port_refused_uncounted(tmp_path: Path, fixed: FixedAddress,
+                                       code: int, reason: str,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Whatever the source says, the node's configuration decides: each
+    forged case is refused with code 4 or 7 (not counted), logged once
+    with the pod, and nothing is recorded."""
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: fixed,
+                        timeout=lambda: 1.0)
+    with pytest.raises(errors.CNIError, match=reason) as info:
+        ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert info.value.wire.code == code
+    assert not info.value.wire.counts_as_failure
+    assert ipam.list() == []
+    refusals = [r for r in caplog.records if "refused port" in r.message]
+    assert len(refusals) == 1 and "default/web" in refusals[0].message
+
+
+def test_uid_from_the_api_when_cni_args_has_none(tmp_path: Path) -> None:
+    """A runtime without K8S_POD_UID: the API's UID is the one held."""
+    import dataclasses
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: dataclasses.replace(
+        FIXED, api_uid="uid-1"), timeout=lambda: 1.0)
+    no_uid = PodRef("default", "web", "")
+    assert ipam.allocate("c1", "eth0", netns="/n", pod=no_uid).address == \
+        FIXED.address
+    other = ExternalIpam(store(tmp_path / "x"), lambda pod, s: dataclasses.replace(
+        FIXED, api_uid="uid-9"), timeout=lambda: 1.0)
+    with pytest.raises(errors.InvalidEnvironment):
+        other.allocate("c2", "eth0", netns="/n", pod=no_uid)

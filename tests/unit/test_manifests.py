@@ -172,9 +172,14 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     recorder = events.recorder(client)     # node events: create, then patch
     for _ in range(2):
         recorder.send(events.Note("Normal", "Ready", "kuryr-supervisor is ready"))
+    _, rv = client.list_podport("ns", "p")          # address_source = podport
+    list(client.watch_podport("ns", "p", rv, 1))
     used = set()
     for _, method, path, query in api.requests:
         parts = path.strip("/").split("/")
+        if parts[:2] == ["apis", "kuryr-supervisor.openstack.org"]:
+            used.add(("podports", "watch" if query.get("watch") else "list"))
+            continue
         if parts[:2] != ["api", "v1"]:
             continue                      # /readyz, /healthz: non-resource
         if parts[2:] == ["pods"]:
@@ -195,7 +200,9 @@ def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:
     role = by_kind("ClusterRole")
     granted = set()
     for rule in role["rules"]:
-        assert rule["apiGroups"] == [""]
+        assert rule["apiGroups"] == (["kuryr-supervisor.openstack.org"]
+                                     if rule["resources"] == ["podports"]
+                                     else [""])
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         granted |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}
     assert granted == used_permissions(api)

@@ -140,3 +140,57 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
     assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
+
+
+def test_scope_tags_network_project(tmp_path: Path,
+                                    cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """Lookups and the sweep's list filter by tag, network and project in
+    Neutron: another cluster's ports sharing the project are never seen."""
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    tag = osa.cluster_tag("c1")
+    mine = api.create_port(network_id=neutron.network_id, subnet_id="",
+                           name="m", device_id="pod-1", tags=[tag])
+    assert neutron.ports[mine.id]["tags"] == [tag]
+    neutron.add_foreign_port(device_id="pod-1", tags=["kuryr-supervisor:c2"])
+    neutron.add_foreign_port(device_id="pod-1", tags=[tag], network_id="other")
+    neutron.add_foreign_port(device_id="pod-1", tags=[tag],
+                             project_id="other-project")
+    assert len(api.ports_of("pod-1", network_id=neutron.network_id, tag=tag)) == 2
+    assert [p.id for p in api.owned_ports(network_id=neutron.network_id, tag=tag,
+                                          project_id=PROJECT_ID)] == [mine.id]
+    assert len(api.ports_of("pod-1")) == 4          # unscoped: all of them
+
+
+@pytest.mark.parametrize("which", ["keystone", "neutron"])
+def test_garbage_is_unavailable(tmp_path: Path, which: str,
+                                cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """200 with a body that is not JSON: an outage, never a crash."""
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    if which == "neutron":
+        api.token()
+    (keystone if which == "keystone" else neutron).garbage = True
+    with pytest.raises(osa.OpenStackUnavailable):
+        api.ports_of("x")
+    with pytest.raises(osa.OpenStackUnavailable):
+        api.port_quota(PROJECT_ID)
+
+
+def test_hung_keystone_bounded_while_beating(
+        tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """A token request that hangs is bounded by the session timeout, and the
+    caller beats while it waits."""
+    keystone, _ = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone,
+                                               openstack_timeout=0.5))
+    beats: list[float] = []
+    api.beat = lambda: beats.append(time.monotonic())
+    keystone.hang = 30.0
+    start = time.monotonic()
+    with pytest.raises(osa.OpenStackUnavailable):
+        api.token()
+    took = time.monotonic() - start
+    assert took < 3 * 0.5 + 1.0, took
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    assert len(beats) >= 3 and max(gaps) < 0.5, gaps

@@ -1,5 +1,6 @@
-"""The port annotation is hostile input: only a well-formed one for the
-pod's own UID is ever bound."""
+"""The port data's format checks (shared by PodPorts) and the legacy
+annotation: only a well-formed one for the pod's own UID is ever decoded,
+and the daemon binds none."""
 from __future__ import annotations
 
 import ipaddress
@@ -12,7 +13,6 @@ from kuryr_supervisor.kubernetes.portannotation import (
     ANNOTATION,
     PortAnnotation,
     from_pod,
-    reader,
 )
 
 GOOD = PortAnnotation("5c0e-port", "uid-1", "fa:16:3e:00:00:01",
@@ -58,10 +58,6 @@ def test_rejects(text: str) -> None:
 
 def test_other_pods_annotation_is_ignored() -> None:
     assert from_pod(pod("uid-2", GOOD.to_json())) is None
-    read = reader(lambda ns, name: pod("uid-1", GOOD.to_json()))
-    assert read("default", "web", "uid-1") == GOOD
-    assert read("default", "web", "uid-other") is None
-    assert reader(lambda ns, name: None)("default", "web", "uid-1") is None
 
 
 def test_handlers_found_by_entry_point() -> None:
@@ -69,40 +65,3 @@ def test_handlers_found_by_entry_point() -> None:
     assert name == "neutron_port" and factory.__name__ == "NeutronPortHandler"
     with pytest.raises(handlers.HandlerNotFound, match="nope"):
         handlers.load(["neutron_port", "nope"])
-
-
-def test_waiter_sees_the_annotation_on_a_watch_without_polling() -> None:
-    import threading
-    import time
-
-    from kuryr_supervisor.kubernetes.portannotation import waiter
-    from tests.fixtures.fakeapi import FakeAPI
-    api = FakeAPI().start()
-    try:
-        client = api.client()
-        uid = api.add_pod("default", "web", "node-a")["metadata"]["uid"]
-        note = PortAnnotation(GOOD.port_id, uid, GOOD.mac, GOOD.address,
-                              GOOD.gateway)
-        wait = waiter(client)
-        assert wait("default", "web", uid, 0) is None        # not yet, no wait
-        timer = threading.Timer(0.4, client.annotate_pod, args=(
-            "default", "web", uid, {ANNOTATION: note.to_json()}))
-        timer.start()
-        started = time.monotonic()
-        assert wait("default", "web", uid, 10) == note
-        assert time.monotonic() - started < 2
-        gets = [r for r in api.requests if r[1] == "GET"
-                and r[2] == "/api/v1/namespaces/default/pods/web"]
-        watches = api.requests_for("/api/v1/namespaces/default/pods",
-                                   watch="true")
-        assert len(gets) == 2 and len(watches) == 1     # one GET per call
-        assert watches[0]["fieldSelector"] == "metadata.name=web"
-        assert wait("default", "web", "another-uid", 0.5) is None
-        assert wait("default", "ghost", "u", 5) is None   # no such pod: at once
-        other = api.add_pod("default", "other", "node-a")["metadata"]["uid"]
-        threading.Timer(0.3, api.delete_pod, args=("default", "other")).start()
-        started = time.monotonic()
-        assert wait("default", "other", other, 10) is None
-        assert time.monotonic() - started < 2               # deleted: no wait
-    finally:
-        api.stop()

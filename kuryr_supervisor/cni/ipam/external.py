@@ -1,5 +1,6 @@
 """Addresses chosen elsewhere: the pod's Neutron port, announced by the
-controller role (``[cni_daemon] address_source = annotation``).
+controller role in the pod's PodPort (``[cni_daemon] address_source =
+podport``).
 
 :class:`ExternalIpam` is the service's ``Ipam`` port: on ADD it waits,
 bounded by ``timeout``, for the pod's address to be known (``lookup`` itself
@@ -10,9 +11,15 @@ Watcher's reclaim need no second path. It never talks to the Kubernetes API
 itself: ``lookup`` is wired in by :mod:`kuryr_supervisor.workers.assembly`
 (the CNI package does not import the Kubernetes one).
 
+Trust: what ``lookup`` returns is checked against this node's own
+configuration (:mod:`.validation`) before anything is recorded or bound; the
+address is recorded with the configured gateway (the bridge's address comes
+from configuration only).
+
 Failures: a pod not named in CNI_ARGS is the runtime's mistake (code 4); no
-address within the timeout is "try again later" (code 11), never counted
-against the ADD failure budget.
+address within the timeout is "try again later" (code 11); a refused port
+is code 7 (or 4, another pod's), logged once with the pod and the reason;
+none of them counted against the ADD failure budget.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from collections.abc import Callable
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni.ipam.records import Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.ipam.store import IpamStore
+from kuryr_supervisor.cni.ipam.validation import check_fixed
 
 LOG = logging.getLogger(__name__)
 
@@ -37,6 +45,12 @@ class FixedAddress:
     address: ipaddress.IPv4Interface
     gateway: ipaddress.IPv4Address
     mac: str
+    #: The pod UID the port was made for, and the port's id.
+    pod_uid: str = ""
+    port_id: str = ""
+    #: The pod's UID as the source of truth says (the API), for runtimes
+    #: that leave K8S_POD_UID out of CNI_ARGS.
+    api_uid: str = ""
 
 
 #: ``(pod, seconds)``: the pod's address, waiting up to ``seconds`` for it
@@ -63,6 +77,8 @@ class ExternalIpam:
         while True:
             try:
                 fixed = self._lookup(pod, max(0.0, deadline - time.monotonic()))
+            except errors.CNIError:
+                raise               # the source refused the data: no retry
             except Exception as exc:  # noqa: BLE001 - the source is down: retry
                 fixed, problem = None, f"cannot read it: {exc}"
             if fixed is not None:
@@ -79,14 +95,25 @@ class ExternalIpam:
                  pod: PodRef) -> Allocation:
         if not pod.namespace or not pod.name:
             raise errors.InvalidEnvironment(
-                "address_source = annotation needs K8S_POD_NAMESPACE and "
+                "address_source = podport needs K8S_POD_NAMESPACE and "
                 "K8S_POD_NAME in CNI_ARGS")
         if self.store.get(container_id, ifname) is not None:
             raise errors.AlreadyExists(
                 f"{container_id}/{ifname} already has an address")
-        fixed = self.wait_for(pod)
+        try:
+            fixed = self.wait_for(pod)
+            check_fixed(address=fixed.address, gateway=fixed.gateway,
+                        mac=fixed.mac, port_pod_uid=fixed.pod_uid,
+                        subnet=self.store.subnet,
+                        configured_gateway=self.store.gateway,
+                        pod_uid=pod.uid or fixed.api_uid)
+        except (errors.InvalidConfig, errors.InvalidEnvironment) as exc:
+            LOG.warning("refused port for pod %s/%s (uid %s): %s",
+                        pod.namespace, pod.name, pod.uid or "?", exc.msg)
+            raise
         alloc = self.store.record(container_id, ifname, netns=netns, pod=pod,
-                                  address=fixed.address, gateway=fixed.gateway)
+                                  address=fixed.address,
+                                  gateway=self.store.gateway)
         LOG.debug("%s/%s takes %s (%s) from its port", container_id, ifname,
                   fixed.address, fixed.mac)
         return dataclasses.replace(alloc, mac=fixed.mac)

@@ -8,10 +8,24 @@ last answer for ``interval`` seconds, so probes cost no request at all and
 the checks cost one request per interval. Keystone is asked only when the
 cached token is missing or expires within ``[controller] token_renew_margin``
 (keystoneauth's cache): the check renews the token before it expires.
+
+Bounded: the HealthManager runs these checks in its own loop, between its
+heartbeats, so a Keystone or Neutron that hangs must not hold it. Each
+check with a ``deadline`` runs its probe in a thread of its own and waits
+at most that long for the whole probe (a token request and a Neutron call
+back to back included); past it the check fails naming the dependency and
+the wait, and a later run waits for the same probe again instead of
+starting a second one. The deadline is ``[controller] openstack_timeout``,
+capped at a quarter of ``[supervisor] health_deadline`` so the two
+OpenStack checks together never make the HealthManager stale. An answer
+that is not JSON is reported the same way: not ready, named, never a
+liveness failure.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,19 +43,45 @@ class _Cached(Check):
     kind = Kind.READINESS
     sort = Sort.IO
 
-    def __init__(self, interval: Callable[[], float]) -> None:
+    def __init__(self, interval: Callable[[], float],
+                 deadline: Callable[[], float] | None = None) -> None:
         self._interval = interval
+        self._deadline = deadline
         self._last: Result | None = None
         self._at = 0.0
+        self._pending: concurrent.futures.Future[Result] | None = None
 
     def run(self, now: float) -> Result:
         if self._last is not None and now - self._at < self._interval():
             return self._last
-        try:
-            result = self.probe()
-        except Exception as exc:  # noqa: BLE001 - a check reports, never raises
-            result = Result.failed(f"{self.name} unreachable: {exc}")
+        result = self._guarded() if self._deadline is None else self._bounded()
         self._last, self._at = result, now
+        return result
+
+    def _guarded(self) -> Result:
+        try:
+            return self.probe()
+        except Exception as exc:  # noqa: BLE001 - a check reports, never raises
+            return Result.failed(f"{self.name} unreachable: {exc}")
+
+    def _bounded(self) -> Result:
+        """The probe in its own thread, waited for ``deadline`` seconds."""
+        assert self._deadline is not None
+        seconds = self._deadline()
+        if self._pending is None:
+            future: concurrent.futures.Future[Result] = concurrent.futures.Future()
+
+            def work() -> None:
+                future.set_result(self._guarded())
+            threading.Thread(target=work, name=f"check-{self.name}",
+                             daemon=True).start()
+            self._pending = future
+        try:
+            result = self._pending.result(timeout=seconds)
+        except concurrent.futures.TimeoutError:
+            return Result.failed(f"{self.name}: no answer within {seconds:g}s "
+                                 f"(hung dependency)")
+        self._pending = None
         return result
 
     def probe(self) -> Result:
@@ -70,8 +110,9 @@ class KeystoneCheck(_Cached):
     name = "keystone"
 
     def __init__(self, cloud: Any, interval: Callable[[], float],
-                 wall_clock: Callable[[], float] = time.time) -> None:
-        super().__init__(interval)
+                 wall_clock: Callable[[], float] = time.time,
+                 deadline: Callable[[], float] | None = None) -> None:
+        super().__init__(interval, deadline)
         self.cloud = cloud
         self._wall = wall_clock
 
@@ -91,8 +132,9 @@ class NeutronCheck(_Cached):
     name = "neutron"
 
     def __init__(self, cloud: Any, project_id: Callable[[], str],
-                 interval: Callable[[], float]) -> None:
-        super().__init__(interval)
+                 interval: Callable[[], float],
+                 deadline: Callable[[], float] | None = None) -> None:
+        super().__init__(interval, deadline)
         self.cloud = cloud
         self._project = project_id
 
@@ -120,5 +162,17 @@ def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
 
     def interval() -> float:
         return float(opts.openstack_check_interval)
-    return [KeystoneCheck(cloud, interval),
-            NeutronCheck(cloud, lambda: str(opts.project_id), interval)]
+
+    def deadline() -> float:
+        return check_deadline(conf)
+    # The adapter's own whole-call bound is the check's, never longer.
+    cloud.deadline = min(cloud.deadline, deadline())
+    return [KeystoneCheck(cloud, interval, deadline=deadline),
+            NeutronCheck(cloud, lambda: str(opts.project_id), interval,
+                         deadline=deadline)]
+
+
+def check_deadline(conf: cfg.ConfigOpts) -> float:
+    """Seconds one OpenStack check may wait (see the module docstring)."""
+    return min(float(conf.controller.openstack_timeout),
+               float(conf.supervisor.health_deadline) / 4)

@@ -1,0 +1,98 @@
+"""Neutron and Keystone on the wire: the adapter's error taxonomy, the
+records it returns and their decoding, and the controller's port scope.
+
+Kept apart from :mod:`.openstack` (sessions, bounds, requests) so the
+handler and the checks speak of ports and errors without keystoneauth1, and
+a change of Neutron's JSON touches this module only. A malformed answer
+leaves as :class:`OpenStackUnavailable` (an outage of the dependency), never
+as a KeyError counted against a handler.
+"""
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+#: Ports the controller owns carry this device_owner; device_id is the pod UID.
+DEVICE_OWNER = "compute:kuryr"
+#: The Neutron tag naming the cluster: ``kuryr-supervisor:<cluster id>``.
+TAG_PREFIX = "kuryr-supervisor:"
+
+
+def cluster_tag(cluster_id: str) -> str:
+    return f"{TAG_PREFIX}{cluster_id}"
+
+
+class OpenStackError(Exception):
+    def __init__(self, msg: str, status: int = 0) -> None:
+        super().__init__(msg)
+        self.status = status
+
+
+class OpenStackUnavailable(OpenStackError):
+    """Unreachable, timed out, 5xx, or authentication failed: wait it out."""
+
+
+class OpenStackRefused(OpenStackError):
+    """A 4xx answer: retrying the same request cannot help."""
+
+
+class QuotaExceeded(OpenStackRefused):
+    """Neutron refused a port: the project's port quota is used up."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Port:
+    id: str
+    mac: str
+    device_id: str
+    ip: ipaddress.IPv4Address | None
+    subnet_id: str
+    created_at: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Subnet:
+    id: str
+    cidr: ipaddress.IPv4Network
+    gateway: ipaddress.IPv4Address | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    expires_at: float        # epoch seconds
+    project_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PortQuota:
+    limit: int               # -1: unlimited
+    used: int
+    reserved: int
+
+    @property
+    def left(self) -> int | None:
+        """Ports that can still be created; None when unlimited."""
+        if self.limit < 0:
+            return None
+        return max(0, self.limit - self.used - self.reserved)
+
+
+def _port(obj: Mapping[str, Any]) -> Port:
+    try:
+        return _decode_port(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise OpenStackUnavailable(f"Neutron answered a malformed port: "
+                                   f"{exc!r}") from exc
+
+
+def _decode_port(obj: Mapping[str, Any]) -> Port:
+    ips = [ip for ip in obj.get("fixed_ips") or []
+           if ipaddress.ip_address(ip.get("ip_address", "::")).version == 4]
+    first = ips[0] if ips else {}
+    return Port(id=str(obj["id"]), mac=str(obj.get("mac_address", "")),
+                device_id=str(obj.get("device_id", "")),
+                ip=ipaddress.IPv4Address(first["ip_address"]) if first else None,
+                subnet_id=str(first.get("subnet_id", "")),
+                created_at=str(obj.get("created_at") or ""))

@@ -1,0 +1,145 @@
+"""The PodPort custom resource: a pod's Neutron port, written by the
+controller alone, read by the CNI role.
+
+``podports.kuryr-supervisor.openstack.org/v1``, kind ``PodPort``: one per
+pod, in the pod's namespace, named after the pod, with an ownerReference to
+the pod (its UID), so the garbage collector deletes it with the pod. The
+group is a subdomain of the project's own (``kuryr-supervisor`` under
+openstack.org, the prefix of its annotations), so it never collides with
+Kuryr's ``kuryrports.openstack.org``. The spec::
+
+    {"portId": "...", "podUid": "...", "mac": "fa:16:3e:..",
+     "address": "10.20.0.12/24", "gateway": "10.20.0.1"}
+
+Why a resource and not the pod annotation: a pod's owner can edit its
+annotations, but RBAC gives tenants no verb on PodPorts (only the
+controller's ServiceAccount may write them, the CNI role's may only read
+them), the way Kuryr moved to KuryrPort. A PodPort is still checked here
+(format, and ownerReference UID equal to ``podUid``) and by the CNI role
+against its own configuration before anything is bound.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+
+GROUP = "kuryr-supervisor.openstack.org"
+VERSION = "v1"
+PLURAL = "podports"
+KIND = "PodPort"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+#: The port data a PodPort carries (same fields and checks).
+PortData = PortAnnotation
+
+
+def body(namespace: str, pod_name: str, data: PortData) -> dict[str, Any]:
+    """The PodPort object for a pod, owned by it."""
+    return {
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {
+            "name": pod_name, "namespace": namespace,
+            "ownerReferences": [{
+                "apiVersion": "v1", "kind": "Pod", "name": pod_name,
+                "uid": data.pod_uid, "controller": True,
+                "blockOwnerDeletion": False}]},
+        "spec": {"portId": data.port_id, "podUid": data.pod_uid,
+                 "mac": data.mac, "address": str(data.address),
+                 "gateway": str(data.gateway)}}
+
+
+def owner_uid(obj: Mapping[str, Any]) -> str:
+    """The UID of the Pod that owns the object ("" if none)."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, Mapping) and ref.get("kind") == "Pod" and \
+                ref.get("apiVersion") == "v1":
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def from_object(obj: Mapping[str, Any]) -> PortData:
+    """Validate a PodPort; ValueError says what is wrong."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        raise ValueError("PodPort has no spec")
+    data = PortData.from_mapping(spec)
+    if owner_uid(obj) != data.pod_uid:
+        raise ValueError("PodPort's owner is not the pod named by podUid")
+    return data
+
+
+def same(obj: Mapping[str, Any], data: PortData) -> bool:
+    """The object already says exactly ``data``."""
+    try:
+        return from_object(obj) == data
+    except ValueError:
+        return False
+
+
+class PodPortSource(Protocol):
+    """What :func:`waiter` needs of the API (``K8sClient`` fits)."""
+
+    def list_podport(self, namespace: str, name: str
+                     ) -> tuple[list[dict[str, Any]], str]: ...
+    def watch_podport(self, namespace: str, name: str,
+                      resource_version: str, timeout: float) -> Any: ...
+
+
+Wait = Callable[[str, str, str, float], "PortData | None"]
+
+
+class Invalid(ValueError):
+    """The pod's PodPort exists but is malformed or inconsistent: refused
+    at once rather than waited past."""
+
+
+def _own(obj: Mapping[str, Any] | None, uid: str) -> PortData | None:
+    """The PodPort's data if it is for ``uid``; None for an earlier pod's
+    PodPort of the same name (waited past: the controller replaces it);
+    :class:`Invalid` when it claims this pod but does not hold up."""
+    if obj is None:
+        return None
+    spec = obj.get("spec")
+    spec_uid = spec.get("podUid") if isinstance(spec, Mapping) else None
+    if uid and uid not in (owner_uid(obj), spec_uid):
+        return None
+    try:
+        data = from_object(obj)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from exc
+    if uid and data.pod_uid != uid:
+        raise Invalid(f"podUid {data.pod_uid} is not the pod's UID {uid}")
+    return data
+
+
+def waiter(source: PodPortSource) -> Wait:
+    """(namespace, name, pod uid, seconds) -> the pod's PodPort data,
+    waiting up to ``seconds``: one list of that one name, then a watch
+    from the list's resourceVersion, so the PodPort is seen the moment the
+    controller writes it, with no polling. None when the time is up;
+    :class:`Invalid` when the pod's PodPort does not hold up."""
+    def wait(namespace: str, name: str, uid: str,
+             seconds: float) -> PortData | None:
+        deadline = time.monotonic() + seconds
+        items, version = source.list_podport(namespace, name)
+        for obj in items:
+            found = _own(obj, uid)
+            if found is not None:
+                return found
+        if seconds <= 0:
+            return None
+        stream = source.watch_podport(namespace, name, version, seconds)
+        try:
+            for event in stream:
+                if event.type == "DELETED" or event.pod is None:
+                    continue
+                found = _own(event.pod, uid)
+                if found is not None or time.monotonic() >= deadline:
+                    return found
+        finally:
+            stream.close()
+        return None
+    return wait

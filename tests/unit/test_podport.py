@@ -1,0 +1,109 @@
+"""The PodPort resource: its checks, and the CNI role's wait for it,
+against the Kubernetes API fake over real HTTP."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kuryr_supervisor.kubernetes import podport
+from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+from tests.fixtures.fakeapi import FakeAPI
+
+
+def data(uid: str, host: int = 12, **change: str) -> PortAnnotation:
+    fields = {"portId": f"port-{host}", "podUid": uid, "mac": "fa:16:3e:00:00:01",
+              "address": f"10.20.0.{host}/24", "gateway": "10.20.0.1", **change}
+    return PortAnnotation.from_mapping(fields)
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    fake = FakeAPI().start()
+    yield fake
+    fake.stop()
+
+
+def test_body_round_trips_and_is_owned() -> None:
+    d = data("uid-1")
+    obj = podport.body("ns", "web", d)
+    assert obj["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert podport.from_object(obj) == d and podport.same(obj, d)
+    obj["metadata"]["ownerReferences"][0]["uid"] = "uid-2"
+    with pytest.raises(ValueError, match="owner"):
+        podport.from_object(obj)
+
+
+@pytest.mark.parametrize("change", [
+    {"mac": "00:00:00:00:00:00"}, {"mac": "01:00:5e:00:00:01"},
+    {"address": "10.20.0.1/24"}, {"address": "10.20.0.12/31"},
+    {"portId": "x" * 65}, {"gateway": "10.21.0.1"}])
+def test_malformed_specs_refused(change: dict[str, str]) -> None:
+    with pytest.raises(ValueError):
+        data("uid-1", **change)
+
+
+def write_later(api: FakeAPI, obj: dict[str, Any], delay: float) -> threading.Thread:
+    t = threading.Thread(target=lambda: (time.sleep(delay), api.put_podport(obj)))
+    t.start()
+    return t
+
+
+def test_waiter_sees_the_podport_when_written(api: FakeAPI) -> None:
+    pod = api.add_pod("ns", "web", "node-a")
+    uid = pod["metadata"]["uid"]
+    wait = podport.waiter(api.client())
+    assert wait("ns", "web", uid, 0.3) is None            # not yet: time up
+    # an earlier pod's PodPort of the same name is waited past
+    api.put_podport(podport.body("ns", "web", data("old-uid")))
+    t = write_later(api, podport.body("ns", "web", data(uid, 33)), 0.3)
+    start = time.monotonic()
+    got = wait("ns", "web", uid, 5.0)
+    t.join()
+    assert got is not None and str(got.address) == "10.20.0.33/24"
+    assert time.monotonic() - start < 3.0
+    # one list, then a watch of that one name: no polling
+    lists = api.requests_for("/apis/kuryr-supervisor.openstack.org/v1/"
+                             "namespaces/ns/podports")
+    assert all(q["fieldSelector"] == "metadata.name=web" for q in lists)
+
+
+def test_waiter_refuses_a_podport_that_claims_the_pod_but_is_wrong(
+        api: FakeAPI) -> None:
+    pod = api.add_pod("ns", "web", "node-a")
+    uid = pod["metadata"]["uid"]
+    obj = podport.body("ns", "web", data(uid))
+    obj["spec"]["mac"] = "00:00:00:00:00:00"
+    api.put_podport(obj)
+    with pytest.raises(podport.Invalid, match="MAC"):
+        podport.waiter(api.client())("ns", "web", uid, 1.0)
+    # podUid edited to this pod, owner left as another
+    obj = podport.body("ns", "web", data(uid))
+    obj["metadata"]["ownerReferences"][0]["uid"] = "victim"
+    api.put_podport(obj)
+    with pytest.raises(podport.Invalid, match="owner"):
+        podport.waiter(api.client())("ns", "web", uid, 1.0)
+
+
+def test_client_create_replace_delete(api: FakeAPI) -> None:
+    client = api.client()
+    obj = podport.body("ns", "web", data("u1"))
+    client.create_podport("ns", obj)
+    from kuryr_supervisor.kubernetes import client as k8s
+    with pytest.raises(k8s.K8sPermanent) as info:
+        client.create_podport("ns", obj)
+    assert info.value.status == 409
+    current = client.get_podport("ns", "web")
+    assert current is not None
+    stale = dict(obj, metadata=dict(obj["metadata"], resourceVersion="1"))
+    with pytest.raises(k8s.K8sPermanent):
+        client.replace_podport("ns", "web", stale)
+    with pytest.raises(k8s.K8sPermanent) as info:
+        client.delete_podport("ns", "web", uid="not-its-uid")
+    assert info.value.status == 409
+    assert client.delete_podport("ns", "web", uid=current["metadata"]["uid"])
+    assert client.get_podport("ns", "web") is None
+    assert client.delete_podport("ns", "web") is False
