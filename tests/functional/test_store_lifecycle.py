@@ -164,6 +164,7 @@ from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
+from kuryr_supervisor.cni.sockets import listen
 from kuryr_supervisor.cni.ipam import IpamStore
 state_dir, sock, bridge, subnet, die = sys.argv[1:6]
 def dead(*args, **kwargs):
@@ -176,7 +177,8 @@ if die == "after-plumb":        # plumbed, the plumbing not yet recorded
     ipam.plumbed = dead
 service = CNIService(lambda: ipam, BridgeBinding(bridge, 1400),
                      ContainerLocks(os.path.join(state_dir, "locks")), None)
-server = CNIServer("unix://" + sock, CNIApp(service), max_concurrency=8)
+server = CNIServer(listen("unix://" + sock), CNIApp(service),
+                   max_concurrency=8)
 print("ready", flush=True)
 server.serve_forever(poll_interval=0.1)
 """
