@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fixtures import promtool as pt
-from tests.fixtures.controller import start_cloud, controller_daemon
+from tests.fixtures.controller import controller_daemon, start_cloud
 from tests.fixtures.daemon import Daemon, wait_until
 
 pytestmark = pytest.mark.privileged
@@ -23,15 +23,24 @@ SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"),
             "info": ("_info",)}
 
 
-def scrape(port: int) -> str:
+def _get(port: int) -> str | None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:
         conn.request("GET", "/metrics")
         resp = conn.getresponse()
         assert resp.status == 200
         return resp.read().decode()
+    except ConnectionRefusedError:
+        return None
     finally:
         conn.close()
+
+
+def scrape(port: int) -> str:
+    """/metrics on the metrics listener. The HealthManager binds it just
+    after the probe listener, so /ready may answer a moment before it."""
+    text: str = wait_until(lambda: _get(port), 10, interval=0.05)
+    return text
 
 
 def served(text: str) -> tuple[set[str], dict[str, set[tuple[str, ...]]]]:
@@ -76,12 +85,12 @@ def test_openstack_alert_selects_the_controller_checks(tmp_path: Path) -> None:
     try:
         ctl.start().wait_ready(30)
 
-        def checks() -> set[str]:
+        def checks() -> set[str] | None:
             _, labels = served(scrape(ctl.metrics_port))
-            return {dict(p.split("=", 1) for p in s)["check"]
-                    for s in labels.get("kuryr_supervisor_check_ok", set())}
-        found = wait_until(lambda: {"keystone", "neutron"} <= checks() and checks(), 20)
-        assert {"keystone", "neutron"} <= found
+            names = {dict(p.split("=", 1) for p in s)["check"]
+                     for s in labels.get("kuryr_supervisor_check_ok", set())}
+            return names if {"keystone", "neutron"} <= names else None
+        assert wait_until(checks, 20)
     finally:
         ctl.close()
         cloud.stop()

@@ -13,6 +13,8 @@ import yaml
 from tests.fixtures import checkov, kustomize
 
 MANIFESTS = Path(__file__).parents[2] / "etc" / "kubernetes"
+# The first run makes checkov's venv (pip, from the index): minutes.
+pytestmark = pytest.mark.timeout(900)
 COMPONENTS = sorted(p.name for p in (MANIFESTS / "components").iterdir()
                     if (p / "kustomization.yaml").exists())
 

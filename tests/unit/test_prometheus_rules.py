@@ -4,6 +4,7 @@ healthy series in ``promtool test rules``, the PrometheusRule identical to
 the plain rules file, and every dashboard query valid PromQL."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -117,7 +118,6 @@ def test_dashboard_shows_what_the_issue_asks() -> None:
 
 
 def test_dashboard_has_the_latency_heatmaps() -> None:
-    import json
     dash = json.loads(pt.DASHBOARD.read_text())
     heatmaps = [p for p in dash["panels"] if p["type"] == "heatmap"]
     commands = set()
