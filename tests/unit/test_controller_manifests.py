@@ -17,17 +17,15 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_pkg
 from kuryr_supervisor.kubernetes.lease import LeaderElector
+from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
 HERE = Path(__file__).parents[2] / "etc" / "kubernetes" / "controller"
 
 
 def documents() -> list[dict[str, Any]]:
-    kustomization = yaml.safe_load((HERE / "kustomization.yaml").read_text())
-    docs: list[dict[str, Any]] = []
-    for name in kustomization["resources"]:
-        docs += [d for d in yaml.safe_load_all((HERE / name).read_text()) if d]
-    return docs
+    """As ``kubectl kustomize etc/kubernetes/controller`` renders them."""
+    return kustomize.build(HERE)
 
 
 def by_kind(kind: str) -> dict[str, Any]:
