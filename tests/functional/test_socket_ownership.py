@@ -45,6 +45,16 @@ def read_all(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is in state T: SIGSTOP is delivered
+    asynchronously, and a thread still running could accept one more."""
+    states = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            states.add(f.read().rsplit(")", 1)[1].split()[0])
+    return states == {"T"}
+
+
 def answered(raw: bytes) -> bool:
     return raw.startswith(b"HTTP/1.0 200") and b"supportedVersions" in raw
 
@@ -63,6 +73,7 @@ def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path,
         d.wait_ready()
         first = d.worker_pids()["server"]
         os.kill(first, signal.SIGSTOP)           # accepts nothing from now
+        wait_until(lambda: stopped(first), 10)
         with connect(where, 30) as waiting:      # queued in the backlog
             waiting.sendall(REQUEST)
             os.kill(first, signal.SIGKILL)
