@@ -80,7 +80,9 @@ def test_serve_then_drain(tmp_path: Any, namespaces: Namespaces) -> None:
                 assert stopper.is_alive()          # draining: waits for the ADD
                 assert not os.path.exists(f"{tmp}/run/cni.sock")
                 assert not state.component(Component.SERVER).ready
-                late = run_shim(shim, "DEL", netconf, container_id="other")
+                # nothing listens once draining: code 11 at the deadline
+                late = run_shim(shim, "DEL", {**netconf, "timeout": 1},
+                                container_id="other")
                 assert late[0] == 1 and late[1]["code"] == 11
             status, result = pending.result(30)
         stopper.join(10)
