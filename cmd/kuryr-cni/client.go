@@ -176,7 +176,9 @@ func CallDaemon(dial Dialer, address string, body []byte, timeout time.Duration,
 					attempts, plural, time.Since(started).Seconds())}
 		}
 		if attempts == 1 {
-			if command == "" {
+			switch command { // the runtime's command, never its raw bytes
+			case "ADD", "DEL", "CHECK", "GC", "STATUS":
+			default:
 				command = "call"
 			}
 			fmt.Fprintf(logTo, "kuryr-cni: %s: kuryr-supervisor at %s is not there (%s); retrying for up to %g s\n",

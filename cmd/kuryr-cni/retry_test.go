@@ -223,3 +223,16 @@ func TestAbsentNamesTheRetriedFailures(t *testing.T) {
 		}
 	}
 }
+
+// The logged line names a known command only: the runtime's bytes are not
+// copied to its log.
+func TestLoggedCommandIsKnown(t *testing.T) {
+	for command, want := range map[string]string{"GC": "GC", "X\nkuryr-cni: forged": "call", "": "call"} {
+		logged := quiet(t)
+		path := filepath.Join(t.TempDir(), "cni.sock")
+		Run(map[string]string{"CNI_COMMAND": command}, netconfFor(path, "0.05"), Dial)
+		if !strings.HasPrefix(logged(), "kuryr-cni: "+want+": kuryr-supervisor at ") || strings.Count(logged(), "\n") != 1 {
+			t.Errorf("%q: logged %q", command, logged())
+		}
+	}
+}

@@ -209,6 +209,7 @@ _ABSENT = ((FileNotFoundError, "no socket file"),
 #: Backoff between attempts: the first pause, the longest, and the least
 #: time worth a last attempt before the deadline.
 FIRST_PAUSE, LONGEST_PAUSE, LAST_ATTEMPT = 0.02, 1.0, 0.01
+_COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS")
 
 
 def _absent(exc: OSError) -> str | None:
@@ -307,9 +308,10 @@ def call_daemon(address: str, data: bytes, timeout: float,
                     f"{address}: {exc.reason}; {attempts} attempt"
                     f"{'s' if attempts != 1 else ''} in "
                     f"{time.monotonic() - started:.1f} s") from None
-            if attempts == 1:
-                log(f"{command or 'call'}: kuryr-supervisor at {address} is not "
-                    f"there ({exc.reason}); retrying for up to {timeout:g} s")
+            if attempts == 1:   # the runtime's command, never its raw bytes
+                log(f"{command if command in _COMMANDS else 'call'}: "
+                    f"kuryr-supervisor at {address} is not there "
+                    f"({exc.reason}); retrying for up to {timeout:g} s")
             time.sleep(min(pause / 2 + pause / 2 * _jitter(),
                            left - LAST_ATTEMPT))
             pause = min(pause * 2, LONGEST_PAUSE)

@@ -228,3 +228,12 @@ def test_permission_denied_is_not_retried(tmp_path: Path, monkeypatch: pytest.Mo
     status, out, lines = call(str(tmp_path / "cni.sock"), 5, "ADD")
     assert status == 1 and out is not None and out["code"] == 11
     assert len(attempts) == 1 and lines == []
+
+
+@pytest.mark.parametrize("command, named", [("GC", "GC"), ("X\nkuryr-cni: forged", "call"),
+                                            ("", "call")])
+def test_the_logged_command_is_a_known_one(tmp_path: Path, command: str,
+                                           named: str) -> None:
+    """The runtime's bytes are not copied into its log."""
+    status, out, lines = call(str(tmp_path / "none.sock"), 0.05, command)
+    assert len(lines) == 1 and lines[0].startswith(f"{named}: kuryr-supervisor at ")
