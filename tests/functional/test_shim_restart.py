@@ -4,7 +4,8 @@ waits for a daemon that is not there yet, within its deadline.
 Real processes: the shim (Python through its shebang, Go compiled) against
 real Unix listeners run as root (the peer check passes): a socket file that
 appears 300 ms late, one whose listener closed (refused), a listener that
-closes without answering the first time; a short deadline ends in code 11
+closes without answering the first time, a full listen backlog (EAGAIN);
+a short deadline ends in code 11
 on time; an answer of which a byte was sent is never asked for twice. Then
 a real daemon (``tests/fixtures/daemon.py``) started after the ADD, into a
 real network namespace.
@@ -157,6 +158,53 @@ def test_sends_again_after_a_close_without_answer(
     assert (status, out) == (0, None), err
     assert listeners[0].count == 2
     assert len(err) == 1 and "(closed before answering)" in err[0]
+
+
+def test_waits_while_the_listen_backlog_is_full(shim: str, tmp_path: Path) -> None:
+    """A daemon that accepts nothing for a while (a worker restarting behind
+    its socket) and whose backlog filled: connect says EAGAIN; the shim
+    waits, and is answered once the daemon accepts again."""
+    path = str(tmp_path / "cni.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(0)
+    fillers = []
+    try:
+        while True:                     # fill the backlog: then EAGAIN
+            filler = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            fillers.append(filler)
+            filler.connect(path)
+    except BlockingIOError:
+        fillers.pop().close()
+    proc = start(shim, "DEL", netconf(path, 20), CNI_CONTAINERID="x1")
+    time.sleep(0.3)
+    for filler in fillers:
+        filler.close()
+    served = []
+
+    def serve() -> None:                # accept again: the fillers, then us
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    data = conn.recv(65536)
+                    if data:
+                        read_request(conn)
+                        conn.sendall(OK)
+                        served.append(data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        status, out, err = finish(proc)
+    finally:
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+        thread.join(5)
+    assert (status, out) == (0, None), err
+    assert len(err) == 1 and "(listen backlog full)" in err[0], err
+    assert len(served) == 1 and served[0].startswith(b"POST /cni ")
 
 
 def test_a_short_deadline_ends_in_code_11_on_time(shim: str, tmp_path: Path) -> None:
