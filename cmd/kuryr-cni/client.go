@@ -275,8 +275,7 @@ func parseAnswer(address string, answer []byte) (int, []byte, error) {
 	for _, line := range lines[1:] {
 		name, value, _ := strings.Cut(line, ":")
 		if strings.EqualFold(strings.TrimSpace(name), "content-length") {
-			value = strings.TrimSpace(value)
-			if n, err := strconv.Atoi(value); !digits(value) || err != nil || n != len(body) {
+			if strings.TrimSpace(value) != strconv.Itoa(len(body)) {
 				return 0, nil, invalid
 			}
 		}

@@ -190,33 +190,19 @@ def _version_of(netconf: Any) -> str:
 
 
 class _NoAnswer(Exception):
-    """No daemon took the request and not a byte of an answer came: the
-    request is safe to send again. ``reason`` names what happened."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """No daemon took the request and not a byte of an answer came: safe to
+    send again. Its argument names what happened."""
 
 
-#: What each connection failure means, in the words both shims log. These
-#: say that no daemon is there right now (restarting, not yet started, its
-#: listen backlog full): the request is sent again after a pause.
-_ABSENT = ((FileNotFoundError, "no socket file"),
-           (ConnectionRefusedError, "connection refused"),
-           (ConnectionResetError, "connection reset"),
-           (BrokenPipeError, "broken pipe"),
-           (BlockingIOError, "listen backlog full"))
+#: The failures that say no daemon is there right now (not yet started,
+#: restarting, its listen backlog full), by errno (ENOENT, ECONNREFUSED,
+#: ECONNRESET, EPIPE, EAGAIN on Linux), in the words both shims log.
+_ABSENT = {2: "no socket file", 111: "connection refused",
+           104: "connection reset", 32: "broken pipe", 11: "listen backlog full"}
 #: Backoff between attempts: the first pause, the longest, and the least
 #: time worth a last attempt before the deadline.
 FIRST_PAUSE, LONGEST_PAUSE, LAST_ATTEMPT = 0.02, 1.0, 0.01
 _COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS")
-
-
-def _absent(exc: OSError) -> str | None:
-    for kind, reason in _ABSENT:
-        if isinstance(exc, kind):
-            return reason
-    return None
 
 
 def _exchange(address: str, request: bytes, deadline: float) -> bytes:
@@ -224,18 +210,16 @@ def _exchange(address: str, request: bytes, deadline: float) -> bytes:
 
     _NoAnswer when nothing of an answer came and the failure says no daemon
     was there; any other failure propagates (a time-out, the peer check).
+    A peer that closed while we wrote may still have answered (an early
+    error): what it wrote is read, and only nothing at all is no answer.
     """
     try:
         sock = _connect(address, max(deadline - time.monotonic(), 0.001))
     except OSError as exc:
-        reason = None if isinstance(exc, _socket.timeout) else _absent(exc)
-        if reason is None:
+        if exc.errno not in _ABSENT:        # a time-out has no errno
             raise
-        raise _NoAnswer(reason) from exc
-    chunks: list[bytes] = []
-    # A peer that closed while we write may still have answered (an early
-    # error): what it wrote is read, and only nothing at all is no answer.
-    unsent = ""
+        raise _NoAnswer(_ABSENT[exc.errno or 0]) from exc
+    answer, unsent = bytearray(), ""
     try:
         try:
             sock.sendall(request)
@@ -243,30 +227,22 @@ def _exchange(address: str, request: bytes, deadline: float) -> bytes:
             # (werkzeug otherwise waits 10 ms for more input before closing).
             sock.shutdown(_socket.SHUT_WR)
         except (ConnectionResetError, BrokenPipeError) as exc:
-            unsent = _absent(exc) or str(exc)
-        try:
-            size = 0
-            while size <= _MAX_ANSWER:
-                sock.settimeout(max(deadline - time.monotonic(), 0.001))
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        except ConnectionResetError as exc:
-            if chunks:      # part of an answer came: it is final
-                raise
-            raise _NoAnswer(unsent or "connection reset") from exc
+            unsent = _ABSENT.get(exc.errno or 0, "broken pipe")
+        while len(answer) <= _MAX_ANSWER:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    except ConnectionResetError:
+        if answer:              # part of an answer came: it is final
+            raise
+        unsent = unsent or "connection reset"
     finally:
         sock.close()
-    if not chunks:
+    if not answer:
         raise _NoAnswer(unsent or "closed before answering")
-    return b"".join(chunks)
-
-
-def _jitter() -> float:
-    """A fraction in [0, 1) from os.urandom (``random`` costs start-up)."""
-    return int.from_bytes(os.urandom(2), "big") / 65536
+    return bytes(answer)
 
 
 def _warn(line: str) -> None:
@@ -285,18 +261,17 @@ def call_daemon(address: str, data: bytes, timeout: float,
     http.client would pull in the email package and double start-up time.
     ``timeout`` bounds the whole call, retries included. A daemon that is
     not there is tried again after a pause (equal jitter: half the backoff
-    plus a random part of the other half; 20 ms doubling to 1 s), so a
-    restart costs latency; the first retry is logged once.
+    plus a random part of the other half, from os.urandom since ``random``
+    costs start-up; 20 ms doubling to 1 s), so a restart costs latency;
+    the first retry is logged, once.
     """
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     request = (f"POST /cni HTTP/1.0\r\nHost: localhost\r\n"
                f"Content-Type: application/json\r\n"
                f"Content-Length: {len(data)}\r\n{head}\r\n").encode() + data
     started = time.monotonic()
-    deadline = started + timeout
-    pause, attempts = FIRST_PAUSE, 0
+    deadline, pause, attempts = started + timeout, FIRST_PAUSE, 1
     while True:
-        attempts += 1
         try:
             answer = _exchange(address, request, deadline)
             break
@@ -305,18 +280,15 @@ def call_daemon(address: str, data: bytes, timeout: float,
             if left <= LAST_ATTEMPT:
                 raise ShimError(
                     TRY_AGAIN, "kuryr-supervisor is unreachable",
-                    f"{address}: {exc.reason}; {attempts} attempt"
-                    f"{'s' if attempts != 1 else ''} in "
-                    f"{time.monotonic() - started:.1f} s") from None
+                    f"{address}: {exc}; {attempts} attempt{'s' * (attempts > 1)}"
+                    f" in {time.monotonic() - started:.1f} s") from None
             if attempts == 1:   # the runtime's command, never its raw bytes
                 log(f"{command if command in _COMMANDS else 'call'}: "
-                    f"kuryr-supervisor at {address} is not there "
-                    f"({exc.reason}); retrying for up to {timeout:g} s")
-            time.sleep(min(pause / 2 + pause / 2 * _jitter(),
+                    f"kuryr-supervisor at {address} is not there ({exc}); "
+                    f"retrying for up to {timeout:g} s")
+            time.sleep(min(pause * (1 + os.urandom(1)[0] / 256) / 2,
                            left - LAST_ATTEMPT))
-            pause = min(pause * 2, LONGEST_PAUSE)
-        except ShimError:
-            raise
+            pause, attempts = min(pause * 2, LONGEST_PAUSE), attempts + 1
         except _socket.timeout as exc:
             raise ShimError(TRY_AGAIN, "kuryr-supervisor did not answer in time",
                             f"{address}: no answer within {timeout:g} s") from exc
@@ -330,18 +302,14 @@ def _parse_answer(address: str, answer: bytes) -> tuple[int, bytes]:
     """(status, body) of an HTTP/1.x answer read to EOF; ShimError(11) if
     it is not one or was cut short (its Content-Length not met)."""
     head, end, body = answer.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    parts = lines[0].split(None, 2)
-    valid = (bool(end) and len(parts) >= 2 and parts[0].startswith(b"HTTP/")
-             and len(parts[1]) == 3 and parts[1].isdigit())
-    for line in lines[1:] if valid else ():
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            value = value.strip()
-            if not (value.isdigit() and int(value) == len(body)):
-                valid = False
-                break
-    if not valid:
+    status, *fields = head.split(b"\r\n")
+    parts = status.split(None, 2)
+    lengths = [value.strip() for name, _, value in
+               (field.partition(b":") for field in fields)
+               if name.strip().lower() == b"content-length"]
+    if (not end or len(parts) < 2 or not parts[0].startswith(b"HTTP/")
+            or len(parts[1]) != 3 or not parts[1].isdigit()
+            or any(n != b"%d" % len(body) for n in lengths)):
         raise ShimError(TRY_AGAIN, "kuryr-supervisor is unreachable",
                         f"{address}: no valid HTTP answer")
     return int(parts[1]), body
@@ -351,8 +319,10 @@ def _parse_answer(address: str, answer: bytes) -> tuple[int, bytes]:
 MAX_TIMEOUT = 86400
 
 
-#: Result versions whose ``ips[]`` carry ``version`` ("4" or "6").
-_IP_VERSIONED = ("0.3.1", "0.4.0")
+def _listed(value: Any, key: str) -> bool:
+    """A list of objects, each with a string under ``key``."""
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and isinstance(item.get(key), str) for item in value)
 
 
 def result_problem(command: str, requested: Any, body: bytes) -> str:
@@ -362,57 +332,47 @@ def result_problem(command: str, requested: Any, body: bytes) -> str:
     Only ADD prints a result; DEL, CHECK, GC and STATUS print nothing on
     success. An ADD result is a JSON object in the request's cniVersion
     with at least one address (``ips``: what the runtime gives the pod),
-    each in CIDR notation and pointing, if at all, into ``interfaces``;
-    ``interfaces``, ``routes`` and ``dns`` have their spec's shapes. Kept
-    in step with resultProblem in cmd/kuryr-cni (the same words).
+    each in CIDR notation, pointing, if at all, into ``interfaces``, with
+    ``version`` "4" or "6" before 1.0.0; ``interfaces``, ``routes`` and
+    ``dns`` have their spec's shapes (null is absent). Kept in step with
+    resultProblem in cmd/kuryr-cni: the same table tests both.
     """
     if command != "ADD":
         return (f"{command} prints nothing on success, but the answer had "
                 f"{len(body)} bytes") if body else ""
-    if not body:
-        return "the answer has no result"
     try:
-        result = _loads(body.decode("utf-8"), _scan_strict)
+        result = _loads(body.decode("utf-8"), _scan_strict) if body else None
     except UnicodeDecodeError:
         return "the result is not UTF-8"
     except (ValueError, RecursionError):
         return "the result is not JSON"
     if not isinstance(result, dict):
-        return "the result is not a JSON object"
-    version = result.get("cniVersion")
+        return "the result is not a JSON object" if body else "the answer has no result"
+    r = {"interfaces": [], "routes": [], "dns": {},
+         **{k: v for k, v in result.items() if v is not None}}
+    version, ips = r.get("cniVersion"), r.get("ips")
     if not isinstance(version, str):
         return "the result has no cniVersion"
     if version != requested:
         return (f"the result's cniVersion {version} is not the request's "
                 f"{requested if isinstance(requested, str) else 'none'}")
-    interfaces = result.get("interfaces")
-    interfaces = [] if interfaces is None else interfaces
-    if not isinstance(interfaces, list) or not all(
-            isinstance(i, dict) and isinstance(i.get("name"), str)
-            for i in interfaces):
+    if not _listed(r["interfaces"], "name"):
         return "interfaces must be a list of objects with a name"
-    ips = result.get("ips")
     if not isinstance(ips, list) or not ips:
         return "the result has no ips (an ADD gives the pod an address)"
     for n, ip in enumerate(ips):
-        address = ip.get("address") if isinstance(ip, dict) else None
-        if not isinstance(address, str) or "/" not in address:
-            return f"ips[{n}] has no address in CIDR notation"
+        ip = ip if isinstance(ip, dict) else {}
         index = ip.get("interface")
+        if not isinstance(ip.get("address"), str) or "/" not in ip["address"]:
+            return f"ips[{n}] has no address in CIDR notation"
         if index is not None and (type(index) is not int
-                                  or not 0 <= index < len(interfaces)):
+                                  or not 0 <= index < len(r["interfaces"])):
             return f"ips[{n}].interface is not an index into interfaces"
-        if version in _IP_VERSIONED and ip.get("version") not in ("4", "6"):
+        if version in ("0.3.1", "0.4.0") and ip.get("version") not in ("4", "6"):
             return f'ips[{n}].version must be "4" or "6" in {version}'
-    routes = result.get("routes")
-    if routes is not None and (not isinstance(routes, list) or not all(
-            isinstance(r, dict) and isinstance(r.get("dst"), str)
-            for r in routes)):
+    if not _listed(r["routes"], "dst"):
         return "routes must be a list of objects with a dst"
-    dns = result.get("dns")
-    if dns is not None and not isinstance(dns, dict):
-        return "dns must be an object"
-    return ""
+    return "" if isinstance(r["dns"], dict) else "dns must be an object"
 
 
 def _is_utf8(value: str) -> bool:
