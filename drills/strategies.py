@@ -130,6 +130,8 @@ def shim_inputs(daemon_sockets: list[str], real_netns: list[str] | None = None
     ``daemon_sockets``, or text that is not a JSON object (the shim then
     never dials its default socket, where a real daemon may listen)."""
     def not_object(text: str) -> bool:
+        if not text.strip():    # blank stdin is an empty netconf: the default
+            return False        # socket would be dialled (and waited for)
         try:
             return not isinstance(json.loads(text), dict)
         except (ValueError, RecursionError):
