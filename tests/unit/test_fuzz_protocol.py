@@ -97,7 +97,11 @@ def test_app_answers_cni_objects_only(app: tuple[Client, FakeIpam, SharedState]
 def test_shim_answers_cni_objects_only(tmp_path: Path) -> None:
     """The shim, dialling only dead addresses; known shim bugs are collected
     and reported as xfail, anything else fails."""
-    dead = [f"unix://{tmp_path}/nope.sock", "127.0.0.1:9", "unix:"]
+    # Dead ends the shim does not wait out (its retry covers a daemon that
+    # is restarting: a missing socket file, a refused connection): a socket
+    # path under a regular file (ENOTDIR) and an address no one can reach.
+    (tmp_path / "file").write_text("")
+    dead = [f"unix://{tmp_path}/file/nope.sock", "224.0.0.1:1", "unix:"]
     known: set[str] = set()
 
     @FUZZ
