@@ -212,7 +212,7 @@ def _phases(ws: Workspace, cloud: Any, count: int, burst: int,
     time.sleep(2)                            # settle: a sweep, a heartbeat or two
     out["start_memory"] = footprint(daemon)
     # 2. burst
-    meter, wall = Meter(daemon), time.time()
+    meter, wall, bulks = Meter(daemon), time.time(), len(neutron.bulk_sizes)
     created: dict[tuple[str, str], float] = {}
     extra = [pod_object(i, "b") for i in range(burst)]
     for pod in extra:
@@ -222,7 +222,7 @@ def _phases(ws: Workspace, cloud: Any, count: int, burst: int,
     wait_until(lambda: all(k in api.podport_times for k in created), timeout, 0.02)
     out["burst_s"] = [api.podport_times[k] - t for k, t in created.items()]
     out["burst_neutron"] = dict(neutron.counts(wall))
-    out["burst_bulk_sizes"] = list(neutron.bulk_sizes[-burst:])
+    out["burst_bulk_sizes"] = list(neutron.bulk_sizes[bulks:])
     out["burst_cpu"] = meter.read()
     pods += extra
     # 3. relist after 410

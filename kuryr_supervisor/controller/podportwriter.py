@@ -13,17 +13,31 @@ One write is :func:`write`: create the PodPort, or, if one of that name
 exists (a restart, or an earlier pod's of the same name), read it and
 replace it only if it says otherwise, the version read as precondition.
 Every call is bounded by the client's request timeout.
+
+A restart or a relist hands over thousands of pods whose PodPorts are
+most likely written already: from :data:`LIST_FROM` items on, every
+PodPort of the cluster is listed first (pages of :data:`PAGE_SIZE`, one
+page decoded at a time) and those that already say exactly what they
+should are not written: 21 list requests instead of 21,000 calls for
+10,500 pods. A failed list only means every item is written.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from collections.abc import Callable, Sequence
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
 
+LOG = logging.getLogger(__name__)
+
 #: Concurrent PodPort writes (see the module).
 WORKERS = 8
+#: From this many items on, PodPorts are listed before any is written.
+LIST_FROM = 100
+#: PodPorts per page of that list.
+PAGE_SIZE = 500
 #: How often the waiting loop beats (seconds).
 _BEAT_EVERY = 0.2
 
@@ -61,8 +75,12 @@ class PodPortWriter:
     def write_all(self, items: Sequence[Item], beat: Callable[[], None]
                   ) -> dict[str, BaseException | None]:
         """UID -> None (written) or the error, for every item."""
+        done: dict[str, BaseException | None] = {}
+        if len(items) >= LIST_FROM:
+            done = dict.fromkeys(self.unchanged(items, beat))
+            items = [item for item in items if item[0] not in done]
         if not items:
-            return {}
+            return done
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.workers, thread_name_prefix="podport")
@@ -72,4 +90,29 @@ class PodPortWriter:
         while waiting:
             beat()
             _, waiting = concurrent.futures.wait(waiting, timeout=_BEAT_EVERY)
-        return {uid: future.exception() for future, uid in futures.items()}
+        done.update((uid, future.exception()) for future, uid in futures.items())
+        return done
+
+    def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
+                  ) -> set[str]:
+        """The UIDs of ``items`` whose PodPort already says their data."""
+        wanted = {(ns, name): (uid, data) for uid, ns, name, data in items}
+        found: set[str] = set()
+        token = ""
+        try:
+            while True:
+                page, token = self.client.page_podports(limit=PAGE_SIZE,
+                                                        token=token)
+                for obj in page:
+                    meta = obj.get("metadata") or {}
+                    hit = wanted.get((str(meta.get("namespace")),
+                                      str(meta.get("name"))))
+                    if hit is not None and podport.same(obj, hit[1]):
+                        found.add(hit[0])
+                del page
+                beat()
+                if not token:
+                    return found
+        except k8s.K8sError as exc:
+            LOG.info("PodPorts not listed (%s); each is written", exc)
+            return set()

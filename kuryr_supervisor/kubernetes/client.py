@@ -234,6 +234,19 @@ class K8sClient:
                 f"{quote(namespace, '')}/{podport.PLURAL}")
         return f"{path}/{quote(name, '')}" if name else path
 
+    def page_podports(self, *, limit: int, token: str = ""
+                      ) -> tuple[list[dict[str, Any]], str]:
+        """One page of every PodPort of the cluster (raw objects) and the
+        next page's token ("" at the end)."""
+        from kuryr_supervisor.kubernetes import podport
+        query = [("limit", str(limit))]
+        if token:
+            query.append(("continue", token))
+        data = self._json("GET", f"/apis/{podport.GROUP}/{podport.VERSION}/"
+                                 f"{podport.PLURAL}", query=query)
+        return (list(data.get("items") or []),
+                str((data.get("metadata") or {}).get("continue") or ""))
+
     def list_podport(self, namespace: str, name: str
                      ) -> tuple[list[dict[str, Any]], str]:
         """The PodPort named ``name`` (0 or 1 item) and the list's version,
