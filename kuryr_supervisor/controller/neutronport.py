@@ -229,7 +229,10 @@ class NeutronPortHandler:
 
     def _create_and_write(self, create: list[str],
                           write: list[tuple[str, osa.Port]]) -> None:
+        """Ports for ``create`` (in bulk), then PodPorts for those and for
+        ``write`` (ports that already existed)."""
         assert self.cloud is not None
+        adopted = {uid for uid, _ in write}
         devices = [(f"kuryr-{self.pods[u][0]}-{self.pods[u][1]}"[:255], u)
                    for u in create if u in self.pods]
         if devices:
@@ -251,9 +254,10 @@ class NeutronPortHandler:
                     ns, name, _ = self.pods[uid]
                     self.pods[uid] = (ns, name, port.id)
                     write.append((uid, port))
-        self._write(write)
+        self._write(write, adopted)
 
-    def _write(self, write: list[tuple[str, osa.Port]]) -> None:
+    def _write(self, write: list[tuple[str, osa.Port]],
+               adopted: set[str]) -> None:
         assert self.client is not None
         items = []
         for uid, port in write:
@@ -267,7 +271,8 @@ class NeutronPortHandler:
             items.append((uid, *self.pods[uid][:2], data))
         if self._writer is None:
             self._writer = PodPortWriter(self.client)
-        for uid, error in self._writer.write_all(items, self._beat).items():
+        for uid, error in self._writer.write_all(items, self._beat,
+                                                  adopted=adopted).items():
             if error is None:
                 self.written.add(uid)
                 self.pending.discard(uid)

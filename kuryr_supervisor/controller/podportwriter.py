@@ -14,18 +14,21 @@ exists (a restart, or an earlier pod's of the same name), read it and
 replace it only if it says otherwise, the version read as precondition.
 Every call is bounded by the client's request timeout.
 
-A restart or a relist hands over thousands of pods whose PodPorts are
-most likely written already: from :data:`LIST_FROM` items on, every
-PodPort of the cluster is listed first (pages of :data:`PAGE_SIZE`, one
-page decoded at a time) and those that already say exactly what they
-should are not written: 21 list requests instead of 21,000 calls for
-10,500 pods. A failed list only means every item is written.
+A restart hands over thousands of pods whose ports already existed
+(*adopted*), so their PodPorts are most likely written already: from
+:data:`LIST_FROM` adopted items on, every PodPort of the cluster is listed
+first (pages of :data:`PAGE_SIZE`, one page decoded at a time) and those
+that already say exactly what they should are not written: 21 list
+requests instead of 21,000 calls for 10,500 pods. Below that, a few
+per-pod checks cost less than listing a large cluster; a new port's
+PodPort can never be right already, so new ports never make a list. A
+failed list only means every item is written.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
@@ -34,8 +37,8 @@ LOG = logging.getLogger(__name__)
 
 #: Concurrent PodPort writes (see the module).
 WORKERS = 8
-#: From this many items on, PodPorts are listed before any is written.
-LIST_FROM = 100
+#: From this many adopted items on, PodPorts are listed before writing.
+LIST_FROM = 20
 #: PodPorts per page of that list.
 PAGE_SIZE = 500
 #: How often the waiting loop beats (seconds).
@@ -72,12 +75,15 @@ class PodPortWriter:
         self.workers = workers
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def write_all(self, items: Sequence[Item], beat: Callable[[], None]
+    def write_all(self, items: Sequence[Item], beat: Callable[[], None], *,
+                  adopted: Collection[str] = ()
                   ) -> dict[str, BaseException | None]:
-        """UID -> None (written) or the error, for every item."""
+        """UID -> None (written) or the error, for every item; ``adopted``:
+        the UIDs whose port existed before (see the module)."""
         done: dict[str, BaseException | None] = {}
-        if len(items) >= LIST_FROM:
-            done = dict.fromkeys(self.unchanged(items, beat))
+        if len(adopted) >= LIST_FROM:
+            done = dict.fromkeys(self.unchanged(
+                [item for item in items if item[0] in adopted], beat))
             items = [item for item in items if item[0] not in done]
         if not items:
             return done
