@@ -295,6 +295,8 @@ class NeutronPortHandler:
         """Outages and conflicts: retried; other refusals by the API: left
         to the next event; anything else: retried and counted."""
         uids = [u for u in uids if u in self.pods]
+        if uids and not self.pending:       # the first to wait: not at once
+            self._retry_at = time.monotonic() + self._retry_delay
         if isinstance(exc, _OUTAGES):
             self.pending.update(uids)
             if self._outage is None and uids:
