@@ -37,8 +37,6 @@ Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
 
-import ctypes
-import gc
 import ipaddress
 import logging
 import threading
@@ -46,8 +44,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
+from kuryr_supervisor.controller import heap, portbatch
 from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import portbatch
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
 from kuryr_supervisor.kubernetes import client as k8s
@@ -142,7 +140,7 @@ class NeutronPortHandler:
                 need.add(uid)
         self.resync(need)
         if len(self.pods) >= _TRIM_FROM:
-            _give_back_memory()
+            heap.give_back()
 
     def upsert(self, pod: ClusterPod) -> None:
         port = self.pods.get(pod.uid, ("", "", ""))[2]
@@ -383,18 +381,3 @@ class NeutronPortHandler:
                 LOG.info("deleted port %s of pod %s/%s", port, pod.namespace,
                          pod.name)
 
-
-def _give_back_memory() -> None:
-    """Return the heap a big relist freed to the system.
-
-    A relist decodes pages of pods and ports, and PodPorts are written from
-    several threads (each with a malloc arena of its own); once done, the
-    memory is free but glibc keeps it. ``malloc_trim(0)`` (glibc, every
-    arena) hands it back: 14 MiB of the handler's 62 at 10,000 pods. Costs
-    a few milliseconds, once per relist; elsewhere than glibc, nothing.
-    """
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        LOG.debug("malloc_trim unavailable: freed heap stays with the process")
