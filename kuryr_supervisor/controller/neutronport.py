@@ -100,7 +100,8 @@ class NeutronPortHandler:
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
         watch = PodWatch(
-            cast(PodSource, ClusterPods(self.client)), cast(PodSink, self),
+            cast(PodSource, ClusterPods(self.client, beat=beat)),
+            cast(PodSink, self),
             heartbeat=self.tick,
             heartbeat_interval=float(conf.supervisor.heartbeat_interval),
             backoff_max=float(conf.watcher.backoff_max),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuryr_supervisor.kubernetes.client import K8sClient
@@ -59,9 +59,13 @@ def cluster_pod(obj: Mapping[str, Any]) -> ClusterPod:
 class ClusterPods:
     """PodWatch's source over every namespace and node."""
 
-    def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE) -> None:
+    def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
+                 beat: Callable[[], None] = lambda: None) -> None:
+        """``beat`` is called between pages (a list of 10,000 pods is 20
+        requests: the loop's heartbeat must not wait for all of them)."""
         self.client = client
         self.page_size = page_size
+        self.beat = beat
 
     def list_pods(self, resource_version: str = ""
                   ) -> tuple[list[ClusterPod], str]:
@@ -75,6 +79,7 @@ class ClusterPods:
             del items
             if not token:
                 return pods, rv
+            self.beat()
             items, _, token = self.client.page_all_pods(
                 limit=self.page_size, token=token)
 
