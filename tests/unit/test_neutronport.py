@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller import podportwriter
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.neutronport import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPods, cluster_pod
@@ -166,9 +167,11 @@ def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:
     assert world.counts.total == 1 and not handler.pending
 
 
-def test_restart_writes_nothing(world: World) -> None:
+def test_restart_writes_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """50 pods with ports and PodPorts; a new handler (a restart) lists
-    pods, ports and PodPorts and writes nothing, to Neutron or the API."""
+    pods, ports and PodPorts (in pages) and writes nothing, to Neutron or
+    the API."""
+    monkeypatch.setattr(podportwriter, "PAGE_SIZE", 7)
     pods = world.add(50)
     first = world.handler()
     world.start(first)
@@ -179,6 +182,9 @@ def test_restart_writes_nothing(world: World) -> None:
     world.start(second)
     assert world.writes() == before
     assert second.written == {p["metadata"]["uid"] for p in pods}
+    listed = [q for _, m, path, q in world.api.requests
+              if path == "/apis/kuryr-supervisor.openstack.org/v1/podports"]
+    assert len(listed) == 8                     # 50 PodPorts, 7 a page
     # one paged port list, the quota-free token's project, one subnet GET
     new = world.neutron.requests[requests:]
     assert sorted({path for _, _, path in new}) == [
