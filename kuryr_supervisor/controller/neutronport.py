@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import heap, portbatch
+from kuryr_supervisor.controller import heap, portbatch, portresync
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
@@ -183,26 +183,10 @@ class NeutronPortHandler:
             return
         self.uncertain = False
         self.pending -= need            # failures below put them back
-        by_device: dict[str, list[osa.Port]] = {}
-        for port in sorted(listed, key=lambda p: (p.created_at, p.id)):
-            by_device.setdefault(port.device_id, []).append(port)
+        listing = portresync.by_device(listed)
         del listed
-        create: list[str] = []
-        write: list[tuple[str, osa.Port]] = []
-        for uid in need:
-            ports = by_device.get(uid)
-            if uid not in self.pods:
-                continue
-            ns, name, known = self.pods[uid]
-            if not ports:
-                self.written.discard(uid)
-                create.append(uid)
-                continue
-            if known != ports[0].id or uid not in self.written:
-                self.written.discard(uid)
-                self.pods[uid] = (ns, name, ports[0].id)
-                write.append((uid, ports[0]))
-        self._delete_strays(by_device)
+        create, write = portresync.plan(need, self.pods, self.written, listing)
+        portresync.sweep(self.cloud, listing, self.pods, self._beat)
         self._create_and_write(create, write)
 
     def _owned_ports(self) -> list[osa.Port]:
@@ -213,24 +197,6 @@ class NeutronPortHandler:
             raise osa.OpenStackUnavailable("no project id")
         return self.cloud.owned_ports(network_id=self.network_id,
                                       tag=self._cluster_tag(), project_id=project)
-
-    def _delete_strays(self, by_device: dict[str, list[osa.Port]]) -> None:
-        """A pod's ports after its oldest; every port of a gone pod."""
-        assert self.cloud is not None
-        try:
-            for device, ports in by_device.items():
-                live = device in self.pods
-                for port in ports[1:] if live else ports:
-                    self.cloud.delete_port(port.id)
-                    if live:
-                        LOG.warning("pod %s had %d ports; deleted %s", device,
-                                    len(ports), port.id)
-                    else:
-                        LOG.info("deleted leaked port %s (pod %s is gone)",
-                                 port.id, device)
-                    self._beat()
-        except (osa.OpenStackError, k8s.K8sError) as exc:
-            LOG.warning("port sweep postponed: %s", exc)
 
     def _create_and_write(self, create: list[str],
                           write: list[tuple[str, osa.Port]]) -> None:

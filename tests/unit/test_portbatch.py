@@ -125,3 +125,23 @@ def test_batch_due_when_full_or_after_the_window() -> None:
     assert batch.wake_in() == 0.0 and batch.due()      # full
     batch.discard("y")
     assert not batch.due() and "y" not in batch and "x" in batch
+
+
+def test_resync_plan_adopts_the_oldest_and_rewrites_only_what_changed() -> None:
+    from kuryr_supervisor.controller import portresync
+
+    def port(pid: str, device: str, created: str) -> osa.Port:
+        return osa.Port(id=pid, mac="fa:16:3e:00:00:01", device_id=device, ip=None,
+                        subnet_id="s", created_at=created)
+    listed = portresync.by_device([port("b", "u1", "2"), port("a", "u1", "1"),
+                                   port("c", "u2", "1"), port("d", "u3", "1")])
+    assert [p.id for p in listed["u1"]] == ["a", "b"]
+    pods = {"u1": ("ns", "p1", ""), "u2": ("ns", "p2", "c"), "u3": ("ns", "p3", "old"),
+            "u4": ("ns", "p4", "gone")}
+    written = {"u2", "u3", "u4"}
+    create, write = portresync.plan(["u1", "u2", "u3", "u4", "not-a-pod"], pods,
+                                    written, listed)
+    assert create == ["u4"]                           # its port vanished
+    assert [(uid, p.id) for uid, p in write] == [("u1", "a"), ("u3", "d")]
+    assert written == {"u2"}                          # u2 already right
+    assert pods["u1"][2] == "a" and pods["u3"][2] == "d"
