@@ -27,7 +27,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from benchmarks import burst, cni_latency, controller, fleet, memory, probes, recovery, startup
+from benchmarks import (
+    burst,
+    cni_latency,
+    controller,
+    controller_scale,
+    fleet,
+    memory,
+    probes,
+    recovery,
+    startup,
+)
 from benchmarks.context import Context, Outcome
 from benchmarks.harness import REPO, Workspace
 from benchmarks.stats import format_machine, format_table, machine
@@ -37,7 +47,7 @@ LOG = logging.getLogger("benchmarks")
 BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "startup": startup.run, "cni-latency": cni_latency.run, "burst": burst.run,
     "probes": probes.run, "memory": memory.run, "recovery": recovery.run,
-    "controller": controller.run,
+    "controller": controller.run, "controller-scale": controller_scale.run,
     "fleet": fleet.run,
 }
 

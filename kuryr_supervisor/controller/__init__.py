@@ -2,7 +2,9 @@
 
 ``handlers`` is what a handler is and how handlers are found (entry points);
 ``neutronport`` the built-in handler (a Neutron port per pod, announced in
-the pod's PodPort); ``leader`` the Lease-based leader election of the
+the pod's PodPort), with ``portresync`` (what one port list says to do),
+``portbatch`` (pods batched into Neutron bulk creates), ``podportwriter`` (PodPorts written a few at a time) and
+``heap`` (freed heap handed back after a relist); ``leader`` the Lease-based leader election of the
 handler processes; ``openstack`` the only importer of keystoneauth1 (Keystone
 tokens, Neutron ports, subnets and quotas), with ``neutronwire`` its errors,
 records and decoding. Above ``kubernetes`` (whose

@@ -62,6 +62,11 @@ LOG = logging.getLogger(__name__)
 
 #: How often a caller waiting on a call beats (seconds).
 _BEAT_EVERY = 0.2
+#: Ports per page of a port list: one page stays well under a second of
+#: Neutron's time and a few MiB of JSON; 10,000 ports are ten pages.
+PAGE_SIZE = 1000
+#: A list of more pages than this is a loop, not a port list.
+MAX_PAGES = 10_000
 
 T = TypeVar("T")
 
@@ -159,6 +164,10 @@ class OpenStack:
                                            f"body that is not an object")
             return data
         detail = resp.text[:300]
+        if 200 <= status < 300:
+            # A success Neutron never sends for this call: not an answer.
+            raise OpenStackUnavailable(f"{what}: unexpected HTTP {status} "
+                                       f"{detail[:80]!r}", status)
         if status == 409 and "OverQuota" in detail:
             raise QuotaExceeded(f"{what}: port quota exceeded", status)
         if status >= 500 or status in (401, 408, 429):
@@ -186,12 +195,27 @@ class OpenStack:
 
     # -- Neutron ----------------------------------------------------------------
     def _get_ports(self, params: dict[str, str]) -> list[Port]:
-        data = self._bounded("Neutron GET /v2.0/ports", self._call, "GET",
-                             "/v2.0/ports", params=params)
-        items = data.get("ports") if data else None
-        if not isinstance(items, list):
-            raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
-        return [_port(p) for p in items]
+        """Every port matching ``params``, page by page (``limit`` and
+        ``marker``, as Neutron paginates, or as its ``pagination_max_limit``
+        makes it): each page one bounded call, a beat between pages."""
+        ports: list[Port] = []
+        query = dict(params, limit=str(PAGE_SIZE))
+        for _ in range(MAX_PAGES):
+            data = self._bounded("Neutron GET /v2.0/ports", self._call, "GET",
+                                 "/v2.0/ports", params=query)
+            items = data.get("ports") if data else None
+            if not isinstance(items, list):
+                raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
+            ports += [_port(p) for p in items]
+            links = data.get("ports_links") if data else None
+            more = isinstance(links, list) and any(
+                isinstance(link, dict) and link.get("rel") == "next"
+                for link in links)
+            if not more or not items:
+                return ports
+            query["marker"] = ports[-1].id
+        raise OpenStackUnavailable(f"Neutron GET /v2.0/ports: more than "
+                                   f"{MAX_PAGES} pages")
 
     @staticmethod
     def _scope(network_id: str, tag: str, project_id: str = ""
@@ -218,8 +242,9 @@ class OpenStack:
         """The controller's ports (filtered by Neutron, see the module)."""
         return self._get_ports(self._scope(network_id, tag, project_id))
 
-    def create_port(self, *, network_id: str, subnet_id: str, name: str,
-                    device_id: str, tags: Sequence[str] = ()) -> Port:
+    @staticmethod
+    def _port_body(network_id: str, subnet_id: str, name: str,
+                   device_id: str, tags: Sequence[str]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "network_id": network_id, "name": name, "device_id": device_id,
             "device_owner": DEVICE_OWNER, "admin_state_up": True}
@@ -227,11 +252,35 @@ class OpenStack:
             body["tags"] = list(tags)
         if subnet_id:
             body["fixed_ips"] = [{"subnet_id": subnet_id}]
+        return body
+
+    def create_port(self, *, network_id: str, subnet_id: str, name: str,
+                    device_id: str, tags: Sequence[str] = ()) -> Port:
+        body = self._port_body(network_id, subnet_id, name, device_id, tags)
         data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
         return _port(data["port"])
+
+    def create_ports(self, *, network_id: str, subnet_id: str,
+                     devices: Sequence[tuple[str, str]],
+                     tags: Sequence[str] = ()) -> list[Port]:
+        """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
+        ``devices`` ((name, device_id) pairs); the ports come back in
+        request order. All or nothing: a refusal creates none."""
+        body = [self._port_body(network_id, subnet_id, name, device, tags)
+                for name, device in devices]
+        what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
+        data = self._bounded(what, self._call, "POST", "/v2.0/ports",
+                             ok=(201,), json={"ports": body})
+        items = data.get("ports") if data else None
+        if not isinstance(items, list) or len(items) != len(body):
+            raise OpenStackUnavailable(f"{what}: not one port per request")
+        ports = [_port(p) for p in items]
+        if [p.device_id for p in ports] != [d for _, d in devices]:
+            raise OpenStackUnavailable(f"{what}: ports not in request order")
+        return ports
 
     def delete_port(self, port_id: str) -> bool:
         """Delete a port; False if it was already gone."""

@@ -188,6 +188,34 @@ class K8sClient:
         ``resource_version`` as in :meth:`list_pods`."""
         return self._list_pods([], resource_version)
 
+    def page_all_pods(self, resource_version: str = "", *, limit: int,
+                      token: str = "") -> tuple[list[dict[str, Any]], str, str]:
+        """One page of every pod: (raw objects, the list's version, the
+        token of the next page or ""). The first page asks for
+        ``resource_version`` as :meth:`list_pods` does; later pages carry
+        only the token (the API server keeps the first page's version; a
+        token too old is 410, :class:`K8sGone`)."""
+        query: list[tuple[str, str]] = [("limit", str(limit))]
+        if token:
+            query.append(("continue", token))
+            data = self._json("GET", "/api/v1/pods", query=query)
+        else:
+            return self._page(query, resource_version)
+        meta = data.get("metadata") or {}
+        return (list(data.get("items") or []), meta.get("resourceVersion", ""),
+                str(meta.get("continue") or ""))
+
+    def _page(self, query: list[tuple[str, str]], resource_version: str
+              ) -> tuple[list[dict[str, Any]], str, str]:
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+            if resource_version != "0":
+                query.append(("resourceVersionMatch", "NotOlderThan"))
+        data = self._json("GET", "/api/v1/pods", query=query)
+        meta = data.get("metadata") or {}
+        return (list(data.get("items") or []), meta.get("resourceVersion", ""),
+                str(meta.get("continue") or ""))
+
     def watch_all_pods(self, resource_version: str,
                        decode: Any) -> WatchStream:
         """A bounded watch of every pod, events decoded with ``decode``."""
@@ -205,6 +233,19 @@ class K8sClient:
         path = (f"/apis/{podport.GROUP}/{podport.VERSION}/namespaces/"
                 f"{quote(namespace, '')}/{podport.PLURAL}")
         return f"{path}/{quote(name, '')}" if name else path
+
+    def page_podports(self, *, limit: int, token: str = ""
+                      ) -> tuple[list[dict[str, Any]], str]:
+        """One page of every PodPort of the cluster (raw objects) and the
+        next page's token ("" at the end)."""
+        from kuryr_supervisor.kubernetes import podport
+        query = [("limit", str(limit))]
+        if token:
+            query.append(("continue", token))
+        data = self._json("GET", f"/apis/{podport.GROUP}/{podport.VERSION}/"
+                                 f"{podport.PLURAL}", query=query)
+        return (list(data.get("items") or []),
+                str((data.get("metadata") or {}).get("continue") or ""))
 
     def list_podport(self, namespace: str, name: str
                      ) -> tuple[list[dict[str, Any]], str]:

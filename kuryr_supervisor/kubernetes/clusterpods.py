@@ -2,20 +2,30 @@
 
 A :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` source (list, then
 watch, cluster-wide) whose pods carry what a handler decides on: the node,
-host networking, deletion, the annotations. The CNI role's Watcher keeps
-its own node-scoped source; both share the loop's resume and relist logic.
+host networking, deletion, the phase. The CNI role's Watcher keeps its own
+node-scoped source; both share the loop's resume and relist logic.
+
+Lean at scale: the list is read in pages of :data:`PAGE_SIZE` and each page
+decoded into :class:`ClusterPod` (slots, eight short fields, namespace and
+node names interned) before the next is read, so 10,000 pods never exist
+at once as decoded JSON (a real pod is 3-8 KiB of it, ten times that as
+Python objects); no annotation, label or container is kept.
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.wire import WatchStream
 
+#: Pods per page of the list: one page is a few MiB of JSON at most.
+PAGE_SIZE = 500
 
-@dataclasses.dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterPod:
     namespace: str
     name: str
@@ -24,7 +34,6 @@ class ClusterPod:
     host_network: bool
     deletion_timestamp: str | None
     phase: str
-    annotations: Mapping[str, str]
 
     @property
     def needs_port(self) -> bool:
@@ -37,26 +46,42 @@ class ClusterPod:
 def cluster_pod(obj: Mapping[str, Any]) -> ClusterPod:
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
-    annotations = meta.get("annotations") or {}
+    deleted = meta.get("deletionTimestamp")
     return ClusterPod(
-        namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")), node=str(spec.get("nodeName") or ""),
+        namespace=sys.intern(str(meta.get("namespace", ""))),
+        name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+        node=sys.intern(str(spec.get("nodeName") or "")),
         host_network=bool(spec.get("hostNetwork")),
-        deletion_timestamp=meta.get("deletionTimestamp"),
-        phase=str((obj.get("status") or {}).get("phase") or ""),
-        annotations={str(k): str(v) for k, v in annotations.items()})
+        deletion_timestamp=None if deleted is None else str(deleted),
+        phase=sys.intern(str((obj.get("status") or {}).get("phase") or "")))
 
 
 class ClusterPods:
     """PodWatch's source over every namespace and node."""
 
-    def __init__(self, client: K8sClient) -> None:
+    def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
+                 beat: Callable[[], None] = lambda: None) -> None:
+        """``beat`` is called between pages (a list of 10,000 pods is 20
+        requests: the loop's heartbeat must not wait for all of them)."""
         self.client = client
+        self.page_size = page_size
+        self.beat = beat
 
     def list_pods(self, resource_version: str = ""
                   ) -> tuple[list[ClusterPod], str]:
-        items, rv = self.client.list_all_pods(resource_version)
-        return [cluster_pod(item) for item in items], rv
+        """Every pod, page by page (see the module); the version is the
+        first page's, which the API server keeps for the whole list."""
+        pods: list[ClusterPod] = []
+        items, rv, token = self.client.page_all_pods(resource_version,
+                                                     limit=self.page_size)
+        while True:
+            pods += [cluster_pod(item) for item in items]
+            del items
+            if not token:
+                return pods, rv
+            self.beat()
+            items, _, token = self.client.page_all_pods(
+                limit=self.page_size, token=token)
 
     def watch_pods(self, resource_version: str) -> WatchStream:
         return self.client.watch_all_pods(resource_version, cluster_pod)

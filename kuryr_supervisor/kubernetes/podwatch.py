@@ -23,7 +23,9 @@ At fleet scale the API server is shared, so nodes must not move in step:
 
 Heartbeats: the stream is read by a pump thread into a queue, and the loop
 itself waits on the queue for at most one heartbeat interval, so it beats
-while the watch is idle. Only the loop beats, never the pump: if the loop
+while the watch is idle; sooner when ``wake_in`` asks (a sink holding work
+until a deadline, e.g. the controller's port batch: the heartbeat callback
+is its chance to do it). Only the loop beats, never the pump: if the loop
 hangs, heartbeats stop and the supervisor sees it. A pump silent for longer
 than the watch can legitimately be (``stall_timeout``) is abandoned.
 
@@ -52,6 +54,7 @@ from kuryr_supervisor.kubernetes.wire import (
 LOG = logging.getLogger(__name__)
 
 _END = object()
+_FOREVER = float("inf")
 #: A watch that ends sooner than this without any event is not reopened at once.
 _MIN_EMPTY_WATCH = 1.0
 
@@ -88,7 +91,8 @@ class PodWatch:
                  on_relist: Callable[[], None] = lambda: None,
                  on_error: Callable[[str], None] = lambda kind: None,
                  rng: random.Random | None = None,
-                 cache_relist: bool = True) -> None:
+                 cache_relist: bool = True,
+                 wake_in: Callable[[], float] = lambda: _FOREVER) -> None:
         """``on_relist`` hears of every complete list, ``on_error`` of every
         failed list or watch by kind (gone, temporary, permanent, other):
         the Watcher counts them for ``/metrics``. ``rng`` and
@@ -99,6 +103,7 @@ class PodWatch:
         self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
         self.stall_timeout = stall_timeout
         self.on_synced = on_synced
+        self.wake_in = wake_in
         self.resource_version: str | None = None    # None: (re)list next
         self.synced = False
         self.failures = 0
@@ -162,8 +167,9 @@ class PodWatch:
         count = 0
         try:
             while not stopping.is_set():
+                wait = min(self.heartbeat_interval, max(0.0, self.wake_in()))
                 try:
-                    item = events.get(timeout=self.heartbeat_interval)
+                    item = events.get(timeout=wait)
                 except queue.Empty:
                     item = None
                 now = time.monotonic()

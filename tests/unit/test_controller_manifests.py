@@ -159,6 +159,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
         "address": "10.0.0.5/24", "gateway": "10.0.0.1"})
     obj = podport.body("ns", "p", data)
     client.create_podport("ns", obj)
+    client.page_podports(limit=10)
     current = client.get_podport("ns", "p")
     assert current is not None
     obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -184,7 +185,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
             used.add(("", "pods", verbs[method]))
         elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"]:
             used.add(("kuryr-supervisor.openstack.org", "podports",
-                      verbs[method]))
+                      "list" if method == "GET" and parts[-1] == "podports"
+                      else verbs[method]))
         elif parts[:2] == ["apis", "coordination.k8s.io"]:
             used.add(("coordination.k8s.io", "leases", verbs[method]))
         elif path not in ("/readyz", "/healthz"):

@@ -1,0 +1,78 @@
+"""The controller role at (small) scale: a real controller daemon against
+the Kubernetes API, Keystone and Neutron fakes over real HTTP.
+
+- 50 pods present at start get their ports in one bulk create; a restart
+  makes no write to Neutron and none to the PodPorts.
+- The controller-scale benchmark's own phases at 300 pods (the code the
+  benchmark runs): every pod one port, request counts; no timing asserted.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.controller import Cloud, cloud_fixture, controller_daemon
+from tests.fixtures.daemon import wait_until
+
+pytestmark = pytest.mark.privileged
+
+cloud = pytest.fixture(cloud_fixture)
+WRITES = ("POST", "PUT", "DELETE")
+
+
+def podport_writes(cloud: Cloud, since: float) -> int:
+    return sum(1 for at, method, path, _ in list(cloud.api.requests)
+               if at >= since and method in WRITES and "/podports" in path)
+
+
+def neutron_writes(cloud: Cloud, since: float) -> dict[str, int]:
+    return {k: n for k, n in cloud.neutron.counts(since).items()
+            if k.split()[0] in WRITES}
+
+
+def test_restart_writes_nothing(tmp_path: Path, cloud: Cloud) -> None:
+    pods = [cloud.api.add_pod(f"ns{i % 3}", f"p{i}", "node-a") for i in range(50)]
+    d = controller_daemon(tmp_path, cloud)
+    d.start()
+    try:
+        wait_until(lambda: len(cloud.api.podports) == 50, 30)
+        assert neutron_writes(cloud, 0) == {"POST /v2.0/ports": 1}
+        assert cloud.neutron.bulk_sizes == [50]
+        for pod in pods:
+            assert len(cloud.neutron.ports_for(pod["metadata"]["uid"])) == 1
+        d.close()
+        wall, mono = time.time(), time.monotonic()
+        d.start()
+        d.wait_ready()
+        # the handler is ready once its first list is applied; one more
+        # resync (resync_interval = 2 s in these tests) must not write either
+        time.sleep(3)
+        assert neutron_writes(cloud, wall) == {}
+        assert podport_writes(cloud, mono) == 0
+        assert sum(1 for _, method, path in cloud.neutron.requests
+                   if method == "GET" and path == "/v2.0/ports") >= 2
+        assert d.status()["handlerFailures"] == 0
+    finally:
+        d.close()
+
+
+def test_scale_benchmark_phases(tmp_path: Path) -> None:
+    """The benchmark's scenario, short: what it counts is what happened."""
+    from benchmarks.controller_scale import scenario, writes
+    from benchmarks.harness import Workspace
+    ws = Workspace()
+    try:
+        r = scenario(ws, 300, 30, timeout=120)
+    finally:
+        ws.close()
+    assert r["all_ported_after"] and r["ports_total"] == 330
+    start = r["start_neutron"]
+    assert start["POST /v2.0/ports"] == 3                 # 300 pods, 100 a request
+    assert sum(start.values()) / 300 <= 1.1
+    assert 1 <= r["burst_neutron"]["POST /v2.0/ports"] <= 30
+    assert sum(r["burst_bulk_sizes"]) == 30
+    assert writes(r["relist_neutron"]) == 0 and writes(r["relist_k8s"]) == 0
+    assert writes(r["restart_neutron"]) == 0 and writes(r["restart_k8s"]) == 0
+    assert len(r["burst_s"]) == 30

@@ -1,0 +1,209 @@
+"""The built-in handler in this process (no daemon), against the Kubernetes
+API, Keystone and Neutron fakes over real HTTP: pods arriving together
+share one bulk create; a bulk whose answer is lost is looked up before
+anything is created again; a refused bulk holds back only its refused pod;
+a second handler (a restart) over the same cluster writes nothing."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller import podportwriter
+from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.kubernetes.clusterpods import ClusterPods, cluster_pod
+from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.openstack import FakeKeystone, FakeNeutron
+from tests.unit.test_openstack import neutron_conf
+
+PODPORTS = "/apis/kuryr-supervisor.openstack.org/v1/namespaces/ns/podports"
+
+
+class Counts:
+    """Stands in for the shared state: counts the handler's failures."""
+
+    def __init__(self) -> None:
+        self.failures = 0       # consecutive, as the budget counts them
+        self.total = 0
+
+    def record_handler_failure(self, component: Any) -> int:
+        self.failures += 1
+        self.total += 1
+        return self.failures
+
+    def record_handler_success(self, component: Any) -> None:
+        self.failures = 0
+
+
+@dataclass
+class World:
+    api: FakeAPI
+    neutron: FakeNeutron
+    conf: Any
+    counts: Counts
+
+    def handler(self) -> NeutronPortHandler:
+        ctx = HandlerContext(self.conf, self.counts, lambda ready: None,  # type: ignore[arg-type]
+                             component="handler:neutron_port")  # type: ignore[arg-type]
+        return NeutronPortHandler(ctx, client=self.api.client(),
+                                  cloud=osa.OpenStack.from_conf(self.conf))
+
+    def start(self, handler: NeutronPortHandler) -> None:
+        """What a (re)list does: every pod, in pages."""
+        assert handler.client is not None
+        pods, rv = ClusterPods(handler.client, page_size=7).list_pods("0")
+        handler.replace_all(pods, rv)
+
+    def add(self, count: int, prefix: str = "p") -> list[dict[str, Any]]:
+        return [self.api.add_pod("ns", f"{prefix}{i}", "node-a") for i in range(count)]
+
+    def ported(self, pods: list[dict[str, Any]]) -> bool:
+        """Every pod: exactly one port, and its PodPort names that port."""
+        for pod in pods:
+            meta = pod["metadata"]
+            ports = self.neutron.ports_for(meta["uid"])
+            obj = self.api.podports.get((meta["namespace"], meta["name"]))
+            if len(ports) != 1 or obj is None or obj["spec"]["portId"] != ports[0]["id"]:
+                return False
+        return True
+
+    def writes(self) -> dict[str, int]:
+        out = {k: n for k, n in self.neutron.counts().items()
+               if k.split()[0] in ("POST", "PUT", "DELETE")}
+        out["podport writes"] = sum(1 for _, m, p, _ in self.api.requests
+                                    if m in ("POST", "PUT", "DELETE") and
+                                    p.startswith(PODPORTS))
+        return out
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    api = FakeAPI().start()
+    keystone = FakeKeystone().start()
+    neutron = FakeNeutron(keystone).start()
+    conf = neutron_conf(tmp_path, keystone, pod_network_id=neutron.network_id,
+                        pod_subnet_id=neutron.subnet["id"])
+    yield World(api, neutron, conf, Counts())
+    neutron.stop()
+    keystone.stop()
+    api.stop()
+
+
+def arrive(handler: NeutronPortHandler, pods: list[dict[str, Any]]) -> None:
+    """The pods' ADDED events, then the loop's wake-up once the window ends."""
+    for pod in pods:
+        handler.upsert(cluster_pod(pod))
+    time.sleep(handler.batch.wake_in() + 0.01)
+    handler.tick()
+
+
+def test_pods_arriving_together_share_one_bulk_create(world: World) -> None:
+    handler = world.handler()
+    world.start(handler)
+    pods = world.add(30)
+    arrive(handler, pods)
+    assert world.ported(pods)
+    assert world.neutron.bulk_sizes == [30]
+    counts = world.neutron.counts()
+    assert counts["POST /v2.0/ports"] == 1
+    assert counts["GET /v2.0/ports"] == 1            # the start's resync only
+    assert world.counts.total == 0
+
+
+def test_a_full_batch_goes_at_once(world: World) -> None:
+    handler = world.handler()
+    world.start(handler)
+    handler.batch.size = 10
+    pods = world.add(25)
+    for pod in pods:
+        handler.upsert(cluster_pod(pod))     # no tick: only full batches go
+    assert world.neutron.bulk_sizes == [10, 10]
+    time.sleep(handler.batch.wake_in() + 0.01)
+    handler.tick()
+    assert world.neutron.bulk_sizes == [10, 10, 5] and world.ported(pods)
+
+
+def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
+    handler = world.handler()
+    world.start(handler)
+    world.neutron.lose_bulk_answers = 1
+    pods = world.add(8)
+    arrive(handler, pods)
+    # Neutron made the ports; the handler never heard of them
+    assert len(world.neutron.ports) == 8 and world.api.podports == {}
+    assert handler.uncertain and len(handler.pending) == 8
+    assert world.counts.total == 0              # an outage, not a fault
+    # a pod arriving now is not created before Neutron is listed again
+    late = world.add(1, "late")
+    handler._retry_at = 0.0
+    arrive(handler, late)
+    assert world.ported(pods + late)
+    assert len(world.neutron.ports) == 9
+    assert world.neutron.bulk_sizes == [8, 1]
+    assert not handler.pending and not handler.uncertain
+
+
+def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:
+    handler = world.handler()
+    world.start(handler)
+    pods = world.add(6)
+    world.neutron.refuse_name = "kuryr-ns-p3"
+    arrive(handler, pods)
+    good = [p for p in pods if p["metadata"]["name"] != "p3"]
+    assert world.ported(good)
+    assert world.neutron.ports_for(pods[3]["metadata"]["uid"]) == []
+    assert world.counts.total == 1 and handler.pending == {pods[3]["metadata"]["uid"]}
+    assert len(world.neutron.ports) == 5
+    world.neutron.refuse_name = ""
+    handler._retry_at = 0.0
+    handler.tick()                              # the retry: list, then create
+    assert world.ported(pods) and len(world.neutron.ports) == 6
+    assert world.counts.total == 1 and not handler.pending
+
+
+def test_restart_writes_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 pods with ports and PodPorts; a new handler (a restart) lists
+    pods, ports and PodPorts (in pages) and writes nothing, to Neutron or
+    the API."""
+    monkeypatch.setattr(podportwriter, "PAGE_SIZE", 7)
+    pods = world.add(50)
+    first = world.handler()
+    world.start(first)
+    assert world.ported(pods)
+    before = world.writes()
+    requests = len(world.neutron.requests)
+    second = world.handler()
+    world.start(second)
+    assert world.writes() == before
+    assert second.written == {p["metadata"]["uid"] for p in pods}
+    listed = [q for _, m, path, q in world.api.requests
+              if path == "/apis/kuryr-supervisor.openstack.org/v1/podports"]
+    assert len(listed) == 8                     # 50 PodPorts, 7 a page
+    # one paged port list, the quota-free token's project, one subnet GET
+    new = world.neutron.requests[requests:]
+    assert sorted({path for _, _, path in new}) == [
+        "/v2.0/ports", f"/v2.0/subnets/{world.neutron.subnet['id']}"]
+    assert sum(1 for _, method, _ in new if method == "GET") == len(new)
+
+
+def test_resync_sweeps_gone_pods_and_extra_ports(world: World) -> None:
+    handler = world.handler()
+    pods = world.add(3)
+    world.start(handler)
+    keep = pods[0]["metadata"]["uid"]
+    [first] = world.neutron.ports_for(keep)
+    tag = f"kuryr-supervisor:{world.api.namespaces['kube-system']}"
+    world.neutron.add_foreign_port(device_id=keep, tags=[tag])      # a double
+    world.neutron.add_foreign_port(device_id="gone-pod", tags=[tag])  # a leak
+    world.neutron.add_foreign_port(device_id="other", tags=["kuryr-supervisor:x"])
+    handler.resync({keep})
+    assert [p["id"] for p in world.neutron.ports_for(keep)] == [first["id"]]
+    assert world.neutron.ports_for("gone-pod") == []
+    assert len(world.neutron.ports_for("other")) == 1      # not ours
+    assert world.ported(pods)

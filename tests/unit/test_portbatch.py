@@ -1,0 +1,147 @@
+"""Neutron bulk port create and the batch window, against the Keystone and
+Neutron fakes over real HTTP: chunks, request order, all-or-nothing
+refusals falling back to one port at a time, lost answers handed back,
+paged port lists."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller import portbatch
+from tests.fixtures.openstack import FakeKeystone, FakeNeutron
+from tests.unit.test_openstack import neutron_conf
+
+Cloud = tuple[osa.OpenStack, FakeNeutron]
+
+
+@pytest.fixture
+def cloud(tmp_path: Path) -> Iterator[Cloud]:
+    keystone = FakeKeystone().start()
+    neutron = FakeNeutron(keystone, cidr="10.40.0.0/20", gateway="10.40.0.1").start()
+    yield osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone)), neutron
+    neutron.stop()
+    keystone.stop()
+
+
+def devices(count: int, prefix: str = "pod") -> list[tuple[str, str]]:
+    return [(f"kuryr-ns-{prefix}{i}", f"uid-{prefix}{i}") for i in range(count)]
+
+
+def create(cloud: Cloud, devs: list[tuple[str, str]]) -> portbatch.Outcome:
+    api, neutron = cloud
+    return portbatch.create(api, devs, network_id=neutron.network_id,
+                            subnet_id=neutron.subnet["id"], tag="kuryr-supervisor:c1")
+
+
+def one_port_each(neutron: FakeNeutron, uids: list[str]) -> bool:
+    return all(len(neutron.ports_for(uid)) == 1 for uid in uids)
+
+
+def test_bulk_in_chunks_in_request_order(cloud: Cloud) -> None:
+    _, neutron = cloud
+    devs = devices(250)
+    made, failed = create(cloud, devs)
+    assert failed == {}
+    assert neutron.bulk_sizes == [100, 100, 50]
+    assert neutron.counts()["POST /v2.0/ports"] == 3
+    assert list(made) == [uid for _, uid in devs]
+    for name, uid in devs:
+        [port] = neutron.ports_for(uid)
+        assert made[uid].id == port["id"] and port["name"] == name
+        assert port["tags"] == ["kuryr-supervisor:c1"]
+    assert len({p.ip for p in made.values()}) == 250
+
+
+def test_refused_bulk_falls_back_to_one_by_one(cloud: Cloud) -> None:
+    """A bulk Neutron refuses created nothing: each port is then created on
+    its own; only the refused one fails; none is doubled."""
+    _, neutron = cloud
+    devs = devices(5)
+    neutron.refuse_name = devs[2][0]
+    made, failed = create(cloud, devs)
+    assert set(failed) == {devs[2][1]}
+    assert isinstance(failed[devs[2][1]], osa.OpenStackRefused)
+    assert failed[devs[2][1]].status == 400
+    assert set(made) == {uid for _, uid in devs} - {devs[2][1]}
+    assert neutron.bulk_sizes == []             # the bulk made nothing
+    assert neutron.counts()["POST /v2.0/ports"] == 1 + 5
+    assert len(neutron.ports) == 4
+    assert one_port_each(neutron, list(made))
+
+
+def test_quota_uses_what_is_left_then_stops(cloud: Cloud) -> None:
+    _, neutron = cloud
+    neutron.port_limit = 3
+    devs = devices(5) + devices(5, "next")
+    made, failed = create(cloud, devs)
+    assert len(made) == 3 and len(neutron.ports) == 3
+    assert len(failed) == 7
+    assert all(isinstance(e, osa.QuotaExceeded) for e in failed.values())
+    # the bulk, three single creates and the one refused; nothing after
+    assert neutron.counts()["POST /v2.0/ports"] == 1 + 4
+
+
+def test_lost_answer_handed_back_and_rest_not_tried(cloud: Cloud) -> None:
+    """Neutron made the ports but the answer was lost (500): every pod of
+    that request gets the error (the caller looks them up before trying
+    again); the next chunk is not sent into the outage."""
+    _, neutron = cloud
+    neutron.lose_bulk_answers = 1
+    devs = devices(150)
+    made, failed = create(cloud, devs)
+    assert made == {}
+    assert set(failed) == {uid for _, uid in devs}
+    assert all(isinstance(e, osa.OpenStackUnavailable) for e in failed.values())
+    assert neutron.bulk_sizes == [100]          # created, answer lost
+    assert neutron.counts()["POST /v2.0/ports"] == 1
+
+
+def test_port_list_is_paged(cloud: Cloud) -> None:
+    api, neutron = cloud
+    neutron.page_limit = 7
+    create(cloud, devices(20))
+    listed = api.owned_ports(network_id=neutron.network_id, tag="kuryr-supervisor:c1")
+    assert sorted(p.device_id for p in listed) == sorted(u for _, u in devices(20))
+    assert neutron.counts()["GET /v2.0/ports"] == 3
+
+
+def test_batch_due_when_full_or_after_the_window() -> None:
+    now = [100.0]
+    batch = portbatch.Batch(window=0.05, size=3, clock=lambda: now[0])
+    assert batch.wake_in() == float("inf") and not batch.due()
+    batch.add("a")
+    now[0] += 0.02
+    batch.add("b")
+    batch.add("a")                      # once
+    assert len(batch) == 2 and not batch.due()
+    assert batch.wake_in() == pytest.approx(0.03)
+    now[0] += 0.03
+    assert batch.due() and batch.take() == ["a", "b"] and len(batch) == 0
+    for uid in "xyz":
+        batch.add(uid)
+    assert batch.wake_in() == 0.0 and batch.due()      # full
+    batch.discard("y")
+    assert not batch.due() and "y" not in batch and "x" in batch
+
+
+def test_resync_plan_adopts_the_oldest_and_rewrites_only_what_changed() -> None:
+    from kuryr_supervisor.controller import portresync
+
+    def port(pid: str, device: str, created: str) -> osa.Port:
+        return osa.Port(id=pid, mac="fa:16:3e:00:00:01", device_id=device, ip=None,
+                        subnet_id="s", created_at=created)
+    listed = portresync.by_device([port("b", "u1", "2"), port("a", "u1", "1"),
+                                   port("c", "u2", "1"), port("d", "u3", "1")])
+    assert [p.id for p in listed["u1"]] == ["a", "b"]
+    pods = {"u1": ("ns", "p1", ""), "u2": ("ns", "p2", "c"), "u3": ("ns", "p3", "old"),
+            "u4": ("ns", "p4", "gone")}
+    written = {"u2", "u3", "u4"}
+    create, write = portresync.plan(["u1", "u2", "u3", "u4", "not-a-pod"], pods,
+                                    written, listed)
+    assert create == ["u4"]                           # its port vanished
+    assert [(uid, p.id) for uid, p in write] == [("u1", "a"), ("u3", "d")]
+    assert written == {"u2"}                          # u2 already right
+    assert pods["u1"][2] == "a" and pods["u3"][2] == "d"
