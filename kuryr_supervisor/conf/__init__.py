@@ -89,7 +89,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
 def secret_file_warnings(conf: cfg.ConfigOpts) -> list[str]:
     """A line for each configuration file that holds a secret and that
     others could read or that is not root's (:mod:`.secretfiles`)."""
-    registered = [opt for _, opts in list_opts() for opt in opts]
+    registered = [opt for _, opts in _registered_opts(conf) for opt in opts]
     return secretfiles.warnings(conf, registered)
 
 
