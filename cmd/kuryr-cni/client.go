@@ -1,15 +1,17 @@
 package main
 
 // The daemon's side of the call: connect, make sure root is listening,
-// one HTTP/1.0 request, the whole exchange bounded by the timeout.
+// one HTTP/1.0 request, sent again while no daemon is there, the whole call
+// bounded by the timeout.
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,16 +96,50 @@ func checkPeer(conn *net.UnixConn, address string) error {
 	return nil
 }
 
-// CallDaemon POSTs body to /cni; (HTTP status, body) or a shimError(11).
-func CallDaemon(dial Dialer, address string, body []byte, timeout time.Duration,
-	headers map[string]string) (int, []byte, error) {
-	deadline := time.Now().Add(timeout)
-	conn, err := dial(address, timeout)
-	if err != nil {
-		return 0, nil, unreachable(address, timeout, err)
+// Backoff between attempts while no daemon is there: the first pause, the
+// longest, and the least time worth a last attempt before the deadline.
+const (
+	firstPause   = 20 * time.Millisecond
+	longestPause = time.Second
+	lastAttempt  = 10 * time.Millisecond
+)
+
+// logTo receives the one line a call logs when it starts retrying
+// (runtimes capture a plugin's stderr). A variable for the tests.
+var logTo io.Writer = os.Stderr
+
+// noAnswer says that no daemon took the request and not a byte of an answer
+// came: the request is safe to send again.
+type noAnswer struct{ reason string }
+
+func (e *noAnswer) Error() string { return e.reason }
+
+// absent names a failure that says no daemon is there right now (not yet
+// started, restarting, its listen backlog full), in the words both shims
+// log; "" for any other failure.
+func absent(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return "no socket file"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	case errors.Is(err, syscall.EAGAIN):
+		return "listen backlog full"
 	}
-	defer conn.Close()
-	conn.SetDeadline(deadline)
+	return ""
+}
+
+// CallDaemon POSTs body to /cni; (HTTP status, body) or a shimError(11).
+// The timeout bounds the whole call, retries included: a daemon that is not
+// there is tried again after a pause (equal jitter: half the backoff plus a
+// random part of the other half; 20 ms doubling to 1 s), and the first
+// retry is logged once. An answer of which a byte arrived is final.
+func CallDaemon(dial Dialer, address string, body []byte, timeout time.Duration,
+	headers map[string]string, command string) (int, []byte, error) {
 	var req bytes.Buffer
 	fmt.Fprintf(&req, "POST /cni HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", len(body))
 	names := make([]string, 0, len(headers))
@@ -116,18 +152,94 @@ func CallDaemon(dial Dialer, address string, body []byte, timeout time.Duration,
 	}
 	req.WriteString("\r\n")
 	req.Write(body)
-	if _, err := conn.Write(req.Bytes()); err != nil {
-		return 0, nil, unreachable(address, timeout, err)
+	started := time.Now()
+	deadline := started.Add(timeout)
+	pause := firstPause
+	jitter := rand.New(rand.NewSource(started.UnixNano()))
+	for attempts := 1; ; attempts++ {
+		answer, err := exchange(dial, address, req.Bytes(), deadline)
+		var na *noAnswer
+		if !errors.As(err, &na) {
+			if err != nil {
+				return 0, nil, unreachable(address, timeout, err)
+			}
+			return parseAnswer(address, answer)
+		}
+		left := time.Until(deadline)
+		if left <= lastAttempt {
+			plural := "s"
+			if attempts == 1 {
+				plural = ""
+			}
+			return 0, nil, &shimError{codeTryAgain, "kuryr-supervisor is unreachable",
+				fmt.Sprintf("%s: %s; %d attempt%s in %.1f s", address, na.reason,
+					attempts, plural, time.Since(started).Seconds())}
+		}
+		if attempts == 1 {
+			switch command { // the runtime's command, never its raw bytes
+			case "ADD", "DEL", "CHECK", "GC", "STATUS":
+			default:
+				command = "call"
+			}
+			fmt.Fprintf(logTo, "kuryr-cni: %s: kuryr-supervisor at %s is not there (%s); retrying for up to %g s\n",
+				command, address, na.reason, timeout.Seconds())
+		}
+		sleep := pause/2 + time.Duration(jitter.Int63n(int64(pause/2)))
+		if sleep > left-lastAttempt {
+			sleep = left - lastAttempt
+		}
+		time.Sleep(sleep)
+		if pause *= 2; pause > longestPause {
+			pause = longestPause
+		}
 	}
-	// Half-close: the server sees at once that the request is complete.
-	if hc, ok := conn.(interface{ CloseWrite() error }); ok {
+}
+
+// exchange is one attempt: connect, send, read to EOF. A *noAnswer when
+// nothing of an answer came and the failure says no daemon was there; any
+// other failure as it is (a time-out, the peer check).
+func exchange(dial Dialer, address string, request []byte, deadline time.Time) ([]byte, error) {
+	left := time.Until(deadline)
+	if left < time.Millisecond {
+		left = time.Millisecond
+	}
+	conn, err := dial(address, left)
+	if err != nil {
+		if reason := absent(err); reason != "" {
+			return nil, &noAnswer{reason}
+		}
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(deadline)
+	// A peer that closed while we write may still have answered (an early
+	// error): what it wrote is read, and only nothing at all is no answer.
+	unsent := ""
+	if _, err := conn.Write(request); err != nil {
+		if unsent = absent(err); unsent == "" {
+			return nil, err
+		}
+	} else if hc, ok := conn.(interface{ CloseWrite() error }); ok {
+		// Half-close: the server sees at once that the request is complete.
 		hc.CloseWrite()
 	}
 	answer, err := io.ReadAll(io.LimitReader(conn, maxAnswer))
-	if err != nil {
-		return 0, nil, unreachable(address, timeout, err)
+	if len(answer) > 0 {
+		if err != nil { // part of an answer came: it is final
+			return nil, err
+		}
+		return answer, nil
 	}
-	return parseAnswer(address, answer)
+	if unsent != "" {
+		return nil, &noAnswer{unsent}
+	}
+	if err == nil {
+		return nil, &noAnswer{"closed before answering"}
+	}
+	if reason := absent(err); reason != "" {
+		return nil, &noAnswer{reason}
+	}
+	return nil, err
 }
 
 func unreachable(address string, timeout time.Duration, err error) error {
@@ -144,26 +256,39 @@ func unreachable(address string, timeout time.Duration, err error) error {
 		fmt.Sprintf("%s: %v", address, err)}
 }
 
-// parseAnswer splits an HTTP/1.x answer read to EOF into status and body.
+// parseAnswer splits an HTTP/1.x answer read to EOF into status and body;
+// a shimError(11) if it is not one or was cut short (its Content-Length
+// not met).
 func parseAnswer(address string, answer []byte) (int, []byte, error) {
 	invalid := &shimError{codeTryAgain, "kuryr-supervisor is unreachable",
 		address + ": no valid HTTP answer"}
-	reader := bufio.NewReader(bytes.NewReader(answer))
-	line, err := reader.ReadString('\n')
-	if err != nil && line == "" {
-		return 0, nil, invalid
-	}
-	parts := strings.Fields(line)
-	if len(parts) < 2 || !strings.HasPrefix(parts[0], "HTTP/") {
-		return 0, nil, invalid
-	}
-	status, err := strconv.Atoi(parts[1])
-	if err != nil || status < 100 || status > 999 {
-		return 0, nil, invalid
-	}
-	_, body, found := bytes.Cut(answer, []byte("\r\n\r\n"))
+	head, body, found := bytes.Cut(answer, []byte("\r\n\r\n"))
 	if !found {
-		body = nil
+		return 0, nil, invalid
+	}
+	lines := strings.Split(string(head), "\r\n")
+	parts := strings.Fields(lines[0])
+	if len(parts) < 2 || !strings.HasPrefix(parts[0], "HTTP/") || len(parts[1]) != 3 || !digits(parts[1]) {
+		return 0, nil, invalid
+	}
+	status, _ := strconv.Atoi(parts[1])
+	for _, line := range lines[1:] {
+		name, value, _ := strings.Cut(line, ":")
+		if strings.EqualFold(strings.TrimSpace(name), "content-length") {
+			if strings.TrimSpace(value) != strconv.Itoa(len(body)) {
+				return 0, nil, invalid
+			}
+		}
 	}
 	return status, body, nil
+}
+
+// digits: a non-empty run of ASCII digits.
+func digits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -12,14 +12,18 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Spec error codes the shim answers itself (the daemon answers the rest).
 const (
-	codeDecode        = 6
-	codeInvalidConfig = 7
-	codeTryAgain      = 11
-	codeInternal      = 100
+	codeInvalidEnvironment = 4
+	codeDecode             = 6
+	codeInvalidConfig      = 7
+	codeTryAgain           = 11
+	codeInternal           = 100
+	// codeInvalidResult: a 2xx answer that is not a valid CNI result.
+	codeInvalidResult = 999
 )
 
 const (
@@ -87,6 +91,11 @@ func Run(env map[string]string, stdin []byte, dial Dialer) (int, []byte) {
 	forwarded := make(map[string]string)
 	for _, key := range cniKeys {
 		if value, ok := env[key]; ok {
+			// The daemon's own check, in its words (encoding/json would
+			// silently replace the bytes).
+			if !utf8.ValidString(value) {
+				return errorAnswer(version, codeInvalidEnvironment, key+" is not valid UTF-8", "")
+			}
 			forwarded[key] = value
 		}
 	}
@@ -111,7 +120,7 @@ func Run(env map[string]string, stdin []byte, dial Dialer) (int, []byte) {
 	body = append(body, `, "config": `...)
 	body = append(body, config...)
 	body = append(body, '}')
-	status, answer, err := CallDaemon(dial, address, body, timeout, headers)
+	status, answer, err := CallDaemon(dial, address, body, timeout, headers, command)
 	if err != nil {
 		var se *shimError
 		if errors.As(err, &se) {
@@ -119,10 +128,15 @@ func Run(env map[string]string, stdin []byte, dial Dialer) (int, []byte) {
 		}
 		return errorAnswer(version, codeTryAgain, "kuryr-supervisor is unreachable", err.Error())
 	}
-	text := bytes.TrimSpace(answer)
 	if status >= 200 && status < 300 {
-		return 0, text
+		result := bytes.Trim(answer, " \t\n\r")
+		if problem := resultProblem(command, conf["cniVersion"], result); problem != "" {
+			return errorAnswer(version, codeInvalidResult,
+				fmt.Sprintf("kuryr-supervisor answered HTTP %d with an invalid %s result", status, command), problem)
+		}
+		return 0, result
 	}
+	text := bytes.TrimSpace(answer)
 	var object map[string]interface{}
 	if json.Unmarshal(text, &object) != nil || object["code"] == nil {
 		details := string(text)
@@ -182,6 +196,9 @@ func versionOf(netconf interface{}) string {
 }
 
 func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {
 			return false

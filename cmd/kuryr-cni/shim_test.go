@@ -47,6 +47,17 @@ func startDaemon(t *testing.T, answer string) *fakeDaemon {
 	return d
 }
 
+// quiet keeps the retry's stderr line out of the test output; the lines
+// written are returned by the function it gives back.
+func quiet(t *testing.T) func() string {
+	t.Helper()
+	saved := logTo
+	var buf strings.Builder
+	logTo = &buf
+	t.Cleanup(func() { logTo = saved })
+	return buf.String
+}
+
 func asUs(t *testing.T) {
 	t.Helper()
 	saved := requiredUID
@@ -104,7 +115,7 @@ func TestLocalAnswers(t *testing.T) {
 
 func TestForwardsRequestAndAnswer(t *testing.T) {
 	asUs(t)
-	result := `{"cniVersion": "1.0.0", "ips": []}`
+	result := `{"cniVersion": "1.0.0", "ips": [{"address": "10.0.0.2/24"}]}`
 	d := startDaemon(t, "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n"+result+"\n")
 	netconf := `{"cniVersion": "1.0.0", "name": "kuryr", "daemon_socket": "unix://` + d.path + `"}`
 	env := map[string]string{"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_IFNAME": "eth0",
@@ -145,11 +156,17 @@ func TestDaemonAnswers(t *testing.T) {
 		{"html error", "HTTP/1.0 500 Oops\r\n\r\n<html>", 1, codeInternal, false},
 		{"not http", "SSH-2.0-OpenSSH\r\n", 1, codeTryAgain, false},
 		{"nothing", "", 1, codeTryAgain, false},
+		{"a body for DEL", "HTTP/1.0 200 OK\r\n\r\n{}", 1, codeInvalidResult, false},
+		{"cut short", "HTTP/1.0 200 OK\r\nContent-Length: 40\r\n\r\n{\"cniVersion\"", 1, codeTryAgain, false},
+		{"head cut short", "HTTP/1.0 204 No Content\r\n", 1, codeTryAgain, false},
+		{"status not 3 digits", "HTTP/1.0 2040 No Content\r\n\r\n", 1, codeTryAgain, false},
+		{"length met", "HTTP/1.0 204 No Content\r\ncontent-length:  0\r\n\r\n", 0, -1, false},
 	}
+	quiet(t)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := startDaemon(t, c.answer)
-			netconf := `{"cniVersion": "1.0.0", "daemon_socket": "unix://` + d.path + `"}`
+			netconf := `{"cniVersion": "1.0.0", "timeout": 0.5, "daemon_socket": "unix://` + d.path + `"}`
 			status, out := Run(map[string]string{"CNI_COMMAND": "DEL"}, []byte(netconf), Dial)
 			if status != c.status {
 				t.Fatalf("status %d, out %q", status, out)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,14 +54,18 @@ def install_as_the_daemon_does(daemon: Daemon, root: Path, shim_kind: str,
     assert (head == b"\x7fELF") == (shim_kind == "go")
 
 
-def copy_shipped(daemon: Daemon, root: Path, shim_kind: str,
-                 go_shim: Path | None) -> None:
+def copy_shipped(daemon: Daemon | str, root: Path, shim_kind: str,
+                 go_shim: Path | None, **plugin: Any) -> None:
+    """The shipped conflist pointed at ``daemon`` (or an address), with
+    ``plugin``'s keys set in the plugin's configuration."""
     (root / "bin").mkdir(parents=True)
     (root / "net.d").mkdir()
     install.install_shim(str(root / "bin"),
                          compiled=str(go_shim) if shim_kind == "go" else None)
     conflist = json.loads(SHIPPED.read_text())
-    conflist["plugins"][0]["daemon_socket"] = daemon.address
+    conflist["plugins"][0]["daemon_socket"] = (
+        daemon if isinstance(daemon, str) else daemon.address)
+    conflist["plugins"][0].update(plugin)
     (root / "net.d" / "10-kuryr.conflist").write_text(json.dumps(conflist))
 
 
@@ -122,8 +127,44 @@ def test_daemon_down_is_try_again(cnitool: Path, daemon: Daemon,
                                   ) -> None:
     go_shim = request.getfixturevalue("go_shim") if shim_kind == "go" else None
     root = tmp_path / "host"
-    copy_shipped(daemon, root, shim_kind, go_shim)
+    copy_shipped(daemon, root, shim_kind, go_shim, timeout=1)
     daemon.server.stop_accepting()
     done = Cnitool(cnitool, root)("add", f"/var/run/netns/{namespaces.create()}")
     assert done.returncode != 0
+    # once the deadline has passed: the shim retried until then
     assert "kuryr-supervisor is unreachable" in done.stderr
+    assert "no socket file; " in done.stderr and " attempts in " in done.stderr
+
+
+def test_add_issued_before_the_daemon_starts(cnitool: Path, namespaces: Namespaces,
+                                             tmp_path: Path, shim_kind: str,
+                                             request: pytest.FixtureRequest) -> None:
+    """libcni's ADD while the daemon is down (a restart, an upgrade) waits
+    for it and succeeds; the runtime sees latency, not an error."""
+    go_shim = request.getfixturevalue("go_shim") if shim_kind == "go" else None
+    root, workdir = tmp_path / "host", tmp_path / "daemon"
+    workdir.mkdir()
+    copy_shipped(f"unix://{workdir}/run/cni.sock", root, shim_kind, go_shim)
+    ns = namespaces.create()
+    tool = Cnitool(cnitool, root)
+    env = {"PATH": "/usr/bin:/bin", "NETCONFPATH": str(root / "net.d"),
+           "CNI_PATH": str(root / "bin"), "CNI_IFNAME": "eth0",
+           "CNI_CACHE_DIR": str(root / "cache")}
+    adding = subprocess.Popen([str(cnitool), "add", "kuryr", f"/var/run/netns/{ns}"],
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        assert adding.poll() is None           # waiting, not failed
+        with running_daemon(str(workdir)) as daemon:
+            out, err = adding.communicate(timeout=60)
+            assert adding.returncode == 0, err
+            (ip,) = json.loads(out)["ips"]
+            (alloc,) = daemon.ipam.list()
+            assert str(alloc.address).split("/")[0] == ip["address"].split("/")[0]
+            assert tool("del", f"/var/run/netns/{ns}").returncode == 0
+            assert daemon.ipam.list() == []
+    finally:
+        if adding.poll() is None:
+            adding.kill()
+            adding.wait(5)

@@ -46,11 +46,13 @@ def test_runs_alone_with_the_host_python(shim_path: str) -> None:
 
 
 def test_daemon_not_running_is_code_11(shim_path: str, tmp_path: Any) -> None:
+    """Once the deadline has passed (retries: test_shim_restart.py)."""
     started = time.monotonic()
-    status, body = run_shim(shim_path, "ADD", conf(f"unix://{tmp_path}/no.sock"),
+    status, body = run_shim(shim_path, "ADD", conf(f"unix://{tmp_path}/no.sock",
+                                                   timeout=0.5),
                             container_id="x1", netns="/proc/self/ns/net")
     assert status != 0 and body["code"] == 11 and body["cniVersion"] == "1.0.0"
-    status, body = run_shim(shim_path, "DEL", conf("127.0.0.1:1"),
+    status, body = run_shim(shim_path, "DEL", conf("127.0.0.1:1", timeout=0.5),
                             container_id="x1")
     assert status != 0 and body["code"] == 11
     assert time.monotonic() - started < 5

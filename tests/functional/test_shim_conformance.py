@@ -3,16 +3,20 @@
 Every test here runs twice, once per shim (``shim_factory`` is parametrized),
 each exec'd as the runtime would (minimal environment, netconf on stdin)
 against a real in-process CNI server on a fresh bridge and real namespaces;
-the shim-only cases of ``test_shim.py`` run against both too. The shim's
-trust check is tested with a real listener run as ``nobody``.
+the shim-only cases of ``test_shim.py`` and the restart cases of
+``test_shim_restart.py`` run against both too. The shim's trust check is
+tested with a real listener run as ``nobody``; an answer that is not a
+valid result (code 999) with a real listener.
 """
 from __future__ import annotations
 
 import ipaddress
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -127,6 +131,67 @@ def test_daemon_errors_pass_through(shim: str, daemon: Daemon,
     assert status == 1 and body["code"] == 4
     assert run_shim(shim, "DEL", daemon.netconf("1.0.0"), container_id=cid,
                     netns=netns) == (0, None)
+
+
+@pytest.mark.parametrize("key", ["CNI_ARGS", "CNI_CONTAINERID", "CNI_NETNS"])
+def test_non_utf8_variable_is_code_4_in_the_daemons_words(
+        shim: str, daemon: Daemon, namespaces: Namespaces, key: str) -> None:
+    """Both shims answer it alike, before sending anything (the Go shim
+    once forwarded U+FFFD in its place); with a daemon there or not."""
+    extra = {key: "K8S_POD_NAME=a\udcffb"}        # the byte 0xff
+    netns = f"/var/run/netns/{namespaces.create()}"
+    for address in (daemon.address, "unix:///nonexistent/cni.sock"):
+        conf = {**daemon.netconf("1.0.0"), "daemon_socket": address}
+        status, body = run_shim(shim, "ADD", conf, container_id="c1",
+                                netns=netns, extra_env=extra)
+        assert status == 1 and body == {
+            "cniVersion": "1.0.0", "code": 4, "details": "",
+            "msg": f"{key} is not valid UTF-8"}, body
+    assert daemon.ipam.list() == [] and daemon.state.cni_failures() == 0
+
+
+GARBAGE = [
+    ("ADD", b"HTTP/1.0 200 OK\r\n\r\n<html>oops</html>", "the result is not JSON"),
+    ("ADD", b'HTTP/1.0 200 OK\r\n\r\n{"cniVersion": "1.0.0"}',
+     "the result has no ips (an ADD gives the pod an address)"),
+    ("ADD", b'HTTP/1.0 200 OK\r\n\r\n{"cniVersion": "0.4.0", "ips": '
+            b'[{"version": "4", "address": "10.0.0.2/24"}]}',
+     "the result's cniVersion 0.4.0 is not the request's 1.0.0"),
+    ("DEL", b"HTTP/1.0 200 OK\r\n\r\n{}",
+     "DEL prints nothing on success, but the answer had 2 bytes"),
+]
+
+
+@pytest.mark.parametrize("command, answer, details", GARBAGE)
+def test_a_success_that_is_not_a_result_is_code_999(
+        shim: str, tmp_path: Any, command: str, answer: bytes,
+        details: str) -> None:
+    """Not exit 0 with garbage on stdout: the runtime would take it as a
+    result (or as nothing to undo)."""
+    path = str(tmp_path / "garbage.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            while conn.recv(65536):
+                pass
+            conn.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        status, body = run_shim(shim, command, {
+            "cniVersion": "1.0.0", "name": "kuryr", "daemon_socket": f"unix://{path}"},
+            container_id="c1", netns="/proc/self/ns/net")
+    finally:
+        thread.join(5)
+        listener.close()
+    assert status == 1 and body == {
+        "cniVersion": "1.0.0", "code": 999, "details": details,
+        "msg": f"kuryr-supervisor answered HTTP 200 with an invalid {command} result"}
 
 
 @pytest.fixture

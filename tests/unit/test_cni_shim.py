@@ -10,8 +10,8 @@ import pytest
 
 from kuryr_supervisor.cni import shim
 
-STDLIB_ONLY = {"__future__", "_json", "_socket", "json", "os", "socket", "sys",
-               "time", "typing"}
+STDLIB_ONLY = {"__future__", "_json", "_socket", "collections", "json", "os",
+               "socket", "sys", "time", "typing"}
 
 
 def run(env: dict[str, str], stdin: str) -> tuple[int, dict]:
@@ -40,7 +40,8 @@ def test_bad_timeout_is_code_7() -> None:
 
 
 def test_unreachable_daemon_is_code_11(tmp_path: Path) -> None:
-    conf = {"cniVersion": "1.0.0", "daemon_socket": f"unix://{tmp_path}/none.sock"}
+    conf = {"cniVersion": "1.0.0", "timeout": 0.2,
+            "daemon_socket": f"unix://{tmp_path}/none.sock"}
     status, body = run({"CNI_COMMAND": "ADD"}, json.dumps(conf))
     assert status == 1 and body["code"] == 11 and body["cniVersion"] == "1.0.0"
     conf["daemon_socket"] = "127.0.0.1:1"
