@@ -174,10 +174,11 @@ def export_tree(rev: str, into: Path) -> str:
 def source_env(source: Path | None) -> dict[str, str] | None:
     """The environment that runs the daemon of tree ``source`` with this
     interpreter (``PYTHONPATH`` first, before the installed package), or
-    None for this checkout."""
+    None for this checkout. ``PYTHONSAFEPATH``: ``python -m`` would put the
+    current directory (often this checkout) before ``PYTHONPATH``."""
     if source is None:
         return None
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHONSAFEPATH="1")
     env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(source), os.environ.get("PYTHONPATH")]))
     return env
