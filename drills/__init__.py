@@ -1,6 +1,6 @@
 """Resilience drills for kuryr-supervisor: chaos, fuzz, probes (HealthManager
 kills under probing), saturation, SIGTERM, slowloris, socket trust, tenant
-attacks.
+attacks, rolling upgrade.
 
 Each drill starts a real daemon (``tests.fixtures.daemon``: its own config,
 probe port, socket, state directory, bridge and subnet), drives it the way a
@@ -18,4 +18,4 @@ lists a failure.
 from __future__ import annotations
 
 DRILLS = ("chaos", "fuzz", "probes", "saturation", "sigterm", "slowloris",
-          "sockettrust", "tenant")
+          "sockettrust", "tenant", "upgrade")

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import clients as builds
 from kuryr_supervisor.cni import shim
 from kuryr_supervisor.cni.binding import HOST_PREFIX, BridgeBinding
 from kuryr_supervisor.errors import WIRE
@@ -127,17 +128,83 @@ class ShimCall:
         return None
 
 
-class Workspace:
-    """A temporary directory, namespaces and daemons, all removed on close."""
+def install_shim(path: Path, kind: str = "python", source: Path | None = None) -> str:
+    """Install ``kuryr-cni`` at ``path`` as a runtime would find it.
 
-    def __init__(self, name: str) -> None:
+    ``kind`` "go" builds the compiled shim with ``cmd/kuryr-cni/build.sh``
+    (of ``source``, a tree exported from another revision, when given: an
+    earlier release's shim with that release's daemon), "python" copies the
+    Python shim alone. Why both: a drill must prove what the runtime
+    actually runs, and the compiled shim is what ``pip install .`` ships.
+    """
+    if kind == "go":
+        tree = source or builds.REPO
+        builds.run_go([str(tree / "cmd" / "kuryr-cni" / "build.sh"), str(path)],
+                      tree, builds.go_env())
+    elif kind == "python":
+        module = Path(shim.__file__)
+        if source is not None:
+            module = source / "kuryr_supervisor" / "cni" / "shim.py"
+            if not module.exists():            # releases before cni/
+                module = source / "kuryr_supervisor" / "shim.py"
+        shutil.copyfile(module, path)
+    else:
+        raise ValueError(f"unknown shim kind {kind!r} (go or python)")
+    os.chmod(path, 0o755)
+    return str(path)
+
+
+def export_tree(rev: str, into: Path) -> str:
+    """The whole tree of git revision ``rev`` of this checkout under ``into``
+    (``git archive``); its full commit id. Raises if the revision is unknown:
+    a drill against a missing release must fail, not quietly measure HEAD."""
+    commit = subprocess.run(
+        ["git", "-C", str(builds.REPO), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+        capture_output=True, text=True, check=False)
+    if commit.returncode != 0:
+        raise RuntimeError(f"git revision {rev!r} is not in {builds.REPO}: "
+                           f"{commit.stderr.strip()} (a clone with full history?)")
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(builds.REPO), "archive",
+                              commit.stdout.strip()], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return commit.stdout.strip()
+
+
+def source_env(source: Path | None) -> dict[str, str] | None:
+    """The environment that runs the daemon of tree ``source`` with this
+    interpreter (``PYTHONPATH`` first, before the installed package), or
+    None for this checkout. ``PYTHONSAFEPATH``: ``python -m`` would put the
+    current directory (often this checkout) before ``PYTHONPATH``."""
+    if source is None:
+        return None
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(source), os.environ.get("PYTHONPATH")]))
+    return env
+
+
+class Workspace:
+    """A temporary directory, namespaces and daemons, all removed on close.
+
+    ``source``: a tree exported from another revision whose daemon (and
+    shim) the drill runs instead of this checkout's; ``shim``: "python"
+    (default) or "go", the compiled one.
+    """
+
+    def __init__(self, name: str, source: Path | None = None,
+                 shim: str = "python") -> None:
         self.root = Path(tempfile.mkdtemp(prefix=f"ksvx-{name}-"))
         self.namespaces: list[str] = []
         self.daemons: list[Daemon] = []
         self.sessions: set[int] = set()
-        self.shim_path = str(self.root / "kuryr-cni")
-        shutil.copyfile(shim.__file__, self.shim_path)
-        os.chmod(self.shim_path, 0o755)
+        self.source = source
+        self.shim_kind = shim
+        try:
+            self.shim_path = install_shim(self.root / "kuryr-cni", shim, source)
+        except Exception:
+            shutil.rmtree(self.root, ignore_errors=True)
+            raise
 
     def __enter__(self) -> Workspace:
         return self
@@ -152,14 +219,16 @@ class Workspace:
         self.namespaces.append(name)
         return f"{NETNS_DIR}/{name}"
 
-    def daemon(self, options: dict[str, dict[str, Any]] | None = None) -> Daemon:
+    def daemon(self, options: dict[str, dict[str, Any]] | None = None,
+               source: Path | None = None) -> Daemon:
+        """A daemon of ``source`` (default: the workspace's tree)."""
         workdir = self.root / f"d{len(self.daemons)}"
         workdir.mkdir()
         opts: dict[str, dict[str, Any]] = {
             "supervisor": {"max_restarts": 100000, "restart_backoff_max": 0.5}}
         for group, values in (options or {}).items():
             opts.setdefault(group, {}).update(values)
-        daemon = Daemon(workdir, opts)
+        daemon = Daemon(workdir, opts, env=source_env(source or self.source))
         self.daemons.append(daemon)
         return daemon
 

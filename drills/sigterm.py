@@ -94,12 +94,15 @@ def one_round(ws: Workspace, daemon: Daemon, pods: list[tuple[str, str]],
         for fd in fds:
             os.close(fd)
         fds = []
-        calls: list[ShimCall] = [f.result() for f in futures]
+        # The exit is timed on its own: a shim that came too late for this
+        # daemon keeps retrying until its deadline (then code 11, nothing
+        # made), which is the shim's time, not the drain's.
         try:
             exit_status: int | None = daemon.wait_exit(GRACE + 10)
         except Exception:  # noqa: BLE001 - reported below
             exit_status = None
         took = time.monotonic() - signalled
+        calls: list[ShimCall] = [f.result() for f in futures]
     finally:
         for fd in fds:
             os.close(fd)

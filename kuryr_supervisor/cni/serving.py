@@ -58,6 +58,11 @@ class _Handler(WSGIRequestHandler):
     # HTTP/1.0: one request per connection, so an idle client never holds
     # one of the bounded slots between requests.
     protocol_version = "HTTP/1.0"
+    # The whole answer (status line, headers, body) is buffered and sent by
+    # one write: a Server SIGKILLed mid-answer then leaves either nothing
+    # (the shim sends the request again; ADD replays) or all of it, never
+    # headers without their body (final for the shim: code 11).
+    wbufsize = 1 << 16
     server: CNIServer
 
     def setup(self) -> None:
