@@ -136,13 +136,15 @@ def _clear_stale(path: str) -> None:
     raise AddressInUse(f"another server is listening on {path}")
 
 
-def bind_tcp(host: str, port: int) -> socket.socket:
+def bind_tcp(host: str, port: int, *, backlog: int = _BACKLOG) -> socket.socket:
+    """A listening TCP socket (SO_REUSEADDR: a restarted daemon binds at
+    once past TIME_WAIT peers)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-        sock.listen(_BACKLOG)
+        sock.listen(backlog)
     except BaseException:
         sock.close()
         raise

@@ -48,6 +48,7 @@ import threading
 import time
 from typing import Any
 
+from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.health import wsgi
 
 LOG = logging.getLogger(__name__)
@@ -84,18 +85,9 @@ class _Conn:
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` for :class:`BoundedHTTPServer`
-    (bound by the master; SO_REUSEADDR so a restarted daemon binds at once
-    past TIME_WAIT peers)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(_BACKLOG)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    (bound by the master), with a backlog deep enough for a reconnecting
+    flood."""
+    return sockets.bind_tcp(host, port, backlog=_BACKLOG)
 
 
 class BoundedHTTPServer:
