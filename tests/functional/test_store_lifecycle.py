@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import concurrent.futures
+
 import ipaddress
 import os
 import pathlib
@@ -207,19 +209,21 @@ def test_add_retried_after_the_server_died_mid_add_is_repaired(
     db = os.path.join(state_dir, "ipam.sqlite")
     try:
         proc = start_server(state_dir, sock, bridge, subnet, die)
-        status, body = run_shim(shim, "ADD", netconf(sock), container_id=cid,
-                                netns=netns)
-        assert proc.wait(10) == -9 and status != 0, body
-        # What the dead Server left: a pending row and a veth in the pod.
-        [stale] = IpamStore(db, subnet).list()
-        assert stale.state == PENDING and stale.netns == netns
-        assert host_veths(bridge) == {host} and "eth0" in pod_links(ns)
-        assert pod_address(ns) == (str(stale.address) if die == "after-plumb"
-                                   else None)
-
-        proc = start_server(state_dir, sock, bridge, subnet, "never")
-        status, result = run_shim(shim, "ADD", netconf(sock),
-                                  container_id=cid, netns=netns)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # The runtime's one ADD: the shim sees the connection closed
+            # unanswered and keeps sending it again until a Server answers.
+            call = pool.submit(run_shim, shim, "ADD", netconf(sock),
+                               container_id=cid, netns=netns)
+            assert proc.wait(20) == -9
+            # What the dead Server left: a pending row and a veth in the pod.
+            [stale] = IpamStore(db, subnet).list()
+            assert stale.state == PENDING and stale.netns == netns
+            assert host_veths(bridge) == {host} and "eth0" in pod_links(ns)
+            assert pod_address(ns) == (str(stale.address)
+                                       if die == "after-plumb" else None)
+            assert not call.done()
+            proc = start_server(state_dir, sock, bridge, subnet, "never")
+            status, result = call.result(timeout=60)
         assert status == 0, result
         [now] = IpamStore(db, subnet).list()
         assert now.state == PLUMBED and now.address != stale.address
