@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-
 import ipaddress
 import os
 import pathlib
