@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients"]
+pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
+                  "tests.fixtures.listener"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []

@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from tests.fixtures.daemon import Daemon
+from tests.fixtures.listener import OK, Listener, read_request
 from tests.functional.cni_harness import HOST_PATH, Namespaces, ip_json, unique
 
 pytestmark = pytest.mark.privileged
 
-OK = b"HTTP/1.0 204 No Content\r\n\r\n"
 
 
 @pytest.fixture
@@ -40,45 +40,6 @@ def shim(tmp_path: Path, shim_factory: Callable[[str], str]) -> str:
     return shim_factory(str(directory))
 
 
-class Listener:
-    """A root Unix listener: ``handle(n, conn)`` for the n-th connection."""
-
-    def __init__(self, path: str, handle: Callable[[int, socket.socket], None]) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        self.count, self.handle = 0, handle
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn, contextlib.suppress(OSError):
-                self.count += 1
-                conn.settimeout(10)
-                self.handle(self.count - 1, conn)
-
-    def close(self) -> None:
-        self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def listeners() -> Iterator[list[Listener]]:
-    made: list[Listener] = []
-    yield made
-    for listener in made:
-        listener.close()
-
-
-def read_request(conn: socket.socket) -> None:
-    while conn.recv(65536):       # the shim half-closes
-        pass
 
 
 def answering(answer: bytes) -> Callable[[int, socket.socket], None]:

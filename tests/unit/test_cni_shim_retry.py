@@ -8,20 +8,18 @@ both run as processes in tests/functional/test_shim_restart.py.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kuryr_supervisor.cni import shim
-
-OK = b"HTTP/1.0 204 No Content\r\n\r\n"
+from tests.fixtures.listener import OK, Listener, read_request
 
 
 @pytest.fixture(autouse=True)
@@ -29,46 +27,6 @@ def as_us(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shim, "REQUIRED_UID", os.geteuid())
 
 
-def read_request(conn: socket.socket) -> None:
-    while conn.recv(65536):       # the shim half-closes
-        pass
-
-
-class Listener:
-    """Serves ``handle(n, conn)`` for the n-th connection; counts them."""
-
-    def __init__(self, path: str, handle: Callable[[int, socket.socket], None]) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(8)
-        self.count = 0
-        self.handle = handle
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn, contextlib.suppress(OSError):   # the shim may be gone
-                self.count += 1
-                conn.settimeout(5)
-                self.handle(self.count - 1, conn)
-
-    def close(self) -> None:
-        self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def listeners() -> Iterator[list[Listener]]:
-    made: list[Listener] = []
-    yield made
-    for listener in made:
-        listener.close()
 
 
 def answering(answer: bytes) -> Callable[[int, socket.socket], None]:
