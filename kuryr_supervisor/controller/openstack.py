@@ -148,7 +148,7 @@ class OpenStack:
         except ks_exc.Unauthorized as exc:
             raise OpenStackUnavailable(f"Keystone refused: {exc}", 401) from exc
         except ks_exc.ClientException as exc:
-            raise OpenStackUnavailable(f"{what}: {exc}") from exc
+            raise OpenStackUnavailable(self._failure(what, exc)) from exc
         status = resp.status_code
         if status in ok:
             if not resp.content:
@@ -174,6 +174,14 @@ class OpenStack:
             raise OpenStackUnavailable(f"{what}: HTTP {status} {detail}", status)
         raise OpenStackRefused(f"{what}: HTTP {status} {detail}", status)
 
+    def _failure(self, what: str, exc: Exception) -> str:
+        """One phrase for a hung dependency, whichever bound saw it first:
+        the session's per-request timeout or the whole-call deadline."""
+        from keystoneauth1 import exceptions as ks_exc
+        if isinstance(exc, ks_exc.ConnectTimeout):
+            return f"{what}: no answer within {self.timeout:g}s"
+        return f"{what}: {exc}"
+
     # -- Keystone ---------------------------------------------------------------
     def token(self) -> Token:
         """The current token, authenticating only if there is none or it
@@ -185,7 +193,7 @@ class OpenStack:
         try:
             access = self._auth.get_access(self._session)
         except ks_exc.ClientException as exc:
-            raise OpenStackUnavailable(f"Keystone: {exc}") from exc
+            raise OpenStackUnavailable(self._failure("Keystone", exc)) from exc
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise OpenStackUnavailable(f"Keystone answered garbage: "
                                        f"{exc!r}") from exc

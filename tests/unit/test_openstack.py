@@ -194,3 +194,23 @@ def test_hung_keystone_bounded_while_beating(
     assert took < 3 * 0.5 + 1.0, took
     gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
     assert len(beats) >= 3 and max(gaps) < 0.5, gaps
+
+
+@pytest.mark.parametrize("which", ["keystone", "neutron"])
+def test_hang_named_the_same_by_either_bound(
+        tmp_path: Path, which: str,
+        cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """The session's per-request timeout (shorter here than the whole-call
+    deadline) names a hung dependency with the words the deadline uses, so
+    an operator and a probe read one phrase for one fault."""
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone,
+                                               openstack_timeout=0.3))
+    api.deadline = 5.0
+    if which == "neutron":
+        api.token()
+    (keystone if which == "keystone" else neutron).hang = 30.0
+    with pytest.raises(osa.OpenStackUnavailable) as err:
+        api.port_quota(PROJECT_ID)
+    assert "no answer within 0.3s" in str(err.value), err.value
+    assert "timed out" not in str(err.value)
