@@ -137,16 +137,16 @@ def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
     arrive(handler, pods)
     # Neutron made the ports; the handler never heard of them
     assert len(world.neutron.ports) == 8 and world.api.podports == {}
-    assert handler.uncertain and len(handler.pending) == 8
+    assert handler.uncertain and len(handler.retries.pending) == 8
     assert world.counts.total == 0              # an outage, not a fault
     # a pod arriving now is not created before Neutron is listed again
     late = world.add(1, "late")
-    handler._retry_at = 0.0
+    handler.retries.at = 0.0
     arrive(handler, late)
     assert world.ported(pods + late)
     assert len(world.neutron.ports) == 9
     assert world.neutron.bulk_sizes == [8, 1]
-    assert not handler.pending and not handler.uncertain
+    assert not handler.retries.pending and not handler.uncertain
 
 
 def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:
@@ -158,13 +158,13 @@ def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:
     good = [p for p in pods if p["metadata"]["name"] != "p3"]
     assert world.ported(good)
     assert world.neutron.ports_for(pods[3]["metadata"]["uid"]) == []
-    assert world.counts.total == 1 and handler.pending == {pods[3]["metadata"]["uid"]}
+    assert world.counts.total == 1 and handler.retries.pending == {pods[3]["metadata"]["uid"]}
     assert len(world.neutron.ports) == 5
     world.neutron.refuse_name = ""
-    handler._retry_at = 0.0
+    handler.retries.at = 0.0
     handler.tick()                              # the retry: list, then create
     assert world.ported(pods) and len(world.neutron.ports) == 6
-    assert world.counts.total == 1 and not handler.pending
+    assert world.counts.total == 1 and not handler.retries.pending
 
 
 def test_restart_writes_nothing(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

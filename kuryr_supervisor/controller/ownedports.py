@@ -1,0 +1,94 @@
+"""The controller's own ports: which they are, what they say, how they go.
+
+Only ports that carry the cluster tag (``kuryr-supervisor:<cluster_id>``),
+on the pod network, in the project are the controller's: they alone are
+listed, adopted and deleted. :class:`OwnedPorts` holds what scopes them
+(the tag, by default the kube-system namespace's UID, read once; the
+project, by default the token's) and what a PodPort says of one of them
+(its address, MAC and the gateway of its subnet, each subnet read once),
+and releases a deleted pod's PodPort and ports.
+
+Trust: Neutron is the only proof that a port exists; nothing a tenant can
+write (the pod's annotations) is read.
+"""
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable
+
+from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import podport
+from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
+
+LOG = logging.getLogger(__name__)
+
+
+class OwnedPorts:
+    """Scope and data of the controller's ports (see the module): on
+    ``network_id``; ``project_id`` and ``cluster_id`` as configured ("":
+    the defaults); ``beat`` is the handler's heartbeat."""
+
+    def __init__(self, client: k8s.K8sClient, cloud: osa.OpenStack, *,
+                 network_id: str, project_id: str = "", cluster_id: str = "",
+                 beat: Callable[[], None]) -> None:
+        self.client, self.cloud, self._beat = client, cloud, beat
+        self.network_id, self.project_id = network_id, project_id
+        self.tag = osa.cluster_tag(cluster_id) if cluster_id else ""
+        self._subnets: dict[str, osa.Subnet] = {}
+
+    def cluster_tag(self) -> str:
+        """``kuryr-supervisor:<cluster_id>``; by default the kube-system
+        namespace's UID, read once (an API outage is retried)."""
+        if not self.tag:
+            uid = self.client.namespace_uid("kube-system")
+            if not uid:
+                raise k8s.K8sTemporary("kube-system has no UID yet")
+            self.tag = osa.cluster_tag(uid)
+            LOG.info("cluster id: %s (kube-system's UID)", uid)
+        return self.tag
+
+    def listed(self) -> list[osa.Port]:
+        """Every port of the controller's (one filtered, paged list)."""
+        project = self.project_id or self.cloud.token().project_id
+        if not project:
+            raise osa.OpenStackUnavailable("no project id")
+        return self.cloud.owned_ports(network_id=self.network_id,
+                                      tag=self.cluster_tag(), project_id=project)
+
+    def data(self, uid: str, port: osa.Port) -> podport.PortData:
+        """What pod ``uid``'s PodPort says of ``port``; ValueError if the
+        port or its subnet cannot give a pod an address."""
+        if port.ip is None:
+            raise ValueError(f"port {port.id} has no IPv4 address")
+        subnet = self._subnet(port.subnet_id)
+        if subnet.gateway is None:
+            raise ValueError(f"subnet {subnet.id} has no gateway")
+        return podport.PortData(
+            port_id=port.id, pod_uid=uid, mac=port.mac.lower(),
+            address=ipaddress.IPv4Interface(f"{port.ip}/{subnet.cidr.prefixlen}"),
+            gateway=subnet.gateway)
+
+    def _subnet(self, subnet_id: str) -> osa.Subnet:
+        if subnet_id not in self._subnets:
+            self._subnets[subnet_id] = self.cloud.subnet(subnet_id)
+            self._beat()
+        return self._subnets[subnet_id]
+
+    def release(self, pod: ClusterPod, port_id: str, *, look_up: bool) -> None:
+        """Delete the PodPort (Kubernetes' garbage collector would too:
+        ownerReference) and the port: by id when known, else (or when
+        ``look_up``: Neutron may hold ports unknown to the handler) looked
+        up."""
+        current = self.client.get_podport(pod.namespace, pod.name)
+        if current is not None and podport.owner_uid(current) == pod.uid:
+            self.client.delete_podport(pod.namespace, pod.name, uid=str(
+                (current.get("metadata") or {}).get("uid") or ""))
+        ids = [port_id] if port_id and not look_up else [
+            p.id for p in self.cloud.ports_of(pod.uid, network_id=self.network_id,
+                                              tag=self.cluster_tag())]
+        for port in ids:
+            if self.cloud.delete_port(port):
+                LOG.info("deleted port %s of pod %s/%s", port, pod.namespace,
+                         pod.name)
