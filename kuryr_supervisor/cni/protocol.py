@@ -5,7 +5,9 @@ Role: turn the shim's ``{"env": {...}, "config": {...}}`` into a
 
 Invariants:
 - nothing here touches netlink or the allocation store; the only file-system
-  access is the ``CNI_NETNS`` check (a path that must be a network namespace);
+  access is the ``CNI_NETNS`` check (a path that must be a network
+  namespace), which is :mod:`.netns`'s (its :func:`is_netns` and
+  :func:`host_netns_guard` stay importable from here);
 - a container id or ifname that passes :func:`parse` is safe to use as a path
   component and as a Linux interface name;
 - every rejection is a :class:`~kuryr_supervisor.errors.CNIError` carrying its
@@ -14,17 +16,18 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import json
-import os
 import re
-import stat
 from collections.abc import Mapping
 from typing import Any
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni import netns
 from kuryr_supervisor.cni.ipam import PodRef
+from kuryr_supervisor.cni.netns import (  # noqa: F401 - re-exported
+    host_netns_guard,
+    is_netns,
+)
 
 SUPPORTED_VERSIONS = ("0.3.1", "0.4.0", "1.0.0", "1.1.0")
 LATEST = SUPPORTED_VERSIONS[-1]
@@ -44,8 +47,6 @@ _ATTACHMENT_COMMANDS = ("ADD", "DEL", "CHECK")
 _CONTAINER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,249}")
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _IFNAME_MAX = 15
-_NS_GET_NSTYPE = 0xB703      # ioctl(2) on an nsfs file: its namespace type
-_CLONE_NEWNET = 0x40000000
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -138,14 +139,14 @@ def parse(body: Any) -> Request:
                        if command == "GC" else frozenset())
     container_id = _container_id(env.get("CNI_CONTAINERID", ""))
     ifname = _ifname(env.get("CNI_IFNAME", ""))
-    netns = _netns(env.get("CNI_NETNS", ""), required=command != "DEL")
+    path = netns.checked(env.get("CNI_NETNS", ""), required=command != "DEL")
     prev = config.get("prevResult")
     if prev is not None and not isinstance(prev, dict):
         raise errors.InvalidConfig('"prevResult" must be an object')
     if command == "CHECK" and prev is None:
         raise errors.InvalidConfig("CHECK needs prevResult")
     return Request(command=command, cni_version=version, netconf=config,
-                   container_id=container_id, ifname=ifname, netns=netns,
+                   container_id=container_id, ifname=ifname, netns=path,
                    args=_cni_args(env.get("CNI_ARGS", "")), prev_result=prev)
 
 
@@ -199,63 +200,6 @@ def _ifname(value: str) -> str:
     return value
 
 
-def _netns(value: str, *, required: bool) -> str:
-    """Check that CNI_NETNS names a network namespace.
-
-    Why so strict: a path that is not a netns would make the plumbing fail
-    deep inside setns(2) and count as an internal failure; caught here it is
-    the caller's error (code 3 when it does not exist, 4 when it is not a
-    network namespace).
-    """
-    if not value:
-        if required:
-            raise errors.InvalidEnvironment("CNI_NETNS is missing")
-        return ""
-    if not value.startswith("/") or "\0" in value:
-        raise errors.InvalidEnvironment("CNI_NETNS must be an absolute path")
-    if not required:
-        return value            # DEL: the namespace may be long gone
-    try:
-        nstype = _nstype(value)
-    except FileNotFoundError as exc:
-        raise errors.ContainerUnknown(
-            f"network namespace {value} does not exist") from exc
-    except OSError as exc:
-        raise errors.InvalidEnvironment(
-            f"CNI_NETNS {value} cannot be used: {exc.strerror}") from exc
-    if nstype != _CLONE_NEWNET:
-        raise errors.InvalidEnvironment(
-            f"CNI_NETNS {value} is not a network namespace")
-    return value
-
-
-def is_netns(path: str) -> bool:
-    """True when ``path`` is (still) a network namespace."""
-    try:
-        return _nstype(path) == _CLONE_NEWNET
-    except (OSError, ValueError):   # ValueError: a NUL byte in the path
-        return False
-
-
-def _nstype(path: str) -> int:
-    """The namespace type of an nsfs file (0: not a namespace).
-
-    nsfs files are regular files; anything else (a FIFO, a device whose
-    open has side effects) is refused before it is opened.
-    """
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        return 0
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    try:
-        return int(fcntl.ioctl(fd, _NS_GET_NSTYPE))
-    except OSError as exc:
-        if exc.errno in (errno.ENOTTY, errno.EINVAL):
-            return 0
-        raise
-    finally:
-        os.close(fd)
-
-
 def _is_utf8(value: Any) -> bool:
     """False when a string anywhere in ``value`` holds a lone surrogate: the
     shim's encoding of a non-UTF-8 byte in the environment, which would
@@ -265,29 +209,6 @@ def _is_utf8(value: Any) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-def host_netns_guard(path: str) -> None:
-    """Refuse the daemon's own or the host's network namespace as a pod's.
-
-    Compared by namespace identity (device and inode of the nsfs file), so
-    every path to those namespaces (``/proc/self/ns/net``, ``/proc/1/ns/net``,
-    a bind mount) is caught: a pod interface plumbed there would land on
-    the host.
-    """
-    try:
-        target = os.stat(path)
-    except OSError:
-        return                  # parse() already said whether it exists
-    for own in ("/proc/self/ns/net", "/proc/1/ns/net"):
-        try:
-            ref = os.stat(own)
-        except OSError:
-            continue
-        if (ref.st_dev, ref.st_ino) == (target.st_dev, target.st_ino):
-            raise errors.InvalidEnvironment(
-                f"CNI_NETNS {path} is the host's or the daemon's own network "
-                "namespace", "a pod needs a network namespace of its own")
 
 
 def _cni_args(value: str) -> dict[str, str]:

@@ -1,11 +1,11 @@
 """Neutron and Keystone on the wire: the adapter's error taxonomy, the
 records it returns and their decoding, and the controller's port scope.
 
-Kept apart from :mod:`.openstack` (sessions, bounds, requests) so the
-handler and the checks speak of ports and errors without keystoneauth1, and
-a change of Neutron's JSON touches this module only. A malformed answer
-leaves as :class:`OpenStackUnavailable` (an outage of the dependency), never
-as a KeyError counted against a handler.
+Kept apart from :mod:`.openstack` and :mod:`.neutronapi` (sessions, bounds,
+requests) so the handler and the checks speak of ports and errors without
+keystoneauth1, and a change of Neutron's JSON touches this module only. A
+malformed answer leaves as :class:`OpenStackUnavailable` (an outage of the
+dependency), never as a KeyError counted against a handler.
 """
 from __future__ import annotations
 

@@ -1,0 +1,175 @@
+"""The Neutron calls the controller makes, over the adapter's transport.
+
+Kept apart from :mod:`.openstack` (the keystoneauth session, the token, the
+HTTP transport and its error mapping) so a new Neutron call or filter touches
+this module only, and nothing here imports keystoneauth1: the transport,
+``_call``, is the adapter's. Each call is one bounded call
+(:class:`~.bounded.BoundedCalls`); answers are decoded by
+:mod:`.neutronwire`.
+
+Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
+the cluster's tag (:func:`~.neutronwire.cluster_tag`), on the pod network, in
+the project; every lookup passes these as Neutron filters, so another
+cluster's ports sharing the project are never seen, adopted or deleted.
+
+Invariants: a list is read page by page, each page its own bounded call, and
+is never longer than :data:`MAX_PAGES` pages; an answer without the expected
+fields is :class:`OpenStackUnavailable` (an outage of the dependency, like a
+timeout), never a fault of the caller.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from kuryr_supervisor.controller.bounded import BoundedCalls
+from kuryr_supervisor.controller.neutronwire import (
+    DEVICE_OWNER,
+    OpenStackRefused,
+    OpenStackUnavailable,
+    Port,
+    PortQuota,
+    Subnet,
+    _port,
+)
+
+#: Ports per page of a port list: one page stays well under a second of
+#: Neutron's time and a few MiB of JSON; 10,000 ports are ten pages.
+PAGE_SIZE = 1000
+#: A list of more pages than this is a loop, not a port list.
+MAX_PAGES = 10_000
+
+
+class NeutronApi(BoundedCalls):
+    """Ports, subnets and quotas, each call bounded; ``_call`` is the
+    transport (one Neutron request, its answer's JSON object or None)."""
+
+    def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
+              **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def _get_ports(self, params: dict[str, str]) -> list[Port]:
+        """Every port matching ``params``, page by page (``limit`` and
+        ``marker``, as Neutron paginates, or as its ``pagination_max_limit``
+        makes it): each page one bounded call, a beat between pages."""
+        ports: list[Port] = []
+        query = dict(params, limit=str(PAGE_SIZE))
+        for _ in range(MAX_PAGES):
+            data = self._bounded("Neutron GET /v2.0/ports", self._call, "GET",
+                                 "/v2.0/ports", params=query)
+            items = data.get("ports") if data else None
+            if not isinstance(items, list):
+                raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
+            ports += [_port(p) for p in items]
+            links = data.get("ports_links") if data else None
+            more = isinstance(links, list) and any(
+                isinstance(link, dict) and link.get("rel") == "next"
+                for link in links)
+            if not more or not items:
+                return ports
+            query["marker"] = ports[-1].id
+        raise OpenStackUnavailable(f"Neutron GET /v2.0/ports: more than "
+                                   f"{MAX_PAGES} pages")
+
+    @staticmethod
+    def _scope(network_id: str, tag: str, project_id: str = ""
+               ) -> dict[str, str]:
+        params = {"device_owner": DEVICE_OWNER}
+        for key, value in (("network_id", network_id), ("tags", tag),
+                           ("project_id", project_id)):
+            if value:
+                params[key] = value
+        return params
+
+    def ports_of(self, device_id: str, *, network_id: str = "",
+                 tag: str = "") -> list[Port]:
+        """The controller's ports for one device (pod UID), oldest first:
+        filtered by Neutron on device_id, device_owner and, when given, the
+        network and the cluster tag."""
+        params = self._scope(network_id, tag)
+        params["device_id"] = device_id
+        ports = self._get_ports(params)
+        return sorted(ports, key=lambda p: (p.created_at, p.id))
+
+    def owned_ports(self, *, network_id: str = "", tag: str = "",
+                    project_id: str = "") -> list[Port]:
+        """The controller's ports (filtered by Neutron, see the module)."""
+        return self._get_ports(self._scope(network_id, tag, project_id))
+
+    @staticmethod
+    def _port_body(network_id: str, subnet_id: str, name: str,
+                   device_id: str, tags: Sequence[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "network_id": network_id, "name": name, "device_id": device_id,
+            "device_owner": DEVICE_OWNER, "admin_state_up": True}
+        if tags:
+            body["tags"] = list(tags)
+        if subnet_id:
+            body["fixed_ips"] = [{"subnet_id": subnet_id}]
+        return body
+
+    def create_port(self, *, network_id: str, subnet_id: str, name: str,
+                    device_id: str, tags: Sequence[str] = ()) -> Port:
+        body = self._port_body(network_id, subnet_id, name, device_id, tags)
+        data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
+                             "/v2.0/ports", ok=(201,), json={"port": body})
+        if not data or not isinstance(data.get("port"), dict):
+            raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
+        return _port(data["port"])
+
+    def create_ports(self, *, network_id: str, subnet_id: str,
+                     devices: Sequence[tuple[str, str]],
+                     tags: Sequence[str] = ()) -> list[Port]:
+        """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
+        ``devices`` ((name, device_id) pairs); the ports come back in
+        request order. All or nothing: a refusal creates none."""
+        body = [self._port_body(network_id, subnet_id, name, device, tags)
+                for name, device in devices]
+        what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
+        data = self._bounded(what, self._call, "POST", "/v2.0/ports",
+                             ok=(201,), json={"ports": body})
+        items = data.get("ports") if data else None
+        if not isinstance(items, list) or len(items) != len(body):
+            raise OpenStackUnavailable(f"{what}: not one port per request")
+        ports = [_port(p) for p in items]
+        if [p.device_id for p in ports] != [d for _, d in devices]:
+            raise OpenStackUnavailable(f"{what}: ports not in request order")
+        return ports
+
+    def delete_port(self, port_id: str) -> bool:
+        """Delete a port; False if it was already gone."""
+        try:
+            self._bounded("Neutron DELETE port", self._call, "DELETE",
+                          f"/v2.0/ports/{port_id}", ok=(204,))
+        except OpenStackRefused as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def subnet(self, subnet_id: str) -> Subnet:
+        data = self._bounded("Neutron GET subnet", self._call, "GET",
+                             f"/v2.0/subnets/{subnet_id}")
+        try:
+            sub = data["subnet"]
+            gateway = sub.get("gateway_ip")
+            return Subnet(id=str(sub["id"]),
+                          cidr=ipaddress.IPv4Network(sub["cidr"]),
+                          gateway=ipaddress.IPv4Address(gateway) if gateway
+                          else None)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                       f"subnet: {exc!r}") from exc
+
+    def port_quota(self, project_id: str) -> PortQuota:
+        data = self._bounded("Neutron GET quota", self._call, "GET",
+                             f"/v2.0/quotas/{project_id}/details")
+        try:
+            port = (data.get("quota") or {}).get("port") or {}
+            return PortQuota(limit=int(port.get("limit", -1)),
+                             used=int(port.get("used", 0)),
+                             reserved=int(port.get("reserved", 0)))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                       f"quota: {exc!r}") from exc
