@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import urllib3
+
 from kuryr_supervisor.kubernetes.config import (  # noqa: F401 - re-exported
     is_configured,
     make_configuration,
@@ -34,6 +36,17 @@ from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
     from_status,
     pod_from_json,
 )
+
+
+def _versioned(resource_version: str) -> list[tuple[str, str]]:
+    """The query that asks for ``resource_version`` (see
+    :meth:`K8sClient.list_pods`)."""
+    if not resource_version:
+        return []
+    if resource_version == "0":
+        return [("resourceVersion", "0")]
+    return [("resourceVersion", resource_version),
+            ("resourceVersionMatch", "NotOlderThan")]
 
 
 class K8sClient(PodPortCalls, LeaseCalls, NodeCalls):
@@ -68,24 +81,23 @@ class K8sClient(PodPortCalls, LeaseCalls, NodeCalls):
                    ) -> tuple[list[dict[str, Any]], str]:
         """Raw pods and the list's version; ``resource_version`` as in
         :meth:`list_pods`."""
-        query = list(query)
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-            if resource_version != "0":
-                query.append(("resourceVersionMatch", "NotOlderThan"))
-        data = self._json("GET", "/api/v1/pods", query=query)
+        data = self._json("GET", "/api/v1/pods",
+                          query=[*query, *_versioned(resource_version)])
         return (list(data.get("items") or []),
                 (data.get("metadata") or {}).get("resourceVersion", ""))
 
     def watch_pods(self, resource_version: str) -> WatchStream:
         """Open a bounded watch resuming after ``resource_version``."""
-        raw = self._request("GET", "/api/v1/pods", query=[
-            self._selector, ("watch", "true"),
-            ("resourceVersion", resource_version),
+        return WatchStream(self._watch([self._selector], resource_version))
+
+    def _watch(self, query: list[tuple[str, str]], resource_version: str
+               ) -> urllib3.HTTPResponse:
+        """A bounded watch of the pods ``query`` selects, with bookmarks."""
+        return self._request("GET", "/api/v1/pods", query=[
+            *query, ("watch", "true"), ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", self.watch_timeout)],
             timeout=(self.request_timeout, self.watch_read_timeout))
-        return WatchStream(raw)
 
     def get_pod(self, namespace: str, name: str) -> Pod | None:
         """The pod, or None if the API says it does not exist (404)."""
@@ -112,22 +124,8 @@ class K8sClient(PodPortCalls, LeaseCalls, NodeCalls):
         ``resource_version`` as :meth:`list_pods` does; later pages carry
         only the token (the API server keeps the first page's version; a
         token too old is 410, :class:`K8sGone`)."""
-        query: list[tuple[str, str]] = [("limit", str(limit))]
-        if token:
-            query.append(("continue", token))
-            data = self._json("GET", "/api/v1/pods", query=query)
-        else:
-            return self._page(query, resource_version)
-        meta = data.get("metadata") or {}
-        return (list(data.get("items") or []), meta.get("resourceVersion", ""),
-                str(meta.get("continue") or ""))
-
-    def _page(self, query: list[tuple[str, str]], resource_version: str
-              ) -> tuple[list[dict[str, Any]], str, str]:
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-            if resource_version != "0":
-                query.append(("resourceVersionMatch", "NotOlderThan"))
+        query = [("limit", str(limit))]
+        query += [("continue", token)] if token else _versioned(resource_version)
         data = self._json("GET", "/api/v1/pods", query=query)
         meta = data.get("metadata") or {}
         return (list(data.get("items") or []), meta.get("resourceVersion", ""),
@@ -136,12 +134,7 @@ class K8sClient(PodPortCalls, LeaseCalls, NodeCalls):
     def watch_all_pods(self, resource_version: str,
                        decode: Any) -> WatchStream:
         """A bounded watch of every pod, events decoded with ``decode``."""
-        raw = self._request("GET", "/api/v1/pods", query=[
-            ("watch", "true"), ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", self.watch_timeout)],
-            timeout=(self.request_timeout, self.watch_read_timeout))
-        return WatchStream(raw, decode)
+        return WatchStream(self._watch([], resource_version), decode)
 
     # -- health ----------------------------------------------------------------
     def probe_watch(self, timeout: float = 2.0) -> tuple[bool, str]:
