@@ -2,9 +2,10 @@
 requests with a deadline, and the mapping of every failure to the adapter's
 errors.
 
-With :mod:`.config`, this module and the ``*calls`` modules built on it
-(:mod:`.client`, :mod:`.podportcalls`, :mod:`.leasecalls`,
-:mod:`.nodecalls`) are the only importers of ``kubernetes``. The client
+With :mod:`.config` and :mod:`.leasecalls` (the typed Lease API), this
+module is the only importer of ``kubernetes``; the calls built on it
+(:mod:`.client`, :mod:`.podportcalls`, :mod:`.nodecalls`) make raw
+requests through it. The client
 library is imported when a client is first built, never at import time: in
 standalone mode the daemon does not pay its ~30 MiB and ~0.2 s of start-up.
 
