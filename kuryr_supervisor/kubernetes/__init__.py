@@ -1,7 +1,10 @@
 """Kubernetes: everything the daemon does with the API and on its behalf.
 
-``config`` (mode, node name, authentication) and ``client`` (requests) are
-the only importers of the ``kubernetes`` library; ``wire`` is the
+``config`` (mode, node name, authentication) and the client are the only
+importers of the ``kubernetes`` library: ``client`` (``K8sClient``, the pod
+calls and health probes) combines ``podportcalls``, ``leasecalls`` and
+``nodecalls`` (Node, Events, namespaces) over ``transport`` (the
+connection pool, deadlines and errors); ``wire`` is the
 error taxonomy and the decoding of pods and watch events; ``podwatch`` is the
 list+watch loop, ``registry`` the on-disk pod registry, ``reclaim`` releases
 what deleted pods left and ``nodecondition`` publishes the Node condition.

@@ -1,7 +1,7 @@
 """The Kubernetes API on the wire: the error taxonomy and the decoding of
 pods and watch streams into the few fields the daemon uses.
 
-Kept apart from :mod:`.client` (configuration, authentication, requests) so
+Kept apart from :mod:`.client` and :mod:`.transport` (requests) so
 that the watch loop and its tests speak of events and errors without the
 client library, and so a change of the API's JSON touches this module only.
 
