@@ -20,7 +20,7 @@ backlog and is answered by the next one -- the kubelet sees latency, never
 
 Shape: this module's one selector thread accepts connections and reads
 requests without blocking; a complete request goes to a fixed pool of
-threads that run the WSGI app (werkzeug's, unchanged)
+threads (:mod:`.answering`) that run the WSGI app (werkzeug's, unchanged)
 and write the answer. Who may stay connected, and for how long, is
 :mod:`.connections`' table. So:
 
@@ -39,7 +39,6 @@ and write the answer. Who may stay connected, and for how long, is
 """
 from __future__ import annotations
 
-import collections
 import logging
 import selectors
 import socket
@@ -49,6 +48,7 @@ from typing import Any
 
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.health import wsgi
+from kuryr_supervisor.health.answering import AnswerPool
 from kuryr_supervisor.health.connections import Conn, Connections, Limits
 
 __all__ = ["BoundedHTTPServer", "Limits", "listen", "serve"]
@@ -88,42 +88,30 @@ class BoundedHTTPServer:
         self._sel = selectors.DefaultSelector()
         # Only the selector thread changes the table (see its invariant).
         self._conns = Connections(limits, self._sel)
-        self._returned: collections.deque[tuple[Conn, bool]] = \
-            collections.deque()
-        self._work: collections.deque[Conn | None] = collections.deque()
-        self._work_ready = threading.Semaphore(0)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
+        self._pool = AnswerPool(app, limits, (self.host, self.port))
         self._stopping = threading.Event()
         #: counters for drills and /status: connections closed by each limit
         self.stats = self._conns.stats
-        self._threads = [threading.Thread(target=self._loop, daemon=True,
-                                          name="probe-accept")]
-        self._threads += [threading.Thread(target=self._answer_loop,
-                                           daemon=True, name=f"probe-{i}")
-                          for i in range(limits.threads)]
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name="probe-accept")
 
     # -- lifecycle -------------------------------------------------------------
     def start(self) -> BoundedHTTPServer:
-        for thread in self._threads:
+        for thread in (self._thread, *self._pool.threads):
             thread.start()
         return self
 
     def close(self) -> None:
         self._stopping.set()
-        self._wake()
-        for _ in range(self.limits.threads):
-            self._work.append(None)
-            self._work_ready.release()
-        for thread in self._threads:
+        self._pool.wake()
+        self._pool.stop()
+        for thread in (self._thread, *self._pool.threads):
             if thread.is_alive():
                 thread.join(timeout=5)
         self._conns.close()
         self._sel.close()
         self.socket.close()
-        self._wake_r.close()
-        self._wake_w.close()
+        self._pool.close()
 
     @property
     def connections(self) -> int:
@@ -134,15 +122,15 @@ class BoundedHTTPServer:
     def _loop(self) -> None:
         sel = self._sel
         sel.register(self.socket, selectors.EVENT_READ, None)
-        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        sel.register(self._pool.waker, selectors.EVENT_READ, None)
         next_sweep = 0.0
         try:
             while not self._stopping.is_set():
                 for key, _ in sel.select(timeout=_SWEEP_INTERVAL):
                     if key.fileobj is self.socket:
                         self._accept()
-                    elif key.fileobj is self._wake_r:
-                        self._drain_wake()
+                    elif key.fileobj is self._pool.waker:
+                        self._pool.drain_wake()
                     else:
                         self._read(key.data)
                 self._take_back()
@@ -201,59 +189,15 @@ class BoundedHTTPServer:
         if not ready:
             return
         self._conns.busy(conn)
-        self._work.append(conn)
-        self._work_ready.release()
+        self._pool.submit(conn)
 
     def _take_back(self) -> None:
         """Connections whose answer was written: keep alive, or close."""
-        while self._returned:
-            conn, keep = self._returned.popleft()
+        for conn, keep in self._pool.answered():
             keep = keep and not self._stopping.is_set()
             if self._conns.answered(conn, keep) and conn.buf:
                 self._maybe_dispatch(conn)   # a pipelined request already read
         self._conns.set_full(self._conns.at_limit)
-
-    def _wake(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass
-
-    def _drain_wake(self) -> None:
-        try:
-            while self._wake_r.recv(_READ_CHUNK):
-                pass
-        except OSError:
-            pass
-
-    # -- pool threads -------------------------------------------------------------
-    def _answer_loop(self) -> None:
-        while True:
-            self._work_ready.acquire()
-            conn = self._work.popleft()
-            if conn is None:
-                return
-            keep = False
-            try:
-                keep = self._answer(conn)
-            except Exception:  # noqa: BLE001 - one connection, not the server
-                LOG.exception("probe request failed")
-            self._returned.append((conn, keep))
-            self._wake()
-
-    def _answer(self, conn: Conn) -> bool:
-        request, conn.buf = wsgi.split(conn.buf)
-        conn.served += 1
-        response, keep = wsgi.respond(self.app, request, server=(
-            self.host, self.port), peer=conn.peer)
-        conn.sock.settimeout(self.limits.write_timeout)
-        try:
-            conn.sock.sendall(response)
-        except OSError:
-            return False
-        finally:
-            conn.sock.setblocking(False)
-        return keep
 
 
 def serve(app: Any, sock: socket.socket,
