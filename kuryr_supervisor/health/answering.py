@@ -7,18 +7,16 @@ still wait for a client to *read*, so an answer that cannot be written
 within ``write_timeout`` closes the connection (a client that does not read
 cannot hold a pool thread).
 
-Hand-over both ways is lock-free: requests come in through a deque and a
-semaphore; answered connections go back through another deque, and a byte
-on a socket pair wakes the selector thread (:attr:`AnswerPool.waker`) to
-take them back.
+Requests come in through a deque and a semaphore (no lock on the probe
+path); each answered connection goes back through the ``done`` callback,
+called on the pool thread, which must not block.
 """
 from __future__ import annotations
 
 import collections
 import logging
-import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor.health import wsgi
@@ -26,27 +24,20 @@ from kuryr_supervisor.health.connections import Conn, Limits
 
 LOG = logging.getLogger(__name__)
 
-_DRAIN_CHUNK = 4096
-
 
 class AnswerPool:
-    """``limits.threads`` threads running ``app`` for connections handed
-    over with :meth:`submit`; ``server`` is the listener's (host, port) as
-    the app sees it."""
+    """``limits.threads`` threads running ``app`` for the connections handed
+    over with :meth:`submit`, then calling ``done(conn, keep_alive)``;
+    ``server`` is the listener's (host, port) as the app sees it."""
 
-    def __init__(self, app: Any, limits: Limits,
-                 server: tuple[str, int]) -> None:
+    def __init__(self, app: Any, limits: Limits, server: tuple[str, int],
+                 done: Callable[[Conn, bool], None]) -> None:
         self.app = app
         self.limits = limits
         self.server = server
+        self._done = done
         self._work: collections.deque[Conn | None] = collections.deque()
         self._work_ready = threading.Semaphore(0)
-        self._returned: collections.deque[tuple[Conn, bool]] = \
-            collections.deque()
-        #: readable when answered connections wait in :meth:`answered`
-        self.waker, self._wake_w = socket.socketpair()
-        self.waker.setblocking(False)
-        self._wake_w.setblocking(False)
         self.threads = [threading.Thread(target=self._loop, daemon=True,
                                          name=f"probe-{i}")
                         for i in range(limits.threads)]
@@ -56,34 +47,11 @@ class AnswerPool:
         self._work.append(conn)
         self._work_ready.release()
 
-    def answered(self) -> Iterator[tuple[Conn, bool]]:
-        """Connections whose answer was written, each with whether it may
-        be kept alive; for the selector thread only."""
-        while self._returned:
-            yield self._returned.popleft()
-
-    def wake(self) -> None:
-        try:
-            self._wake_w.send(b"\0")
-        except OSError:
-            pass
-
-    def drain_wake(self) -> None:
-        try:
-            while self.waker.recv(_DRAIN_CHUNK):
-                pass
-        except OSError:
-            pass
-
     def stop(self) -> None:
         """Let every thread finish its answer and exit (not waited for)."""
         for _ in self.threads:
             self._work.append(None)
             self._work_ready.release()
-
-    def close(self) -> None:
-        self.waker.close()
-        self._wake_w.close()
 
     def _loop(self) -> None:
         while True:
@@ -96,8 +64,7 @@ class AnswerPool:
                 keep = self._answer(conn)
             except Exception:  # noqa: BLE001 - one connection, not the server
                 LOG.exception("probe request failed")
-            self._returned.append((conn, keep))
-            self.wake()
+            self._done(conn, keep)
 
     def _answer(self, conn: Conn) -> bool:
         request, conn.buf = wsgi.split(conn.buf)

@@ -81,19 +81,17 @@ class Connections:
 
     @property
     def at_limit(self) -> bool:
-        return self.count >= self.limits.max_connections
+        # not via count: this is read a few times per accepted connection
+        return len(self._waiting) + self._busy >= self.limits.max_connections
 
     def admit(self, sock: socket.socket, peer: Any) -> Conn:
         """A newly accepted connection: its request line and headers are due
         within ``header_timeout``."""
         sock.setblocking(False)
         conn = Conn(sock, peer, time.monotonic() + self.limits.header_timeout)
-        self._wait(conn)
+        self._waiting[sock.fileno()] = conn
+        self._sel.register(sock, selectors.EVENT_READ, conn)
         return conn
-
-    def _wait(self, conn: Conn) -> None:
-        self._waiting[conn.sock.fileno()] = conn
-        self._sel.register(conn.sock, selectors.EVENT_READ, conn)
 
     def busy(self, conn: Conn) -> None:
         """``conn`` has a complete request: out of the selector until it is
@@ -114,7 +112,8 @@ class Connections:
         conn.deadline = time.monotonic() + (
             self.limits.header_timeout if conn.buf
             else self.limits.idle_timeout)
-        self._wait(conn)
+        self._waiting[conn.sock.fileno()] = conn
+        self._sel.register(conn.sock, selectors.EVENT_READ, conn)
         return True
 
     def evict(self) -> bool:

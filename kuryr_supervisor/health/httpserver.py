@@ -21,8 +21,9 @@ backlog and is answered by the next one -- the kubelet sees latency, never
 Shape: this module's one selector thread accepts connections and reads
 requests without blocking; a complete request goes to a fixed pool of
 threads (:mod:`.answering`) that run the WSGI app (werkzeug's, unchanged)
-and write the answer. Who may stay connected, and for how long, is
-:mod:`.connections`' table. So:
+and write the answer, then hand the connection back (a deque, and a byte on
+a socket pair to wake the selector). Who may stay connected, and for how
+long, is :mod:`.connections`' table. So:
 
 - connections are bounded (``max_connections``, oldest waiting one
   evicted), and so are threads (``threads``), whatever the number of
@@ -39,6 +40,7 @@ and write the answer. Who may stay connected, and for how long, is
 """
 from __future__ import annotations
 
+import collections
 import logging
 import selectors
 import socket
@@ -88,7 +90,13 @@ class BoundedHTTPServer:
         self._sel = selectors.DefaultSelector()
         # Only the selector thread changes the table (see its invariant).
         self._conns = Connections(limits, self._sel)
-        self._pool = AnswerPool(app, limits, (self.host, self.port))
+        self._returned: collections.deque[tuple[Conn, bool]] = \
+            collections.deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._pool = AnswerPool(app, limits, (self.host, self.port),
+                                self._answered)
         self._stopping = threading.Event()
         #: counters for drills and /status: connections closed by each limit
         self.stats = self._conns.stats
@@ -103,7 +111,7 @@ class BoundedHTTPServer:
 
     def close(self) -> None:
         self._stopping.set()
-        self._pool.wake()
+        self._wake()
         self._pool.stop()
         for thread in (self._thread, *self._pool.threads):
             if thread.is_alive():
@@ -111,7 +119,8 @@ class BoundedHTTPServer:
         self._conns.close()
         self._sel.close()
         self.socket.close()
-        self._pool.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     @property
     def connections(self) -> int:
@@ -122,15 +131,15 @@ class BoundedHTTPServer:
     def _loop(self) -> None:
         sel = self._sel
         sel.register(self.socket, selectors.EVENT_READ, None)
-        sel.register(self._pool.waker, selectors.EVENT_READ, None)
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
         next_sweep = 0.0
         try:
             while not self._stopping.is_set():
                 for key, _ in sel.select(timeout=_SWEEP_INTERVAL):
                     if key.fileobj is self.socket:
                         self._accept()
-                    elif key.fileobj is self._pool.waker:
-                        self._pool.drain_wake()
+                    elif key.fileobj is self._wake_r:
+                        self._drain_wake()
                     else:
                         self._read(key.data)
                 self._take_back()
@@ -193,11 +202,31 @@ class BoundedHTTPServer:
 
     def _take_back(self) -> None:
         """Connections whose answer was written: keep alive, or close."""
-        for conn, keep in self._pool.answered():
+        while self._returned:
+            conn, keep = self._returned.popleft()
             keep = keep and not self._stopping.is_set()
             if self._conns.answered(conn, keep) and conn.buf:
                 self._maybe_dispatch(conn)   # a pipelined request already read
         self._conns.set_full(self._conns.at_limit)
+
+    # -- hand-back from the pool threads --------------------------------------
+    def _answered(self, conn: Conn, keep: bool) -> None:
+        """``conn``'s answer is written (called on a pool thread)."""
+        self._returned.append((conn, keep))
+        self._wake()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_r.recv(_READ_CHUNK):
+                pass
+        except OSError:
+            pass
 
 
 def serve(app: Any, sock: socket.socket,
