@@ -1,6 +1,8 @@
 """The controller role run as its Deployment runs it: a real daemon as the
-Deployment's ``runAsUser``/``runAsGroup`` (through setpriv: no capability,
-no supplementary group, no new privileges) against the Kubernetes,
+Deployment's ``runAsUser``/``runAsGroup`` (through setpriv: no
+supplementary group, no new privileges, no capability but
+``CAP_DAC_READ_SEARCH`` to read this run's interpreter and checkout, see
+:mod:`tests.fixtures.unprivileged`) against the Kubernetes,
 Keystone and Neutron fakes over real HTTP.
 
 Its files are made as the kubelet makes them: the credentials root's with
@@ -35,6 +37,8 @@ pytestmark = pytest.mark.privileged
 cloud = pytest.fixture(cloud_fixture)
 
 MANIFESTS = Path(__file__).parents[2] / "etc" / "kubernetes" / "controller"
+#: CAP_DAC_READ_SEARCH (bit 2) alone: read and search, never write.
+READ_ONLY = f"{1 << 2:016x}"
 OTHER = 65534                       # nobody: some other unprivileged uid
 
 
@@ -125,8 +129,8 @@ def test_runs_as_the_deployments_uid(base: Path, cloud: Cloud,
             assert credentials(pid) == {
                 "Uid": f"{UID} {UID} {UID} {UID}",
                 "Gid": f"{GID} {GID} {GID} {GID}", "Groups": "",
-                "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
-                "CapBnd": "0000000000000000", "NoNewPrivs": "1"}, pid
+                "CapPrm": READ_ONLY, "CapEff": READ_ONLY,
+                "CapBnd": READ_ONLY, "NoNewPrivs": "1"}, pid
         pod = cloud.api.add_pod("default", "web", "node-a")
         uid = pod["metadata"]["uid"]
         note = wait_until(lambda: cloud.podport("default", "web"), 15)
