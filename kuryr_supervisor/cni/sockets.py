@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Collection
 from typing import NamedTuple
 
 LOG = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class UntrustedPath(Exception):
     """A directory on the socket's path could be changed by a non-root user."""
 
 
-def check_trusted(path: str) -> None:
+def check_trusted(path: str, *, owners: Collection[int] = (0,)) -> None:
     """Refuse a socket path another user could swap, as sshd's StrictModes.
 
     Every existing directory from ``/`` to the socket's own directory (after
@@ -66,6 +67,11 @@ def check_trusted(path: str) -> None:
     sticky directory such as ``/tmp``, where others may create entries but
     cannot rename or delete ours. Directories still to be created are made
     0700 by :func:`bind_unix`.
+
+    ``owners`` widens "root" for a path that is not the CNI socket's: a
+    daemon running as a non-root uid trusts its own directories too
+    (:mod:`kuryr_supervisor.master.statedir`), as sshd trusts a user's own
+    home. The sticky exception stays root's alone.
     """
     directory = os.path.realpath(os.path.dirname(path))
     existing = directory
@@ -79,14 +85,21 @@ def check_trusted(path: str) -> None:
         own_dir = current == directory
         if not stat.S_ISDIR(st.st_mode):
             raise UntrustedPath(f"{current} is not a directory")
-        if st.st_uid != 0:
+        if st.st_uid not in owners:
             raise UntrustedPath(f"{current} is owned by uid {st.st_uid}, "
-                                "not root")
+                                f"not {owner_names(owners)}")
         writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if writable and (own_dir or not st.st_mode & stat.S_ISVTX):
+        sticky = st.st_mode & stat.S_ISVTX and st.st_uid == 0
+        if writable and (own_dir or not sticky):
             raise UntrustedPath(
                 f"{current} is writable by group or others "
                 f"(mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+def owner_names(owners: Collection[int]) -> str:
+    """``root``, or ``root or uid N`` for a non-root daemon's own uid."""
+    others = sorted(set(owners) - {0})
+    return " or ".join(["root", *(f"uid {uid}" for uid in others)])
 
 
 def bind_unix(path: str) -> socket.socket:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from oslo_config import cfg
 
@@ -86,11 +86,13 @@ def validate(conf: cfg.ConfigOpts) -> None:
                 raise ConfigError(_one_line(exc)) from exc
 
 
-def secret_file_warnings(conf: cfg.ConfigOpts) -> list[str]:
-    """A line for each configuration file that holds a secret and that
-    others could read or that is not root's (:mod:`.secretfiles`)."""
+def secret_file_warnings(conf: cfg.ConfigOpts, *, euid: int | None = None,
+                         groups: Collection[int] | None = None) -> list[str]:
+    """A line for each configuration file that holds a secret and is not
+    private to the daemon (:mod:`.secretfiles`; ``euid`` and ``groups``
+    default to this process's)."""
     registered = [opt for _, opts in _registered_opts(conf) for opt in opts]
-    return secretfiles.warnings(conf, registered)
+    return secretfiles.warnings(conf, registered, euid=euid, groups=groups)
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:

@@ -8,8 +8,12 @@ stop the daemon with one line naming the option and exit 78, which systemd
 (``RestartPreventExitStatus=78``) and an operator both understand.
 
 ``state_dir`` is trusted only as the socket's directory is, and its lock
-is taken without following or truncating anything (:mod:`.statedir`).
-A configuration file that holds a secret and that others could read
+is taken without following or truncating anything (:mod:`.statedir`); a
+daemon run as a non-root uid (the controller role) trusts its own uid's
+directories besides root's. Nothing else here needs root: the default
+probe and metrics ports are above 1024, and the CNI socket's checks apply
+to the CNI role only.
+A configuration file that holds a secret and is not private to the daemon
 gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`).
 
 A second daemon on the same state directory, probe port or socket would
@@ -59,7 +63,7 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
     try:
         if listeners.PROBES not in passed:
             _probe_port_free(conf)
-        if listeners.CNI not in passed:
+        if conf.role == "cni" and listeners.CNI not in passed:
             _socket_free(conf)
     except BaseException:
         lock.close()
@@ -108,6 +112,11 @@ def _handlers_installed(conf: cfg.ConfigOpts) -> None:
 
 
 def _socket_path(conf: cfg.ConfigOpts) -> None:
+    """The CNI socket's rules, for the role that serves it: the controller
+    role binds no CNI socket (:func:`.activation.wanted`), so its
+    ``bind_address`` is neither checked nor probed."""
+    if conf.role != "cni":
+        return
     address = conf.cni_daemon.bind_address
     try:
         path, port = sockets.parse_address(address)

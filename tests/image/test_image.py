@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -124,3 +125,84 @@ def test_daemon_ready_with_the_daemonset_capabilities(tmp_path: Path) -> None:
     finally:
         podman("rm", "-f", name, check=False)
         subprocess.run(["ip", "netns", "del", netns], check=False)
+
+
+CONTROLLER = ROOT / "etc" / "kubernetes" / "controller"
+
+
+def test_controller_as_its_deployment_runs_it(tmp_path: Path) -> None:
+    """The image runs the controller role as the Deployment does: its uid,
+    group and fsGroup, no capability, no privilege escalation, a read-only
+    root, the ConfigMap's configuration and a root-owned credentials file
+    readable by fsGroup only, the state directory on a tmpfs of mode 1777
+    (a memory-backed emptyDir). Against the fakes on the host's loopback
+    it becomes ready and creates a pod's port and PodPort."""
+    import yaml
+
+    from tests.fixtures.controller import start_cloud
+    from tests.fixtures.daemon import free_port, wait_until
+    spec = yaml.safe_load((CONTROLLER / "deployment.yaml").read_text())[
+        "spec"]["template"]["spec"]
+    pod = spec["securityContext"]
+    (container,) = spec["containers"]
+    secret_mode = {v["name"]: v for v in spec["volumes"]}["credentials"][
+        "secret"]["defaultMode"] | 0o440
+    config = yaml.safe_load((CONTROLLER / "configmap.yaml").read_text())[
+        "data"]["kuryr-supervisor.conf"]
+    cloud = start_cloud()
+    port, metrics = free_port(), free_port()
+    etc, creds = tmp_path / "etc", tmp_path / "credentials"
+    for path in (etc, creds):
+        path.mkdir()
+        path.chmod(0o755)
+    (etc / "kuryr-supervisor.conf").write_text(config)
+    # The Secret's file, with what the fakes need on top of the ConfigMap.
+    neutron = creds / "neutron.conf"
+    lines = [f"[kubernetes]\napi_root = {cloud.api.url}",
+             f"[controller]\npod_network_id = {cloud.neutron.network_id}",
+             f"[cni_health_server]\nport = {port}",
+             f"[metrics]\nport = {metrics}", "[neutron]"]
+    lines += [f"{k} = {v}" for k, v in cloud.keystone.conf_overrides().items()]
+    neutron.write_text("\n".join(lines) + "\n")
+    os.chown(neutron, 0, pod["fsGroup"])
+    neutron.chmod(secret_mode)
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    name = f"kuryr-image-ctl-{uuid.uuid4().hex[:8]}"
+    podman("run", "-d", "--name", name, "--network", "host", *LIMITS,
+           "--user", f"{pod['runAsUser']}:{pod['runAsGroup']}",
+           "--group-add", str(pod["fsGroup"]),
+           "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+           "--read-only", "--tmpfs", f"{mounts['tmp']}:rw,size=16m,mode=1777",
+           "--tmpfs", f"{mounts['state']}:rw,size=1m,mode=1777",
+           "-v", f"{etc}:{mounts['config']}:ro",
+           "-v", f"{creds}:{mounts['credentials']}:ro",
+           "-e", f"POD_NAME={name}", "--entrypoint", container["command"][0],
+           IMAGE, *container["command"][1:])
+    try:
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/ready", timeout=1) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+        try:
+            wait_until(ready, 60, interval=0.5)
+        except TimeoutError:
+            raise AssertionError(podman("logs", name).stderr) from None
+        status = podman("exec", name, "grep", "-E", "^(Uid|CapEff)",
+                        "/proc/1/status").stdout.split()
+        assert status == ["Uid:", *[str(pod["runAsUser"])] * 4,
+                          "CapEff:", "0000000000000000"]
+        added = cloud.api.add_pod("default", "web", "node-a")
+        note = wait_until(lambda: cloud.podport("default", "web"), 30)
+        [made] = cloud.neutron.ports_for(added["metadata"]["uid"])
+        assert note["portId"] == made["id"]
+        logs = podman("logs", name).stderr
+        assert "holds a secret" not in logs and "cannot set nice" not in logs
+        podman("stop", "-t", "30", name, timeout=60)
+        code = podman("inspect", "-f", "{{.State.ExitCode}}", name).stdout
+        assert code.strip() == "0"
+    finally:
+        podman("rm", "-f", name, check=False)
+        cloud.stop()

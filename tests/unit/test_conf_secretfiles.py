@@ -1,5 +1,6 @@
-"""A configuration file holding a secret must be private and root's: a
-warning line per file that is not (``kuryr_supervisor.conf.secretfiles``)."""
+"""A configuration file holding a secret must be private to the daemon
+(root's for a root daemon): a warning line per file that is not
+(``kuryr_supervisor.conf.secretfiles``)."""
 from __future__ import annotations
 
 import os
@@ -76,3 +77,47 @@ def test_a_secret_option_name_in_a_file_without_auth_plugin(tmp_path: Path) -> N
     oslo.config ignores it, and so does the check."""
     path = write(tmp_path / "k.conf", "[neutron]\npassword = x\n", 0o644)
     assert conf_mod.secret_file_warnings(loaded(["--config-file", str(path)])) == []
+
+
+# -- a daemon run as a non-root uid (the controller role's Deployment) -------
+DAEMON, OTHER = 65532, 65534
+
+
+@pytest.mark.privileged
+@pytest.mark.parametrize("uid,gid,mode,problem", [
+    (0, DAEMON, 0o440, ""),            # a Secret with fsGroup: the kubelet's
+    (0, DAEMON, 0o640, ""),            # root:fsGroup, group-readable
+    (DAEMON, DAEMON, 0o600, ""),       # its own, private
+    (DAEMON, DAEMON, 0o400, ""),
+    (DAEMON, DAEMON, 0o640, "is readable by group or others (mode 0640)"),
+    (0, OTHER, 0o440, "is readable by group or others (mode 0440)"),
+    (0, DAEMON, 0o444, "is readable by group or others (mode 0444)"),
+    (OTHER, OTHER, 0o600, f"is owned by uid {OTHER}, not root or uid {DAEMON}"),
+])
+def test_what_a_non_root_daemon_takes_as_private(
+        tmp_path: Path, uid: int, gid: int, mode: int, problem: str) -> None:
+    """PostgreSQL's rule for its key file: its own file readable by it
+    alone, or root's readable by its group alone besides root. Another
+    group's, or anyone's, or another user's file is named."""
+    path = write(tmp_path / "k.conf", KEYSTONE, mode)
+    os.chown(path, uid, gid)
+    lines = conf_mod.secret_file_warnings(
+        loaded(["--config-file", str(path)]), euid=DAEMON, groups={DAEMON})
+    if not problem:
+        assert lines == []
+        return
+    (line,) = lines
+    assert line == (f"configuration file {path} holds a secret (password) "
+                    f"and {problem}: make it uid {DAEMON}'s, mode 0600 or "
+                    "0400, or root's in the daemon's group, mode 0640 or 0440")
+
+
+@pytest.mark.privileged
+def test_the_root_daemon_keeps_its_rule(tmp_path: Path) -> None:
+    """Group-readable stays a warning for a root daemon (the CNI role),
+    whatever the group: root needs no group to read a file."""
+    path = write(tmp_path / "k.conf", KEYSTONE, 0o440)
+    os.chown(path, 0, 0)
+    (line,) = conf_mod.secret_file_warnings(
+        loaded(["--config-file", str(path)]), euid=0, groups={0})
+    assert "is readable by group or others (mode 0440): make it root's" in line

@@ -137,6 +137,31 @@ def test_unprivileged() -> None:
     assert sc["allowPrivilegeEscalation"] is False
 
 
+def test_runs_as_an_unprivileged_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A high uid and group, never root; the state directory made by the
+    daemon below a memory-backed emptyDir (a tmpfs root is root's, 1777:
+    accepted above the state directory, refused as the state directory);
+    the credentials as the kubelet writes them with fsGroup (root's,
+    defaultMode plus group read) private to the daemon's uid."""
+    from kuryr_supervisor.conf import secretfiles
+    spec = by_kind("Deployment")["spec"]["template"]["spec"]
+    pod = spec["securityContext"]
+    assert pod["runAsNonRoot"] is True
+    assert pod["runAsUser"] >= 10000 and pod["runAsGroup"] >= 10000
+    assert pod["fsGroup"] == pod["runAsGroup"]
+    assert "runAsUser" not in container()["securityContext"]
+    state_dir = controller_conf(monkeypatch).ipam.state_dir
+    mounts = {m["mountPath"]: m["name"] for m in container()["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    volume = volumes[mounts[os.path.dirname(state_dir)]]
+    assert volume["emptyDir"]["medium"] == "Memory"
+    secret_mode = volumes["credentials"]["secret"]["defaultMode"] | 0o440
+    as_mounted = os.stat_result((0o100000 | secret_mode, 0, 0, 1, 0,
+                                 pod["fsGroup"], 0, 0, 0, 0))
+    assert secretfiles.problems(as_mounted, pod["runAsUser"],
+                                {pod["runAsGroup"], pod["fsGroup"]}) == []
+
+
 @pytest.fixture
 def api() -> Iterator[FakeAPI]:
     fake = FakeAPI().start()
