@@ -49,12 +49,6 @@ ADD_PROVES_FINE = (Fault.IPAM_STORE | Fault.DISK_FULL | Fault.BRIDGE_KIND
                    | Fault.NET_ADMIN)
 
 
-def _verify_store(ipam: Ipam) -> None:
-    verify = getattr(ipam, "verify", None)
-    if verify is not None:
-        verify()
-
-
 class CNIService:
     """Runs validated :class:`Request` objects; raises ``CNIError`` only."""
 
@@ -104,7 +98,7 @@ class CNIService:
         try:
             result, fresh = self._add(request, abandoned)
         except errors.EnvironmentFault as exc:
-            self._fault(exc, True)
+            environment.record_fault(self._state, exc, True)
             raise
         except errors.CNIError as exc:
             if exc.wire.counts_as_failure and self._state is not None:
@@ -123,49 +117,6 @@ class CNIService:
             if self._state.faults() & ADD_PROVES_FINE:
                 self._state.set_fault(ADD_PROVES_FINE, False)
         return result
-
-    def _fault(self, exc: errors.EnvironmentFault, present: bool) -> None:
-        if self._state is None or not exc.fault:
-            return
-        if self._state.set_fault(Fault[exc.fault], present) and present:
-            LOG.error("environment fault, readiness fails until it is fixed "
-                      "(not counted as a CNI failure): %s", exc.msg)
-
-    # -- environment watch ----------------------------------------------------
-    def verify_environment(self, state_dir: str) -> Fault:
-        """Look for the persistent faults again (Server start, then a timer):
-        the store's integrity, a write in ``state_dir``, the bridge's kind,
-        CAP_NET_ADMIN. Raises or clears each Fault bit; returns the faults
-        found. Never raises."""
-        found = Fault.NONE
-        probes: list[tuple[Fault, Callable[[], None]]] = [
-            (Fault.IPAM_STORE, lambda: _verify_store(self._ipam())),
-            (Fault.DISK_FULL, lambda: environment.disk_probe(
-                state_dir, write=bool(self._faults() & Fault.DISK_FULL))),
-            (Fault.BRIDGE_KIND, self._binding_verify),
-            (Fault.NET_ADMIN, environment.require_net_admin),
-        ]
-        for fault, probe in probes:
-            try:
-                probe()
-            except errors.EnvironmentFault as exc:
-                found |= Fault[exc.fault]
-                self._fault(exc, True)
-                continue
-            except Exception as exc:  # noqa: BLE001 - a probe, not a verdict
-                LOG.debug("environment probe %s failed: %s", fault.name, exc)
-                continue
-            if self._state is not None and self._state.set_fault(fault, False):
-                LOG.warning("environment fault cleared: %s", fault.name)
-        return found
-
-    def _faults(self) -> Fault:
-        return self._state.faults() if self._state is not None else Fault.NONE
-
-    def _binding_verify(self) -> None:
-        verify = getattr(self._binding, "verify", None)
-        if verify is not None:
-            verify()
 
     def _add(self, request: Request, abandoned: Callable[[], bool] | None
              ) -> tuple[dict[str, Any], bool]:
@@ -200,6 +151,14 @@ class CNIService:
                         ifname, exc)
             return False
         return True
+
+    # -- environment watch, store ------------------------------------------
+    def verify_environment(self, state_dir: str) -> Fault:
+        """Look for the persistent faults again (Server start, then a timer)
+        and raise or clear their Fault bits: :func:`environment.verify`.
+        Returns the faults found; never raises."""
+        return environment.verify(self._state, state_dir, self._ipam,
+                                  self._binding)
 
     def close(self, *, final: bool = True) -> None:
         """Close the allocation store's connection in this process.
