@@ -1,7 +1,9 @@
 """CNI orchestration: ADD, DEL, CHECK, STATUS and GC over IPAM and binding.
 
 Role: the one place that orders the steps of each command, holds the
-container's lock around them and keeps the CNI ADD failure budget.
+container's lock around them and keeps the CNI ADD failure budget. What
+CHECK, STATUS and GC look at and decide is :mod:`.upkeep`'s; the probes of
+the environment watch are :mod:`.environment`'s.
 
 Invariants:
 - ADD runs :func:`attach.add` under the container's lock: allocate, plumb,
@@ -30,11 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni import attach, environment, protocol, results
-from kuryr_supervisor.cni.ipam import PENDING, Allocation, PodRef
+from kuryr_supervisor.cni import attach, environment, protocol, results, upkeep
+from kuryr_supervisor.cni.ipam import Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
-from kuryr_supervisor.cni.protocol import Attachment, Request
+from kuryr_supervisor.cni.protocol import Request
 from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
@@ -216,77 +218,13 @@ class CNIService:
     def _check(self, request: Request) -> None:
         expected = results.expected_address(request)
         with self._locks.hold(request.container_id, timeout=self._lock_timeout):
-            alloc = self._ipam().get(request.container_id, request.ifname)
-            if alloc is None:
-                raise errors.CheckFailed(
-                    f"no address is reserved for {request.container_id}/"
-                    f"{request.ifname}")
-            if alloc.state == PENDING:
-                raise errors.CheckFailed(
-                    f"{request.container_id}/{request.ifname} was never "
-                    "finished (its ADD did not complete)")
-            if alloc.address != expected:
-                raise errors.CheckFailed(
-                    f"prevResult says {expected}, the reservation is "
-                    f"{alloc.address}")
-            try:
-                self._binding.check(
-                    container_id=request.container_id, ifname=request.ifname,
-                    netns=request.netns, address=alloc.address,
-                    gateway=alloc.gateway)
-            except errors.PlumbingError as exc:
-                # The pod differs from its prevResult: a finding, not a fault.
-                raise errors.CheckFailed(exc.msg, exc.details) from exc
+            upkeep.check(self._ipam(), self._binding, request, expected)
 
     # -- STATUS, GC ---------------------------------------------------------
     def _status(self, request: Request) -> None:
-        if self._state is not None and self._state.draining():
-            raise errors.NotAvailable("the daemon is shutting down")
-        try:
-            self._ipam()
-        except errors.TryAgain as exc:
-            raise errors.NotAvailable(exc.msg) from exc
+        upkeep.status(self._ipam, self._state)
 
     def _gc(self, request: Request) -> None:
-        """Release every allocation the runtime no longer lists, then delete
-        host veths no allocation owns.
-
-        Host interfaces are listed *before* allocations: a veth exists only
-        after its allocation, so any veth seen first whose owner is missing
-        from the later list is truly leaked (or already being deleted).
-        Allocations newer than this GC are left alone: their ADD may be in
-        flight and simply not yet known to the runtime's list.
-        """
         started = self._wall_clock()
-        ipam = self._ipam()
-        host_ifs = set(self._binding.host_interfaces())
-        allocations = ipam.list()
-        failures: list[str] = []
-        for alloc in allocations:
-            key = Attachment(alloc.container_id, alloc.ifname)
-            if key in request.valid_attachments or alloc.created >= started:
-                continue
-            try:
-                self._collect(alloc)
-            except Exception as exc:  # noqa: BLE001 - collect as much as possible
-                LOG.warning("GC of %s/%s failed: %s", alloc.container_id,
-                            alloc.ifname, exc)
-                failures.append(f"{alloc.container_id}/{alloc.ifname}: {exc}")
-        owned = {self._binding.host_ifname(a.container_id, a.ifname)
-                 for a in allocations}
-        for name in sorted(host_ifs - owned):
-            try:
-                self._binding.remove_host_interface(name)
-                LOG.info("GC: removed leaked host interface %s", name)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{name}: {exc}")
-        if failures:
-            raise errors.InternalError(
-                f"GC left {len(failures)} item(s) behind", "; ".join(failures))
-
-    def _collect(self, alloc: Allocation) -> None:
-        LOG.info("GC: %s/%s (%s) is not a valid attachment",
-                 alloc.container_id, alloc.ifname, alloc.address)
-        # Skipped if deleted or re-added since it was listed.
-        self.forget(alloc.container_id, alloc.ifname, alloc.netns,
-                    created=alloc.created)
+        upkeep.gc(self._ipam(), self._binding, request.valid_attachments,
+                  started=started, forget=self.forget)
