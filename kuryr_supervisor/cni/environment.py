@@ -1,16 +1,23 @@
-"""Probes of the node's environment that the Server's faults depend on.
+"""Probes of the node's environment that the Server's faults depend on,
+and the Fault bits they raise and clear.
 
-Each raises the :class:`~kuryr_supervisor.errors.EnvironmentFault` it finds
-and returns quietly when that fault is gone, so the Server's watch can clear
-a readiness failure once the operator has fixed the cause (freed space,
-granted the capability) without a restart.
+Each probe raises the :class:`~kuryr_supervisor.errors.EnvironmentFault` it
+finds and returns quietly when that fault is gone, so the Server's watch
+(:func:`verify`) can clear a readiness failure once the operator has fixed
+the cause (freed space, granted the capability) without a restart.
 """
 from __future__ import annotations
 
 import errno
+import logging
 import os
+from collections.abc import Callable
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni.ports import Binding, Ipam
+from kuryr_supervisor.state import Fault, SharedState
+
+LOG = logging.getLogger(__name__)
 
 #: Bytes written by the write probe: more than one SQLite page, so a disk
 #: with less room than an allocation needs is found too.
@@ -78,3 +85,55 @@ def require_net_admin(status_path: str = "/proc/self/status") -> None:
                         "the daemon lacks CAP_NET_ADMIN: netlink changes "
                         "are refused")
                 return
+
+
+def record_fault(state: SharedState | None, exc: errors.EnvironmentFault,
+                 present: bool) -> None:
+    """Raise or clear ``exc``'s Fault bit; logged once, when it appears."""
+    if state is None or not exc.fault:
+        return
+    if state.set_fault(Fault[exc.fault], present) and present:
+        LOG.error("environment fault, readiness fails until it is fixed "
+                  "(not counted as a CNI failure): %s", exc.msg)
+
+
+def verify(state: SharedState | None, state_dir: str,
+           ipam: Callable[[], Ipam], binding: Binding) -> Fault:
+    """Look for the persistent faults again (Server start, then a timer):
+    the store's integrity, a write in ``state_dir``, the bridge's kind,
+    CAP_NET_ADMIN. Raises or clears each Fault bit; returns the faults
+    found. Never raises."""
+    found = Fault.NONE
+    probes: list[tuple[Fault, Callable[[], None]]] = [
+        (Fault.IPAM_STORE, lambda: _verify(ipam())),
+        # Read when it runs: the store's probe may have just raised it.
+        (Fault.DISK_FULL, lambda: disk_probe(
+            state_dir, write=bool(_faults(state) & Fault.DISK_FULL))),
+        (Fault.BRIDGE_KIND, lambda: _verify(binding)),
+        (Fault.NET_ADMIN, require_net_admin),
+    ]
+    for fault, probe in probes:
+        try:
+            probe()
+        except errors.EnvironmentFault as exc:
+            found |= Fault[exc.fault]
+            record_fault(state, exc, True)
+            continue
+        except Exception as exc:  # noqa: BLE001 - a probe, not a verdict
+            LOG.debug("environment probe %s failed: %s", fault.name, exc)
+            continue
+        if state is not None and state.set_fault(fault, False):
+            LOG.warning("environment fault cleared: %s", fault.name)
+    return found
+
+
+def _faults(state: SharedState | None) -> Fault:
+    return state.faults() if state is not None else Fault.NONE
+
+
+def _verify(part: object) -> None:
+    """The store's or the binding's own check, when it has one (fakes and
+    an external IPAM may not)."""
+    verify = getattr(part, "verify", None)
+    if verify is not None:
+        verify()

@@ -1,7 +1,9 @@
 """CNI orchestration: ADD, DEL, CHECK, STATUS and GC over IPAM and binding.
 
 Role: the one place that orders the steps of each command, holds the
-container's lock around them and keeps the CNI ADD failure budget.
+container's lock around them and keeps the CNI ADD failure budget. What
+CHECK, STATUS and GC look at and decide is :mod:`.upkeep`'s; the probes of
+the environment watch are :mod:`.environment`'s.
 
 Invariants:
 - ADD runs :func:`attach.add` under the container's lock: allocate, plumb,
@@ -30,11 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni import attach, environment, protocol, results
-from kuryr_supervisor.cni.ipam import PENDING, Allocation, PodRef
+from kuryr_supervisor.cni import attach, environment, protocol, results, upkeep
+from kuryr_supervisor.cni.ipam import Allocation, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Binding, Ipam
-from kuryr_supervisor.cni.protocol import Attachment, Request
+from kuryr_supervisor.cni.protocol import Request
 from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
@@ -47,12 +49,6 @@ _NO_POD = PodRef(namespace="", name="", uid="")
 #: with netlink rights).
 ADD_PROVES_FINE = (Fault.IPAM_STORE | Fault.DISK_FULL | Fault.BRIDGE_KIND
                    | Fault.NET_ADMIN)
-
-
-def _verify_store(ipam: Ipam) -> None:
-    verify = getattr(ipam, "verify", None)
-    if verify is not None:
-        verify()
 
 
 class CNIService:
@@ -104,7 +100,7 @@ class CNIService:
         try:
             result, fresh = self._add(request, abandoned)
         except errors.EnvironmentFault as exc:
-            self._fault(exc, True)
+            environment.record_fault(self._state, exc, True)
             raise
         except errors.CNIError as exc:
             if exc.wire.counts_as_failure and self._state is not None:
@@ -123,49 +119,6 @@ class CNIService:
             if self._state.faults() & ADD_PROVES_FINE:
                 self._state.set_fault(ADD_PROVES_FINE, False)
         return result
-
-    def _fault(self, exc: errors.EnvironmentFault, present: bool) -> None:
-        if self._state is None or not exc.fault:
-            return
-        if self._state.set_fault(Fault[exc.fault], present) and present:
-            LOG.error("environment fault, readiness fails until it is fixed "
-                      "(not counted as a CNI failure): %s", exc.msg)
-
-    # -- environment watch ----------------------------------------------------
-    def verify_environment(self, state_dir: str) -> Fault:
-        """Look for the persistent faults again (Server start, then a timer):
-        the store's integrity, a write in ``state_dir``, the bridge's kind,
-        CAP_NET_ADMIN. Raises or clears each Fault bit; returns the faults
-        found. Never raises."""
-        found = Fault.NONE
-        probes: list[tuple[Fault, Callable[[], None]]] = [
-            (Fault.IPAM_STORE, lambda: _verify_store(self._ipam())),
-            (Fault.DISK_FULL, lambda: environment.disk_probe(
-                state_dir, write=bool(self._faults() & Fault.DISK_FULL))),
-            (Fault.BRIDGE_KIND, self._binding_verify),
-            (Fault.NET_ADMIN, environment.require_net_admin),
-        ]
-        for fault, probe in probes:
-            try:
-                probe()
-            except errors.EnvironmentFault as exc:
-                found |= Fault[exc.fault]
-                self._fault(exc, True)
-                continue
-            except Exception as exc:  # noqa: BLE001 - a probe, not a verdict
-                LOG.debug("environment probe %s failed: %s", fault.name, exc)
-                continue
-            if self._state is not None and self._state.set_fault(fault, False):
-                LOG.warning("environment fault cleared: %s", fault.name)
-        return found
-
-    def _faults(self) -> Fault:
-        return self._state.faults() if self._state is not None else Fault.NONE
-
-    def _binding_verify(self) -> None:
-        verify = getattr(self._binding, "verify", None)
-        if verify is not None:
-            verify()
 
     def _add(self, request: Request, abandoned: Callable[[], bool] | None
              ) -> tuple[dict[str, Any], bool]:
@@ -200,6 +153,14 @@ class CNIService:
                         ifname, exc)
             return False
         return True
+
+    # -- environment watch, store ------------------------------------------
+    def verify_environment(self, state_dir: str) -> Fault:
+        """Look for the persistent faults again (Server start, then a timer)
+        and raise or clear their Fault bits: :func:`environment.verify`.
+        Returns the faults found; never raises."""
+        return environment.verify(self._state, state_dir, self._ipam,
+                                  self._binding)
 
     def close(self, *, final: bool = True) -> None:
         """Close the allocation store's connection in this process.
@@ -257,77 +218,13 @@ class CNIService:
     def _check(self, request: Request) -> None:
         expected = results.expected_address(request)
         with self._locks.hold(request.container_id, timeout=self._lock_timeout):
-            alloc = self._ipam().get(request.container_id, request.ifname)
-            if alloc is None:
-                raise errors.CheckFailed(
-                    f"no address is reserved for {request.container_id}/"
-                    f"{request.ifname}")
-            if alloc.state == PENDING:
-                raise errors.CheckFailed(
-                    f"{request.container_id}/{request.ifname} was never "
-                    "finished (its ADD did not complete)")
-            if alloc.address != expected:
-                raise errors.CheckFailed(
-                    f"prevResult says {expected}, the reservation is "
-                    f"{alloc.address}")
-            try:
-                self._binding.check(
-                    container_id=request.container_id, ifname=request.ifname,
-                    netns=request.netns, address=alloc.address,
-                    gateway=alloc.gateway)
-            except errors.PlumbingError as exc:
-                # The pod differs from its prevResult: a finding, not a fault.
-                raise errors.CheckFailed(exc.msg, exc.details) from exc
+            upkeep.check(self._ipam(), self._binding, request, expected)
 
     # -- STATUS, GC ---------------------------------------------------------
     def _status(self, request: Request) -> None:
-        if self._state is not None and self._state.draining():
-            raise errors.NotAvailable("the daemon is shutting down")
-        try:
-            self._ipam()
-        except errors.TryAgain as exc:
-            raise errors.NotAvailable(exc.msg) from exc
+        upkeep.status(self._ipam, self._state)
 
     def _gc(self, request: Request) -> None:
-        """Release every allocation the runtime no longer lists, then delete
-        host veths no allocation owns.
-
-        Host interfaces are listed *before* allocations: a veth exists only
-        after its allocation, so any veth seen first whose owner is missing
-        from the later list is truly leaked (or already being deleted).
-        Allocations newer than this GC are left alone: their ADD may be in
-        flight and simply not yet known to the runtime's list.
-        """
         started = self._wall_clock()
-        ipam = self._ipam()
-        host_ifs = set(self._binding.host_interfaces())
-        allocations = ipam.list()
-        failures: list[str] = []
-        for alloc in allocations:
-            key = Attachment(alloc.container_id, alloc.ifname)
-            if key in request.valid_attachments or alloc.created >= started:
-                continue
-            try:
-                self._collect(alloc)
-            except Exception as exc:  # noqa: BLE001 - collect as much as possible
-                LOG.warning("GC of %s/%s failed: %s", alloc.container_id,
-                            alloc.ifname, exc)
-                failures.append(f"{alloc.container_id}/{alloc.ifname}: {exc}")
-        owned = {self._binding.host_ifname(a.container_id, a.ifname)
-                 for a in allocations}
-        for name in sorted(host_ifs - owned):
-            try:
-                self._binding.remove_host_interface(name)
-                LOG.info("GC: removed leaked host interface %s", name)
-            except Exception as exc:  # noqa: BLE001
-                failures.append(f"{name}: {exc}")
-        if failures:
-            raise errors.InternalError(
-                f"GC left {len(failures)} item(s) behind", "; ".join(failures))
-
-    def _collect(self, alloc: Allocation) -> None:
-        LOG.info("GC: %s/%s (%s) is not a valid attachment",
-                 alloc.container_id, alloc.ifname, alloc.address)
-        # Skipped if deleted or re-added since it was listed.
-        self.forget(alloc.container_id, alloc.ifname, alloc.netns,
-                    created=alloc.created)
+        upkeep.gc(self._ipam(), self._binding, request.valid_attachments,
+                  started=started, forget=self.forget)

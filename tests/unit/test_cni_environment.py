@@ -14,7 +14,7 @@ import pytest
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import environment, netlink
-from kuryr_supervisor.cni.binding import _plumbing_error
+from kuryr_supervisor.cni.binding.base import plumbing_error
 from kuryr_supervisor.cni.ipam.database import classify
 
 
@@ -58,11 +58,11 @@ def test_net_admin_from_the_capability_set(tmp_path: Path) -> None:
 
 
 def test_netlink_errors_by_cause() -> None:
-    assert isinstance(_plumbing_error("x", netlink.NetlinkError("no", errno.EPERM)),
+    assert isinstance(plumbing_error("x", netlink.NetlinkError("no", errno.EPERM)),
                       errors.NoNetAdmin)
-    assert isinstance(_plumbing_error("x", netlink.WrongLinkKind("veth", errno.EEXIST)),
+    assert isinstance(plumbing_error("x", netlink.WrongLinkKind("veth", errno.EEXIST)),
                       errors.BridgeConflict)
-    transient = _plumbing_error("x", netlink.NetlinkError("busy", errno.EBUSY))
+    transient = plumbing_error("x", netlink.NetlinkError("busy", errno.EBUSY))
     assert isinstance(transient, errors.PlumbingError)
     assert transient.wire.counts_as_failure
 

@@ -1,4 +1,4 @@
-"""Bridge binding: a pod's veth, its address and route, on a Linux bridge.
+"""ADD and DEL of the bridge binding, and the bridge itself.
 
 The same shape as the reference ``bridge`` CNI plugin, done with
 :mod:`kuryr_supervisor.cni.netlink`: a veth pair whose pod end lives in the pod's
@@ -7,9 +7,6 @@ holds the gateway address.
 
 Invariants:
 
-* The host end's name is a pure function of (container id, ifname), so DEL
-  and GC find it without any state, and every host end this binding creates
-  shares one prefix (:data:`HOST_PREFIX`).
 * ``plumb`` is all or nothing: on any failure it deletes the host end it
   created (the kernel then deletes the peer) before raising. It never
   deletes a link it did not create.
@@ -27,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import hashlib
 import ipaddress
 import logging
 import threading
@@ -38,12 +34,12 @@ from typing import Any
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import netlink as _netlink
+from kuryr_supervisor.cni.binding.base import plumbing_error
+from kuryr_supervisor.cni.binding.check import BridgeCheck
+from kuryr_supervisor.cni.binding.hostends import HostEnds
 
 LOG = logging.getLogger(__name__)
 
-HOST_PREFIX = "ksv"
-"""Every host veth end starts with this (then 12 hex digits)."""
-_HASH_LEN = 12
 BRIDGE_RECHECK = 10.0
 """Seconds between full checks of the bridge (exists, address, up)."""
 # What creating a veth with a vanished master index fails with.
@@ -59,45 +55,20 @@ class PlumbResult:
     mtu: int
 
 
-def _digest(container_id: str, ifname: str) -> str:
-    key = f"{container_id}/{ifname}".encode()
-    return hashlib.sha256(key).hexdigest()[:_HASH_LEN]
-
-
-def _plumbing_error(what: str, exc: _netlink.NetlinkError) -> errors.CNIError:
-    """Netlink failures by cause: the pod's namespace gone (the caller's),
-    the bridge name taken or no CAP_NET_ADMIN (the node's: not counted,
-    readiness names them), anything else (ours: counted)."""
-    if isinstance(exc, _netlink.NetnsNotFound):
-        return errors.ContainerUnknown(str(exc), f"errno={exc.errno}")
-    if isinstance(exc, _netlink.WrongLinkKind):
-        return errors.BridgeConflict(f"[binding] bridge: {exc}",
-                                     f"errno={exc.errno}")
-    if exc.errno == errno.EPERM:
-        return errors.NoNetAdmin(f"{what}: {exc} (CAP_NET_ADMIN missing?)",
-                                 f"errno={exc.errno}")
-    return errors.PlumbingError(f"{what}: {exc}", f"errno={exc.errno}")
-
-
-class BridgeBinding:
-    """Plumbs pods onto ``bridge``; stateless apart from its settings."""
+class BridgeBinding(BridgeCheck, HostEnds):
+    """Plumbs pods onto ``bridge``; stateless apart from its settings and
+    the bridge's cached index. CHECK is :class:`.check.BridgeCheck`'s, the
+    listing and removal of leaked host ends :class:`.hostends.HostEnds`'."""
 
     def __init__(self, bridge: str = "kuryr0", mtu: int = 1500, *,
                  netlink_module: ModuleType | Any = _netlink,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.bridge = bridge
-        self.mtu = mtu
-        self._nl = netlink_module
+        super().__init__(bridge, mtu, netlink_module=netlink_module)
         self._clock = clock
         self._bridge_lock = threading.Lock()
         # (gateway address, bridge index, when last fully checked)
         self._bridge_cache: tuple[ipaddress.IPv4Interface, int, float] | None
         self._bridge_cache = None
-
-    @staticmethod
-    def host_ifname(container_id: str, ifname: str) -> str:
-        """Deterministic host end name: ``ksv`` + 12 hex digits (15 chars)."""
-        return HOST_PREFIX + _digest(container_id, ifname)
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
@@ -157,8 +128,8 @@ class BridgeBinding:
                     f"netns {netns} already has a default route or "
                     f"{address}: {ifname} cannot be configured there",
                     f"errno={exc.errno}") from exc
-            raise _plumbing_error(f"plumb {container_id}/{ifname}: {step}",
-                                  exc) from exc
+            raise plumbing_error(f"plumb {container_id}/{ifname}: {step}",
+                                 exc) from exc
         except BaseException:
             self._rollback(host, created)
             raise
@@ -198,30 +169,11 @@ class BridgeBinding:
         try:
             kind = self._nl.link_kind(self.bridge)
         except _netlink.NetlinkError as exc:
-            raise _plumbing_error(f"read bridge {self.bridge}", exc) from exc
+            raise plumbing_error(f"read bridge {self.bridge}", exc) from exc
         if kind is not None and kind != "bridge":
             raise errors.BridgeConflict(
                 f"[binding] bridge: {self.bridge} exists and is a "
                 f"{kind or 'plain'} link, not a bridge")
-
-    def _which_exists(self, container_id: str, ifname: str, netns: str,
-                      exc: _netlink.NetlinkError) -> errors.CNIError:
-        """EEXIST from the veth creation: the host end, or the pod's name?"""
-        host = self.host_ifname(container_id, ifname)
-        try:
-            with self._nl.rtnl() as nl:
-                host_taken = nl.index(host) is not None
-        except (OSError, _netlink.NetlinkError):
-            return errors.AlreadyExists(
-                f"host interface {host} or interface {ifname} in netns "
-                f"{netns} already exists", f"errno={exc.errno}")
-        if host_taken:
-            return errors.AlreadyExists(
-                f"host interface {host} for {container_id}/{ifname} "
-                "already exists", f"errno={exc.errno}")
-        return errors.AlreadyExists(
-            f"interface {ifname} already exists in netns {netns}",
-            f"errno={exc.errno}")
 
     def _rollback(self, host: str, created: bool) -> None:
         """Delete the host end we created; the peer goes with it."""
@@ -245,87 +197,7 @@ class BridgeBinding:
             with self._nl.rtnl() as nl:
                 gone = not self._nl.remove_link(nl, host)
         except _netlink.NetlinkError as exc:
-            raise _plumbing_error(f"unplumb {container_id}/{ifname}",
-                                  exc) from exc
+            raise plumbing_error(f"unplumb {container_id}/{ifname}",
+                                 exc) from exc
         LOG.debug("unplumbed %s/%s (%s%s, netns %s)", container_id, ifname,
                   host, " already gone" if gone else "", netns)
-
-    def check(self, *, container_id: str, ifname: str, netns: str,
-              address: ipaddress.IPv4Interface,
-              gateway: ipaddress.IPv4Address) -> None:
-        """Raise PlumbingError naming every way the pod differs from plumb."""
-        nl = self._nl
-        host = self.host_ifname(container_id, ifname)
-        problems: list[str] = []
-        try:
-            with nl.open_netns(netns) as nsfd, nl.handle(nsfd) as ns:
-                if nl.link_index(ns, ifname) is None:
-                    raise errors.PlumbingError(
-                        f"check {container_id}/{ifname}: no {ifname} "
-                        f"in netns {netns}")
-                pod = nl.get_link(ns, ifname)
-                pod_routes = nl.routes(ns)
-            with nl.handle() as ipr:
-                host_link = (nl.get_link(ipr, host)
-                             if nl.link_index(ipr, host) is not None else None)
-                bridge_idx = nl.link_index(ipr, self.bridge)
-        except _netlink.NetlinkError as exc:
-            raise _plumbing_error(f"check {container_id}/{ifname}",
-                                  exc) from exc
-        if address not in pod.addresses:
-            problems.append(f"{ifname} lacks {address} "
-                            f"(has {', '.join(map(str, pod.addresses))})")
-        if pod.mtu != self.mtu:
-            problems.append(f"{ifname} mtu {pod.mtu} != {self.mtu}")
-        if not pod.up:
-            problems.append(f"{ifname} is down")
-        if not any(r.dst is None and r.gateway == gateway
-                   and r.oif == pod.index for r in pod_routes):
-            problems.append(f"no default route via {gateway} on {ifname}")
-        if host_link is None:
-            problems.append(f"host end {host} is missing")
-        elif bridge_idx is None or host_link.master != bridge_idx:
-            problems.append(f"host end {host} is not on bridge {self.bridge}")
-        elif not host_link.up:
-            problems.append(f"host end {host} is down")
-        if problems:
-            raise errors.PlumbingError(
-                f"check {container_id}/{ifname}: {'; '.join(problems)}")
-
-    def host_interfaces(self) -> list[str]:
-        """Host veth ends on *this* binding's bridge (for GC of leaks).
-
-        Only veths enslaved to our bridge are offered: another daemon's (or
-        test's) veths on the same host are never touched, and a half-plumbed
-        veth with no master is reached through its allocation instead
-        (allocation precedes plumbing).
-        """
-        try:
-            with self._nl.handle() as ipr:
-                bridge = self._nl.link_index(ipr, self.bridge)
-                if bridge is None:
-                    return []
-                links = self._nl.list_links(ipr, HOST_PREFIX)
-        except _netlink.NetlinkError as exc:
-            raise _plumbing_error("list host interfaces", exc) from exc
-        return sorted(
-            link.name for link in links
-            if link.kind == "veth" and link.master == bridge
-            and len(link.name) == len(HOST_PREFIX) + _HASH_LEN
-            and all(c in "0123456789abcdef"
-                    for c in link.name[len(HOST_PREFIX):]))
-
-    def remove_host_interface(self, host_ifname: str) -> None:
-        """Delete a leaked host end by name (its peer goes with it).
-
-        For GC of a veth whose (container id, ifname) is no longer known.
-        Idempotent; refuses a name this binding would never have made.
-        """
-        if not host_ifname.startswith(HOST_PREFIX):
-            raise ValueError(f"{host_ifname} is not a host veth end")
-        try:
-            with self._nl.rtnl() as nl:
-                self._nl.remove_link(nl, host_ifname)
-        except _netlink.NetlinkError as exc:
-            raise _plumbing_error(f"remove host interface {host_ifname}",
-                                  exc) from exc
