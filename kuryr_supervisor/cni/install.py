@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from oslo_config import cfg
 
-from kuryr_supervisor.cni import ownership, protocol
+from kuryr_supervisor.cni import ownership, protocol, shimbuild
 
 LOG = logging.getLogger(__name__)
 
@@ -71,12 +71,15 @@ def atomic_write(path: str, data: bytes, mode: int) -> bool:
 
 def shim_script(source: str = SHIM_SOURCE,
                 interpreter: str = DEFAULT_INTERPRETER) -> bytes:
-    """The shim module's text with the shebang the runtime will exec."""
+    """The shim, as one file with the shebang the runtime will exec: a
+    loader carrying the module precompiled and its source
+    (:mod:`.shimbuild`)."""
     with open(source, encoding="utf-8") as f:
         text = f.read()
-    if text.startswith("#!"):
-        text = text.split("\n", 1)[1] if "\n" in text else ""
-    return ownership.mark_python_shim(f"#!{interpreter}\n{text}".encode())
+    if text.startswith("#!"):   # ours replaces it; shim.py's lines hold
+        text = "\n" + text.partition("\n")[2]
+    script = shimbuild.loader(text, f"#!{interpreter}")
+    return ownership.mark_python_shim(script.encode("utf-8"))
 
 
 def default_conflist(network_name: str = "kuryr",
