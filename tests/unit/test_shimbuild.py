@@ -12,9 +12,9 @@ from kuryr_supervisor.cni import install, ownership, shimbuild
 
 #: Runs a script as ``__main__`` and prints the audit events that tell the
 #: loader's two paths apart: ``marshal.loads`` or a ``compile`` of the shim.
-TRACE = """
+TRACE = f"""
 import sys
-NAME = %r
+NAME = {shimbuild.FILENAME!r}
 def hook(event, args):
     if event == "marshal.loads" and NAME.encode() in bytes(args[0]) or (
             event == "compile" and args[1] == NAME):
@@ -23,8 +23,9 @@ sys.addaudithook(hook)
 path = sys.argv[1]
 with open(path, "rb") as f:
     code = compile(f.read(), path, "exec")
-exec(code, {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__})
-""" % shimbuild.FILENAME
+exec(code, {{"__name__": "__main__", "__file__": path,
+            "__builtins__": __builtins__}})
+"""
 
 
 def write(path: Path, data: bytes) -> str:
