@@ -36,6 +36,7 @@ from benchmarks import (
     memory,
     probes,
     recovery,
+    shim_cpu,
     startup,
 )
 from benchmarks.context import Context, Outcome
@@ -46,7 +47,8 @@ LOG = logging.getLogger("benchmarks")
 #: Run order: start-up first on a machine with no daemon of ours yet.
 BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "startup": startup.run, "cni-latency": cni_latency.run, "burst": burst.run,
-    "probes": probes.run, "memory": memory.run, "recovery": recovery.run,
+    "shim-cpu": shim_cpu.run, "probes": probes.run, "memory": memory.run,
+    "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
     "fleet": fleet.run,
 }
