@@ -75,11 +75,21 @@ class Cnitool:
 
     def __call__(self, command: str, netns: str, network: str = "kuryr"
                  ) -> subprocess.CompletedProcess[str]:
-        env = {"PATH": "/usr/bin:/bin", "NETCONFPATH": str(self.root / "net.d"),
-               "CNI_PATH": str(self.root / "bin"), "CNI_IFNAME": "eth0",
-               "CNI_CACHE_DIR": str(self.root / "cache")}
-        return subprocess.run([str(self.binary), command, network, netns], env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run([str(self.binary), command, network, netns],
+                              env=self.env(), capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    def start(self, command: str, netns: str, network: str = "kuryr"
+              ) -> subprocess.Popen[str]:
+        """The same call left running (the caller communicates)."""
+        return subprocess.Popen([str(self.binary), command, network, netns],
+                                env=self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def env(self) -> dict[str, str]:
+        return {"PATH": "/usr/bin:/bin", "NETCONFPATH": str(self.root / "net.d"),
+                "CNI_PATH": str(self.root / "bin"), "CNI_IFNAME": "eth0",
+                "CNI_CACHE_DIR": str(self.root / "cache")}
 
 
 @pytest.mark.parametrize("conflist", ["installed", "shipped"])
@@ -149,12 +159,7 @@ def test_add_issued_before_the_daemon_starts(cnitool: Path, namespaces: Namespac
     copy_shipped(f"unix://{workdir}/run/cni.sock", root, shim_kind, go_shim)
     ns = namespaces.create()
     tool = Cnitool(cnitool, root)
-    env = {"PATH": "/usr/bin:/bin", "NETCONFPATH": str(root / "net.d"),
-           "CNI_PATH": str(root / "bin"), "CNI_IFNAME": "eth0",
-           "CNI_CACHE_DIR": str(root / "cache")}
-    adding = subprocess.Popen([str(cnitool), "add", "kuryr", f"/var/run/netns/{ns}"],
-                              env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    adding = tool.start("add", f"/var/run/netns/{ns}")
     try:
         time.sleep(0.5)
         assert adding.poll() is None           # waiting, not failed

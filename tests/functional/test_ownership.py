@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.cni import install
-from tests.fixtures.daemon import Daemon, wait_until
+from tests.fixtures.daemon import Daemon, run_once, wait_until
 from tests.unit.test_ownership import KURYR_CONFLIST, KURYR_SHIM
 
 pytestmark = pytest.mark.privileged
@@ -32,18 +30,10 @@ CONFIG = 78
 
 def refused(workdir: Path, options: dict[str, dict[str, Any]]) -> str:
     """Run the daemon expecting exit 78; its one stderr line."""
-    workdir.mkdir(exist_ok=True)
-    daemon = Daemon(workdir, options)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kuryr_supervisor.daemon",
-             "--config-file", str(daemon.config)],
-            capture_output=True, text=True, timeout=30)
-    finally:
-        daemon.close()
-    assert done.returncode == CONFIG, done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    code, stderr, _ = run_once(workdir, options)
+    assert code == CONFIG, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
     return lines[0]
 
 

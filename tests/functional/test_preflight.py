@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.daemon import Daemon
+from tests.fixtures.daemon import Daemon, run_once
 
 pytestmark = pytest.mark.privileged
 
@@ -26,16 +24,7 @@ CONFIG, ALREADY_RUNNING = 78, 77
 
 def start(workdir: Path, options: dict[str, dict[str, Any]]
           ) -> tuple[int, str, Daemon]:
-    workdir.mkdir(exist_ok=True)
-    daemon = Daemon(workdir, options)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "kuryr_supervisor.daemon",
-             "--config-file", str(daemon.config)],
-            capture_output=True, text=True, timeout=20)
-    finally:
-        daemon.close()              # nothing to close if it refused
-    return done.returncode, done.stderr, daemon
+    return run_once(workdir, options, timeout=20)
 
 
 def one_line(stderr: str) -> str:

@@ -112,12 +112,7 @@ def test_cnitool_add_during_recovery(cnitool: Path, daemon: Daemon, tmp_path: Pa
     ns = f"ksvr{os.getpid() % 10000}{how[0]}"
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
-        env = {"PATH": "/usr/bin:/bin", "NETCONFPATH": str(root / "net.d"),
-               "CNI_PATH": str(root / "bin"), "CNI_IFNAME": "eth0",
-               "CNI_CACHE_DIR": str(root / "cache")}
-        adding = subprocess.Popen([str(cnitool), "add", "kuryr", f"/var/run/netns/{ns}"],
-                                  env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
+        adding = tool.start("add", f"/var/run/netns/{ns}")
         try:
             break_it(daemon, how)
             out, err = adding.communicate(timeout=120)

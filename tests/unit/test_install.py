@@ -18,6 +18,11 @@ SHIM = '#!/usr/bin/python3 -S\n"""A stand-in shim."""\nprint("kuryr-cni")\n'
 
 @pytest.fixture
 def conf(tmp_path: Path) -> cfg.ConfigOpts:
+    return install_conf(tmp_path)
+
+
+def install_conf(tmp_path: Path) -> cfg.ConfigOpts:
+    """``[cni_install]`` enabled, installing below ``tmp_path``."""
     conf = cfg.ConfigOpts()
     cni_install.register_opts(conf)
     conf([], default_config_files=[])

@@ -14,22 +14,17 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor.cni import install
-from kuryr_supervisor.conf import cni_install
 from kuryr_supervisor.health.checks.install import InstallPathsCheck
+from tests.unit.test_install import install_conf
 from tests.unit.test_ownership import KURYR_CONFLIST, KURYR_SHIM
 
 
 @pytest.fixture
 def conf(tmp_path: Path) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    cni_install.register_opts(conf)
-    conf([], default_config_files=[])
-    conf.set_override("enabled", True, "cni_install")
-    conf.set_override("bin_dir", str(tmp_path / "bin"), "cni_install")
-    conf.set_override("conf_dir", str(tmp_path / "net.d"), "cni_install")
+    """test_install's options, with both install directories made."""
     (tmp_path / "bin").mkdir()
     (tmp_path / "net.d").mkdir()
-    return conf
+    return install_conf(tmp_path)
 
 
 def paths(tmp_path: Path) -> tuple[Path, Path]:
