@@ -1,0 +1,255 @@
+"""The kubelet's path: containerd 1.6's CRI plugin calls our CNI.
+
+A private containerd (``tests/fixtures/containerd``) in a network namespace
+that plays the node, our daemon started in the same namespace, and a CRI
+client of our own asking for pod sandboxes as a kubelet does. containerd
+calls ADD in RunPodSandbox, DEL in StopPodSandbox (netns path and cached
+result) and DEL again in RemovePodSandbox (empty ``CNI_NETNS``, no
+prevResult); after a failed ADD it calls DEL at once and drops the sandbox.
+Everything is checked through the runtime's own status and, independently,
+with ``ip`` in the node and in the pod, in the daemon's store and in its
+metrics.
+"""
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import random
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kuryr_supervisor.cni.ipam import IpamStore
+from tests.fixtures.containerd import (  # noqa: F401 - fixtures
+    CriNode,
+    NodeDaemon,
+    cri_node_fixture,
+    install_network,
+    wait_network,
+)
+from tests.fixtures.containerd.cri import CRIClient, details
+from tests.fixtures.fakeapi import FakeAPI
+
+pytestmark = pytest.mark.privileged
+NODE = "node-cri"
+
+
+def subnet(prefix: int = 24) -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(
+        f"10.{random.randrange(200, 250)}.{random.randrange(256)}.0/{prefix}")
+
+
+class Pods:
+    """Sandboxes a test runs through the CRI, all removed after it."""
+
+    def __init__(self, cri_node: CriNode, api: FakeAPI | None) -> None:
+        self.cri_node, self.api = cri_node, api
+        self.cri: CRIClient = cri_node.cri
+        self.ids: list[str] = []
+
+    def meta(self) -> tuple[str, str, str]:
+        """A pod (name, namespace, uid), in the API when there is one."""
+        name = f"pod-{secrets.token_hex(4)}"
+        if self.api is None:
+            return name, "default", f"uid-{secrets.token_hex(8)}"
+        pod = self.cri_node.node.call(self.api.add_pod, "default", name, NODE)
+        return name, "default", str(pod["metadata"]["uid"])
+
+    def run(self, meta: tuple[str, str, str] | None = None) -> str:
+        name, namespace, uid = meta or self.meta()
+        sandbox = self.cri.run(name, namespace, uid,
+                               cgroup_parent=self.cri_node.containerd.cgroup_parent,
+                               labels={"ksvt": "1"})
+        self.ids.append(sandbox)
+        return sandbox
+
+    def cleanup(self) -> None:
+        for sandbox in self.ids:
+            for call in (self.cri.stop, self.cri.remove):
+                try:
+                    call(sandbox)
+                except CRIClient.errors:
+                    pass
+
+
+def start_daemon(cri_node: CriNode, workdir: Path, api: FakeAPI | None,
+                 **options: dict[str, Any]) -> NodeDaemon:
+    opts: dict[str, dict[str, Any]] = {"ipam": {"subnet": str(subnet())}}
+    if api is not None:
+        opts["kubernetes"] = {"api_root": api.url, "node_name": NODE,
+                              "request_timeout": 2.0, "api_check_interval": 0.5}
+        opts["ipam"] = {"use_node_pod_cidr": True}
+    for group, values in options.items():
+        opts.setdefault(group, {}).update(values)
+    workdir.mkdir(exist_ok=True)
+    daemon = NodeDaemon(cri_node.node, workdir, opts)
+    try:
+        daemon.start()
+        daemon.wait_ready(30)
+    except BaseException:
+        daemon.close()
+        raise
+    return daemon
+
+
+@pytest.fixture
+def api(cri_node: CriNode) -> Iterator[FakeAPI]:
+    """The fake Kubernetes API, listening inside the node."""
+    server = cri_node.node.call(FakeAPI)
+    server.add_node(NODE, pod_cidr=str(subnet()))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["kubernetes", "standalone"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def setup(cri_node: CriNode, tmp_path: Path, mode: str, go_shim: Path,
+          request: pytest.FixtureRequest
+          ) -> Iterator[tuple[NodeDaemon, Pods, str]]:
+    """Daemon (in either mode), our network installed and loaded, pods."""
+    fake = request.getfixturevalue("api") if mode == "kubernetes" else None
+    daemon = start_daemon(cri_node, tmp_path / "daemon", fake)
+    pods = Pods(cri_node, fake)
+    network = f"ksvt-{secrets.token_hex(3)}"
+    try:
+        install_network(cri_node, daemon, network, compiled=go_shim)
+        wait_network(cri_node.cri, network)
+        yield daemon, pods, network
+    finally:
+        pods.cleanup()
+        cri_node.clear_networks()
+        daemon.close()
+
+
+def store(daemon: NodeDaemon) -> list[Any]:
+    """Every allocation row in the daemon's store."""
+    path = Path(daemon.options["ipam"]["state_dir"], "ipam.sqlite")
+    net = daemon.options["ipam"].get("subnet") or "10.0.0.0/8"
+    return list(IpamStore(str(path), ipaddress.IPv4Network(net)).list())
+
+
+def host_veths(daemon: NodeDaemon) -> list[str]:
+    done = daemon.node.run("ip", "-j", "link", "show", "master", daemon.bridge,
+                           check=False)
+    return [link["ifname"] for link in json.loads(done.stdout or "[]")]
+
+
+def samples(daemon: NodeDaemon) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The daemon's metrics (its ``[metrics]`` listener, inside the node)."""
+    def scrape() -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", daemon.metrics_port, timeout=5)
+        try:
+            conn.request("GET", "/metrics")
+            return conn.getresponse().read().decode()
+        finally:
+            conn.close()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(daemon.node.call(scrape))
+            for s in family.samples}
+
+
+def requests(daemon: NodeDaemon) -> dict[tuple[str, str], float]:
+    """``cni_requests_total`` by (command, code)."""
+    return {(dict(labels)["command"], dict(labels)["code"]): value
+            for (name, labels), value in samples(daemon).items()
+            if name == "kuryr_supervisor_cni_requests_total"}
+
+
+def failures(daemon: NodeDaemon) -> float:
+    return samples(daemon)[("kuryr_supervisor_cni_consecutive_failures", ())]
+
+
+def in_pod(netns: str, *argv: str) -> Any:
+    done = subprocess.run(["nsenter", f"--net={netns}", "ip", "-j", *argv],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout or "[]")
+
+
+def test_run_stop_remove(setup: tuple[NodeDaemon, Pods, str]) -> None:
+    daemon, pods, _ = setup
+    sandbox = pods.run()
+    status = pods.cri.status(sandbox)
+    assert status.state == pods.cri.pb.SANDBOX_READY
+    (row,) = store(daemon)
+    assert row.container_id == sandbox
+    assert status.network.ip == str(row.address).split("/")[0]
+
+    netns = pods.cri.netns(sandbox)
+    (eth0,) = in_pod(netns, "addr", "show", "dev", "eth0")
+    assert [a["local"] for a in eth0["addr_info"] if a["family"] == "inet"] \
+        == [status.network.ip]
+    routes = in_pod(netns, "route", "show", "default")
+    assert len(routes) == 1 and routes[0]["dev"] == "eth0", routes
+    assert len(host_veths(daemon)) == 1
+    ping = shutil.which("ping") or "/bin/busybox"
+    daemon.node.run(*([ping] if ping.endswith("/ping") else [ping, "ping"]),
+                    "-c", "1", "-W", "2", status.network.ip)
+
+    pods.cri.stop(sandbox)
+    assert store(daemon) == [] and host_veths(daemon) == []
+    pods.cri.stop(sandbox)                       # a second Stop is fine
+    pods.cri.remove(sandbox)
+    assert sandbox not in {s.id for s in pods.cri.list({"ksvt": "1"})}
+    assert store(daemon) == [] and host_veths(daemon) == []
+    counts = requests(daemon)
+    assert counts.get(("ADD", "0")) == 1, counts
+    # Stop's DEL (netns, prevResult), Remove's DEL (no netns): all answered 0
+    assert counts.get(("DEL", "0"), 0) >= 2, counts
+    assert not [k for k in counts if k[0] == "DEL" and k[1] != "0"], counts
+    assert failures(daemon) == 0
+
+
+def test_failed_add_leaves_nothing(cri_node: CriNode, tmp_path: Path, mode: str,
+                                   go_shim: Path, request: pytest.FixtureRequest
+                                   ) -> None:
+    """Kubernetes: a pod the API does not have. Standalone: the pool is
+    empty. RunPodSandbox carries our error; containerd's clean-up DEL
+    succeeds; nothing is left and nothing counts against the budget."""
+    fake = request.getfixturevalue("api") if mode == "kubernetes" else None
+    # standalone: a /30 holds the gateway and one pod
+    daemon = start_daemon(cri_node, tmp_path / "daemon", fake,
+                          **({} if fake else {"ipam": {"subnet": str(subnet(30))}}))
+    pods = Pods(cri_node, fake)
+    network = f"ksvt-{secrets.token_hex(3)}"
+    try:
+        install_network(cri_node, daemon, network, compiled=go_shim)
+        wait_network(cri_node.cri, network)
+        before = store(daemon)
+        if fake is None:
+            pods.run()
+            before = store(daemon)
+            meta = pods.meta()
+            expected = "no free address"
+        else:
+            meta = (f"ghost-{secrets.token_hex(3)}", "default", "uid-ghost")
+            expected = f"pod default/{meta[0]} is gone"
+        with pytest.raises(CRIClient.errors) as caught:
+            pods.run(meta)
+        text = details(caught.value)
+        assert expected in text, text
+        assert 'plugin type="kuryr-cni" failed (add): ' in text, text
+        names = {s.metadata.name for s in pods.cri.list({"ksvt": "1"})}
+        assert meta[0] not in names
+        assert store(daemon) == before
+        assert len(host_veths(daemon)) == len(before)
+        counts = requests(daemon)
+        assert not [k for k in counts if k[0] == "DEL" and k[1] != "0"], counts
+        assert counts.get(("DEL", "0"), 0) >= 1, counts
+        assert failures(daemon) == 0
+        assert daemon.probe("/alive") == 200
+    finally:
+        pods.cleanup()
+        cri_node.clear_networks()
+        daemon.close()
