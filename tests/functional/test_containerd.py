@@ -35,6 +35,7 @@ from tests.fixtures.containerd import (  # noqa: F401 - fixtures
     wait_network,
 )
 from tests.fixtures.containerd.cri import CRIClient, details
+from tests.fixtures.daemon import wait_until
 from tests.fixtures.fakeapi import FakeAPI
 
 pytestmark = pytest.mark.privileged
@@ -184,6 +185,8 @@ def test_run_stop_remove(setup: tuple[NodeDaemon, Pods, str]) -> None:
     assert status.state == pods.cri.pb.SANDBOX_READY
     (row,) = store(daemon)
     assert row.container_id == sandbox
+    name = pods.cri.status(sandbox).metadata.name
+    assert (row.pod.namespace, row.pod.name) == ("default", name)   # CNI_ARGS
     assert status.network.ip == str(row.address).split("/")[0]
 
     netns = pods.cri.netns(sandbox)
@@ -249,6 +252,61 @@ def test_failed_add_leaves_nothing(cri_node: CriNode, tmp_path: Path, mode: str,
         assert counts.get(("DEL", "0"), 0) >= 1, counts
         assert failures(daemon) == 0
         assert daemon.probe("/alive") == 200
+    finally:
+        pods.cleanup()
+        cri_node.clear_networks()
+        daemon.close()
+
+
+def test_installed_conflist_network_ready_and_changed(
+        cri_node: CriNode, tmp_path: Path, go_shim: Path) -> None:
+    """containerd reports NetworkReady false until our daemon's installer
+    writes its conflist, true after; a changed conflist (another network,
+    capabilities declared, so containerd sends runtimeConfig) is used for
+    the next pod, with neither containerd nor the daemon restarted."""
+    cri = cri_node.cri
+    cri_node.clear_networks()
+    wait_until(lambda: not cri.condition().status, 20)
+    condition = cri.condition()
+    assert condition.reason == "NetworkPluginNotReady", condition
+    assert "cni plugin not initialized" in condition.message, condition
+    network = f"ksvt-{secrets.token_hex(3)}"
+    daemon = start_daemon(cri_node, tmp_path / "daemon", None, cni_install={
+        "enabled": True, "bin_dir": str(cri_node.bin_dir),
+        "conf_dir": str(cri_node.conf_dir), "network_name": network})
+    pods = Pods(cri_node, None)
+    containerd_pid, daemon_pid = cri_node.containerd.proc.pid, daemon.pid
+    try:
+        wait_until(lambda: cri.condition().status, 20)
+        wait_network(cri, network)
+        first = pods.run()
+        assert cri.status(first).network.ip
+
+        changed = f"ksvt-{secrets.token_hex(3)}"
+        template = tmp_path / "template.conflist"
+        template.write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": changed, "plugins": [{
+                "type": "kuryr-cni", "daemon_socket": f"unix://{daemon.socket_path}",
+                "capabilities": {"portMappings": True, "bandwidth": True,
+                                 "io.kubernetes.cri.pod-annotations": True}}]}))
+        install_network(cri_node, daemon, changed, compiled=go_shim, template=template)
+        wait_network(cri, changed)
+        second = cri.run(f"pod-{secrets.token_hex(3)}", "default", "uid-2",
+                         cgroup_parent=cri_node.containerd.cgroup_parent,
+                         annotations={"example.com/a": "b"}, port_mappings=[(80, 0)],
+                         labels={"ksvt": "1"})
+        pods.ids.append(second)
+        assert cri.status(second).network.ip
+        # libcni cached the second ADD under the changed network's name
+        assert Path(f"/var/lib/cni/results/{changed}-{second}-eth0").exists()
+        assert {r.container_id for r in store(daemon)} == {first, second}
+        for sandbox in (first, second):
+            cri.stop(sandbox)
+            cri.remove(sandbox)
+        assert store(daemon) == [] and host_veths(daemon) == []
+        assert (cri_node.containerd.proc.pid, daemon.pid) == (containerd_pid, daemon_pid)
+        assert cri_node.containerd.proc.poll() is None and daemon.proc.poll() is None
+        assert failures(daemon) == 0
     finally:
         pods.cleanup()
         cri_node.clear_networks()
