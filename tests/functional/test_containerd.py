@@ -12,12 +12,15 @@ metrics.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
 import ipaddress
 import json
+import os
 import random
 import secrets
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,6 +310,65 @@ def test_installed_conflist_network_ready_and_changed(
         assert (cri_node.containerd.proc.pid, daemon.pid) == (containerd_pid, daemon_pid)
         assert cri_node.containerd.proc.poll() is None and daemon.proc.poll() is None
         assert failures(daemon) == 0
+    finally:
+        pods.cleanup()
+        cri_node.clear_networks()
+        daemon.close()
+
+
+def _worker(daemon: NodeDaemon, name: str) -> int:
+    try:
+        return daemon.worker_pids()[name]
+    except (OSError, AssertionError, KeyError, ValueError):
+        return 0
+
+
+def test_fifty_sandboxes_through_kills_and_a_restart(
+        cri_node: CriNode, tmp_path: Path, api: FakeAPI, go_shim: Path) -> None:
+    """50 RunPodSandbox in parallel while the Server is SIGKILLed 5 times,
+    the HealthManager 5 times and the daemon restarted once: every sandbox
+    starts; once all are stopped and removed, nothing is left."""
+    daemon = start_daemon(cri_node, tmp_path / "daemon", api, supervisor={
+        "restart_backoff_max": 0.5, "max_restarts": 1000})
+    pods = Pods(cri_node, api)
+    network = f"ksvt-{secrets.token_hex(3)}"
+    events: list[tuple[str, int]] = []          # (what, sandboxes done then)
+    done: list[str] = []
+    try:
+        install_network(cri_node, daemon, network, compiled=go_shim)
+        wait_network(cri_node.cri, network)
+        metas = [pods.meta() for _ in range(50)]
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            futures = [pool.submit(pods.run, meta) for meta in metas]
+            for f in futures:
+                f.add_done_callback(lambda f: done.append("x"))
+            plan = ["server", "health"] * 5
+            plan.insert(5, "daemon")
+            for what in plan:
+                if what == "daemon":
+                    daemon.signal(signal.SIGTERM)
+                    assert daemon.wait_exit(60) == 0, daemon.log()
+                    daemon.start()
+                    daemon.wait_ready(60)
+                else:
+                    victim = wait_until(lambda w=what: _worker(daemon, w), 60)
+                    os.kill(victim, signal.SIGKILL)
+                    wait_until(lambda w=what, v=victim: _worker(daemon, w) not in (0, v),
+                               60)
+                events.append((what, len(done)))
+            failed = [details(f.exception()) for f in futures if f.exception()]
+        print("kills (what, sandboxes started by then):", events)
+        assert failed == [], failed[:3]
+        assert len(pods.ids) == 50
+        # the kills and the restart happened while sandboxes were starting
+        assert events[0][1] < 50 and any(w == "daemon" and n < 50 for w, n in events), events
+        rows = store(daemon)
+        assert len(rows) == 50 and {r.container_id for r in rows} == set(pods.ids)
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            list(pool.map(lambda s: (pods.cri.stop(s), pods.cri.remove(s)), pods.ids))
+        assert store(daemon) == [] and host_veths(daemon) == []
+        assert not {s.id for s in pods.cri.list({"ksvt": "1"})} & set(pods.ids)
+        assert daemon.status()["cniFailures"] == 0
     finally:
         pods.cleanup()
         cri_node.clear_networks()
