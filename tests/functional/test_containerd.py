@@ -373,3 +373,34 @@ def test_fifty_sandboxes_through_kills_and_a_restart(
         pods.cleanup()
         cri_node.clear_networks()
         daemon.close()
+
+
+def test_result_version_containerd_refuses(cri_node: CriNode, tmp_path: Path,
+                                           go_shim: Path) -> None:
+    """Why the installed conflist says 1.0.0: containerd 1.6 (libcni 1.1)
+    refuses a 1.1.0 result after our ADD has plumbed the pod. Its clean-up
+    DEL must then undo everything, as a kubelet retrying the pod relies on."""
+    daemon = start_daemon(cri_node, tmp_path / "daemon", None)
+    pods = Pods(cri_node, None)
+    network = f"ksvt-{secrets.token_hex(3)}"
+    template = tmp_path / "template.conflist"
+    template.write_text(json.dumps({
+        "cniVersion": "1.1.0", "name": network, "plugins": [{
+            "type": "kuryr-cni", "daemon_socket": f"unix://{daemon.socket_path}"}]}))
+    try:
+        install_network(cri_node, daemon, network, compiled=go_shim, template=template)
+        wait_network(cri_node.cri, network)
+        meta = pods.meta()
+        with pytest.raises(CRIClient.errors) as caught:
+            pods.run(meta)
+        text = details(caught.value)
+        assert 'failed (add): unsupported CNI result version "1.1.0"' in text, text
+        assert store(daemon) == [] and host_veths(daemon) == []
+        counts = requests(daemon)
+        assert counts.get(("ADD", "0")) == 1 and counts.get(("DEL", "0"), 0) >= 1, counts
+        assert meta[0] not in {s.metadata.name for s in pods.cri.list({"ksvt": "1"})}
+        assert failures(daemon) == 0
+    finally:
+        pods.cleanup()
+        cri_node.clear_networks()
+        daemon.close()
