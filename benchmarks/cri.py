@@ -1,0 +1,156 @@
+"""Benchmark ``cri`` — the kubelet's path: RunPodSandbox and
+Stop+RemovePodSandbox through containerd 1.6's CRI, our plugin against the
+reference.
+
+One private containerd (``tests/fixtures/containerd``: its own root and
+socket, in a network namespace playing the node, a pause image built
+locally) serves both networks in turn, in the same run: ``kuryr-cni`` (the
+compiled shim, installed with the conflist by our installer) in front of a
+standalone daemon running in the node, and Debian's ``bridge`` +
+``host-local`` (``isGateway``, its own bridge and subnet). containerd
+reloads ``conf_dir`` on change, so switching is a file write and a wait
+until its Status names the network.
+
+Each round and each implementation (order rotating): 20 pods one after the
+other (RunPodSandbox each, then Stop+Remove each), and 20 at once (20
+threads). A RunPodSandbox sample is the whole CRI call (netns, CNI ADD of
+loopback and the network, the pause container); Stop+Remove is both calls
+(both DELs, the container's end). p50 and p99 over every round's samples.
+
+Goal: p50 <= 1.0x the reference for Run and for Stop+Remove, sequential and
+parallel; p99 is quoted without a goal.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import clients
+from benchmarks.context import Context, Outcome
+from benchmarks.stats import Figure, percentile
+from tests.fixtures.containerd import (
+    CriNode,
+    NodeDaemon,
+    install_network,
+    running_cri_node,
+    wait_network,
+)
+
+NAME = "cri"
+OURS, REFERENCE = "kuryr-cni (go)", "bridge+host-local"
+PHASES = ("Run", "Stop+Remove")
+
+
+class Network:
+    """One implementation's conflist, written into containerd's conf_dir."""
+
+    def __init__(self, label: str, install: Callable[[], str]) -> None:
+        self.label, self.install = label, install
+
+    def use(self, node: CriNode) -> None:
+        node.clear_networks()
+        wait_network(node.cri, self.install())
+
+
+def _ours(node: CriNode, ctx: Context) -> tuple[Network, NodeDaemon]:
+    shim = ctx.ws.tmp / "cri-shim" / "kuryr-cni"
+    shim.parent.mkdir(exist_ok=True)
+    clients.build_go_shim(shim)
+    (ctx.ws.tmp / "cri-daemon").mkdir()
+    daemon = NodeDaemon(node.node, ctx.ws.tmp / "cri-daemon",
+                        {"ipam": {"subnet": f"10.95.{secrets.randbelow(256)}.0/24"}})
+    for test_only in ("supervisor", "health"):     # production defaults
+        daemon.options.pop(test_only, None)
+    daemon.write_config()
+    daemon.start()
+    daemon.wait_ready(60)
+
+    def install() -> str:
+        install_network(node, daemon, "bench-kuryr", compiled=shim)
+        return "bench-kuryr"
+    return Network(OURS, install), daemon
+
+
+def _reference(node: CriNode) -> Network:
+    subnet = f"10.94.{secrets.randbelow(256)}.0/24"
+    conflist = {"cniVersion": "1.0.0", "name": "bench-ref", "plugins": [{
+        "type": "bridge", "bridge": f"ksvbr{secrets.token_hex(4)}", "isGateway": True,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]],
+                 "dataDir": str(node.workdir / "host-local")}}]}
+
+    def install() -> str:
+        (node.conf_dir / "10-ref.conflist").write_text(json.dumps(conflist))
+        return "bench-ref"
+    return Network(REFERENCE, install)
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def measure(node: CriNode, count: int, parallel: bool, tag: str) -> dict[str, list[float]]:
+    """Run ``count`` sandboxes, then stop and remove them: seconds per call."""
+    cri = node.cri
+    cgroup = node.containerd.cgroup_parent
+    ids: list[str] = []
+
+    def run(i: int) -> float:
+        start = time.perf_counter()
+        sandbox = cri.run(f"{tag}-{i}", "bench", f"{tag}-uid-{i}", cgroup_parent=cgroup,
+                          labels={"ksvb": tag})
+        ids.append(sandbox)
+        return time.perf_counter() - start
+
+    def stop_remove(sandbox: str) -> float:
+        return _timed(lambda: (cri.stop(sandbox), cri.remove(sandbox)))
+
+    workers = count if parallel else 1
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        runs = list(pool.map(run, range(count)))
+        stops = list(pool.map(stop_remove, list(ids)))
+    return {"Run": runs, "Stop+Remove": stops}
+
+
+def run(ctx: Context) -> Outcome:
+    count, rounds = ctx.scale(20, 4), ctx.scale(2, 1)
+    with running_cri_node(ctx.ws.tmp / "cri-node") as node:
+        ours, daemon = _ours(node, ctx)
+        try:
+            networks = [ours, _reference(node)]
+            samples: dict[str, dict[str, list[float]]] = {
+                f"{n.label}|{mode}|{phase}": [] for n in networks
+                for mode in ("sequential", "parallel") for phase in PHASES}
+            for i in range(rounds):
+                for network in networks[i % 2:] + networks[:i % 2]:
+                    network.use(node)
+                    for mode in ("sequential", "parallel"):
+                        got = measure(node, count, mode == "parallel",
+                                      f"r{i}{mode[0]}{secrets.token_hex(2)}")
+                        for phase in PHASES:
+                            samples[f"{network.label}|{mode}|{phase}"] += got[phase]
+            leftovers = node.cri.list()
+        finally:
+            node.clear_networks()
+            daemon.close()
+        setup = node.setup_seconds
+    figures = []
+    for mode in ("sequential", "parallel"):
+        for phase in PHASES:
+            mine = samples[f"{OURS}|{mode}|{phase}"]
+            ref = samples[f"{REFERENCE}|{mode}|{phase}"]
+            for pct in (50, 99):
+                figures.append(Figure(
+                    NAME, f"{OURS}: {count} {mode} {phase} p{pct}",
+                    percentile(mine, pct), "s", percentile(ref, pct), REFERENCE,
+                    goal=1.0 if pct == 50 else None, goal_on="ratio"))
+    return Outcome(figures, raw={"samples_s": samples, "setup_s": setup},
+                   notes=[f"containerd {node.containerd.snapshotter} snapshotter, "
+                          f"{rounds} rounds x {count} pods per mode and implementation, "
+                          f"order rotating; cold setup (pause image build, containerd "
+                          f"start, import) {setup:.1f} s; sandboxes left: {len(leftovers)}."])
