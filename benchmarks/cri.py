@@ -117,8 +117,17 @@ def measure(node: CriNode, count: int, parallel: bool, tag: str) -> dict[str, li
     return {"Run": runs, "Stop+Remove": stops}
 
 
+def daemon_seconds(daemon: NodeDaemon) -> dict[str, tuple[float, float]]:
+    """(count, total seconds) of the daemon's own ADD and DEL answers."""
+    m = daemon.metrics()
+    name = "kuryr_supervisor_cni_request_duration_seconds"
+    return {cmd: (m.get((f"{name}_count", (("command", cmd),)), 0.0),
+                  m.get((f"{name}_sum", (("command", cmd),)), 0.0))
+            for cmd in ("ADD", "DEL")}
+
+
 def run(ctx: Context) -> Outcome:
-    count, rounds = ctx.scale(20, 4), ctx.scale(2, 1)
+    count, rounds = ctx.scale(20, 4), ctx.scale(4, 1)
     with running_cri_node(ctx.ws.tmp / "cri-node") as node:
         ours, daemon = _ours(node, ctx)
         try:
@@ -126,12 +135,21 @@ def run(ctx: Context) -> Outcome:
             samples: dict[str, dict[str, list[float]]] = {
                 f"{n.label}|{mode}|{phase}": [] for n in networks
                 for mode in ("sequential", "parallel") for phase in PHASES}
+            #: the daemon's own time per answer: [count, total seconds]
+            inside = {f"{mode}|{cmd}": [0.0, 0.0] for mode in ("sequential", "parallel")
+                      for cmd in ("ADD", "DEL")}
             for i in range(rounds):
                 for network in networks[i % 2:] + networks[:i % 2]:
                     network.use(node)
                     for mode in ("sequential", "parallel"):
+                        before = daemon_seconds(daemon)
                         got = measure(node, count, mode == "parallel",
                                       f"r{i}{mode[0]}{secrets.token_hex(2)}")
+                        if network is ours:
+                            after = daemon_seconds(daemon)
+                            for cmd in ("ADD", "DEL"):
+                                inside[f"{mode}|{cmd}"][0] += after[cmd][0] - before[cmd][0]
+                                inside[f"{mode}|{cmd}"][1] += after[cmd][1] - before[cmd][1]
                         for phase in PHASES:
                             samples[f"{network.label}|{mode}|{phase}"] += got[phase]
             leftovers = node.cri.list()
@@ -149,8 +167,13 @@ def run(ctx: Context) -> Outcome:
                     NAME, f"{OURS}: {count} {mode} {phase} p{pct}",
                     percentile(mine, pct), "s", percentile(ref, pct), REFERENCE,
                     goal=1.0 if pct == 50 else None, goal_on="ratio"))
-    return Outcome(figures, raw={"samples_s": samples, "setup_s": setup},
+    inside_ms = {k: round(1000 * total / n, 1) if n else None
+                 for k, (n, total) in inside.items()}
+    return Outcome(figures, raw={"samples_s": samples, "setup_s": setup,
+                                 "daemon_mean_ms": inside_ms},
                    notes=[f"containerd {node.containerd.snapshotter} snapshotter, "
                           f"{rounds} rounds x {count} pods per mode and implementation, "
                           f"order rotating; cold setup (pause image build, containerd "
-                          f"start, import) {setup:.1f} s; sandboxes left: {len(leftovers)}."])
+                          f"start, import) {setup:.1f} s; sandboxes left: {len(leftovers)}.",
+                          "inside our daemon, mean ms per answer (where the time goes): "
+                          + ", ".join(f"{k} {v}" for k, v in inside_ms.items())])

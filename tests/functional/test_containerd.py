@@ -13,7 +13,6 @@ metrics.
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
 import ipaddress
 import json
 import os
@@ -27,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from kuryr_supervisor.cni.ipam import IpamStore
 from tests.fixtures.containerd import (  # noqa: F401 - fixtures
@@ -150,29 +148,15 @@ def host_veths(daemon: NodeDaemon) -> list[str]:
     return [link["ifname"] for link in json.loads(done.stdout or "[]")]
 
 
-def samples(daemon: NodeDaemon) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """The daemon's metrics (its ``[metrics]`` listener, inside the node)."""
-    def scrape() -> str:
-        conn = http.client.HTTPConnection("127.0.0.1", daemon.metrics_port, timeout=5)
-        try:
-            conn.request("GET", "/metrics")
-            return conn.getresponse().read().decode()
-        finally:
-            conn.close()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(daemon.node.call(scrape))
-            for s in family.samples}
-
-
 def requests(daemon: NodeDaemon) -> dict[tuple[str, str], float]:
     """``cni_requests_total`` by (command, code)."""
     return {(dict(labels)["command"], dict(labels)["code"]): value
-            for (name, labels), value in samples(daemon).items()
+            for (name, labels), value in daemon.metrics().items()
             if name == "kuryr_supervisor_cni_requests_total"}
 
 
 def failures(daemon: NodeDaemon) -> float:
-    return samples(daemon)[("kuryr_supervisor_cni_consecutive_failures", ())]
+    return daemon.metrics()[("kuryr_supervisor_cni_consecutive_failures", ())]
 
 
 def in_pod(netns: str, *argv: str) -> Any:
