@@ -138,13 +138,23 @@ def run(ctx: Context) -> Outcome:
             #: the daemon's own time per answer: [count, total seconds]
             inside = {f"{mode}|{cmd}": [0.0, 0.0] for mode in ("sequential", "parallel")
                       for cmd in ("ADD", "DEL")}
+            #: containerd's own timing of the CNI part: [count, total seconds]
+            cni = {f"{n.label}|{mode}|{op}": [0.0, 0.0] for n in networks
+                   for mode in ("sequential", "parallel")
+                   for op in ("set_up_pod", "tear_down_pod")}
             for i in range(rounds):
                 for network in networks[i % 2:] + networks[:i % 2]:
                     network.use(node)
                     for mode in ("sequential", "parallel"):
                         before = daemon_seconds(daemon)
+                        cni_before = node.containerd.network_seconds()
                         got = measure(node, count, mode == "parallel",
                                       f"r{i}{mode[0]}{secrets.token_hex(2)}")
+                        cni_after = node.containerd.network_seconds()
+                        for op in ("set_up_pod", "tear_down_pod"):
+                            acc = cni[f"{network.label}|{mode}|{op}"]
+                            acc[0] += cni_after[op][0] - cni_before[op][0]
+                            acc[1] += cni_after[op][1] - cni_before[op][1]
                         if network is ours:
                             after = daemon_seconds(daemon)
                             for cmd in ("ADD", "DEL"):
@@ -167,9 +177,17 @@ def run(ctx: Context) -> Outcome:
                     NAME, f"{OURS}: {count} {mode} {phase} p{pct}",
                     percentile(mine, pct), "s", percentile(ref, pct), REFERENCE,
                     goal=1.0 if pct == 50 else None, goal_on="ratio"))
+    for mode in ("sequential", "parallel"):
+        for op, label in (("set_up_pod", "CNI set-up"), ("tear_down_pod", "CNI tear-down")):
+            (n, total), (rn, rtotal) = (cni[f"{OURS}|{mode}|{op}"],
+                                        cni[f"{REFERENCE}|{mode}|{op}"])
+            if n and rn:
+                figures.append(Figure(
+                    NAME, f"{OURS}: {mode} {label} mean (containerd's timer)",
+                    total / n, "s", rtotal / rn, REFERENCE))
     inside_ms = {k: round(1000 * total / n, 1) if n else None
                  for k, (n, total) in inside.items()}
-    return Outcome(figures, raw={"samples_s": samples, "setup_s": setup,
+    return Outcome(figures, raw={"samples_s": samples, "setup_s": setup, "cni_s": cni,
                                  "daemon_mean_ms": inside_ms},
                    notes=[f"containerd {node.containerd.snapshotter} snapshotter, "
                           f"{rounds} rounds x {count} pods per mode and implementation, "
