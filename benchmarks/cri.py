@@ -35,7 +35,6 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
 
 import psutil
 
@@ -98,12 +97,6 @@ def _reference(node: CriNode) -> Network:
     return Network(REFERENCE, install)
 
 
-def _timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def measure(node: CriNode, count: int, parallel: bool, tag: str) -> dict[str, list[float]]:
     """Run ``count`` sandboxes, then stop and remove them: seconds per call."""
     cri = node.cri
@@ -118,7 +111,10 @@ def measure(node: CriNode, count: int, parallel: bool, tag: str) -> dict[str, li
         return time.perf_counter() - start
 
     def stop_remove(sandbox: str) -> float:
-        return _timed(lambda: (cri.stop(sandbox), cri.remove(sandbox)))
+        start = time.perf_counter()
+        cri.stop(sandbox)
+        cri.remove(sandbox)
+        return time.perf_counter() - start
 
     workers = count if parallel else 1
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
@@ -162,7 +158,7 @@ def run(ctx: Context) -> Outcome:
         ours, daemon = _ours(node, ctx)
         try:
             networks = [ours, _reference(node)]
-            samples: dict[str, dict[str, list[float]]] = {
+            samples: dict[str, list[float]] = {
                 f"{n.label}|{mode}|{phase}": [] for n in networks
                 for mode in ("sequential", "parallel") for phase in PHASES}
             #: the daemon's own time per answer: [count, total seconds]
@@ -206,12 +202,12 @@ def run(ctx: Context) -> Outcome:
     figures = []
     for mode in ("sequential", "parallel"):
         for phase in PHASES:
-            mine = samples[f"{OURS}|{mode}|{phase}"]
+            own = samples[f"{OURS}|{mode}|{phase}"]
             ref = samples[f"{REFERENCE}|{mode}|{phase}"]
             for pct in (50, 99):
                 figures.append(Figure(
                     NAME, f"{OURS}: {count} {mode} {phase} p{pct}",
-                    percentile(mine, pct), "s", percentile(ref, pct), REFERENCE,
+                    percentile(own, pct), "s", percentile(ref, pct), REFERENCE,
                     goal=1.0 if pct == 50 else None, goal_on="ratio"))
     for mode in ("sequential", "parallel"):
         for op, label in (("set_up_pod", "CNI set-up"), ("tear_down_pod", "CNI tear-down")):
