@@ -212,8 +212,12 @@ class CNIService:
             self._binding.unplumb(container_id=container_id, ifname=ifname,
                                   netns=None)
         released = ipam.release(container_id, ifname)
-        LOG.info("DEL %s/%s: %s", container_id, ifname,
-                 released.address if released else "nothing was allocated")
+        if released:
+            LOG.info("DEL %s/%s: %s", container_id, ifname, released.address)
+        else:
+            # A repeated DEL is routine (containerd sends one per
+            # StopPodSandbox and one more in RemovePodSandbox): no change.
+            LOG.debug("DEL %s/%s: nothing was allocated", container_id, ifname)
 
     def _check(self, request: Request) -> None:
         expected = results.expected_address(request)
