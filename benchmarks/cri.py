@@ -229,7 +229,7 @@ def run(ctx: Context) -> Outcome:
                                  "daemon_mean_ms": inside_ms},
                    notes=[f"containerd {node.containerd.snapshotter} snapshotter, "
                           f"{rounds} rounds x {count} pods per mode and implementation, "
-                          f"order rotating; cold setup (pause image build, containerd "
+                          f"order rotating; setup (pause image build, containerd "
                           f"start, import) {setup:.1f} s; sandboxes left: {len(leftovers)}.",
                           "inside our daemon, mean ms per answer (where the time goes): "
                           + ", ".join(f"{k} {v}" for k, v in inside_ms.items())])
