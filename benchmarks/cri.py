@@ -11,9 +11,11 @@ standalone daemon running in the node, and Debian's ``bridge`` +
 reloads ``conf_dir`` on change, so switching is a file write and a wait
 until its Status names the network.
 
-Each round and each implementation (order rotating): 20 pods one after the
-other (RunPodSandbox each, then Stop+Remove each), and 20 at once (20
-threads). A RunPodSandbox sample is the whole CRI call (netns, CNI ADD of
+Each round: 20 pods one after the other, the implementations taking turns
+pod by pod (so a moment of load on this shared machine falls on both), each
+pod RunPodSandbox then Stop+Remove; then 20 at once (20 threads: 20 Runs,
+then 20 Stop+Removes) for each implementation, the order rotating per
+round. A RunPodSandbox sample is the whole CRI call (netns, CNI ADD of
 loopback and the network, the pause container); Stop+Remove is both calls
 (both DELs, the container's end). p50 and p99 over every round's samples.
 
@@ -171,29 +173,40 @@ def run(ctx: Context) -> Outcome:
             #: CPU seconds on the CNI path (see cni_cpu), per implementation
             cpu = {f"{n.label}|{mode}": 0.0 for n in networks
                    for mode in ("sequential", "parallel")}
-            for i in range(rounds):
-                for network in networks[i % 2:] + networks[:i % 2]:
+            current: list[Network] = []
+
+            def block(network: Network, mode: str, pods: int, tag: str) -> None:
+                """``pods`` sandboxes on ``network``, every counter read around them."""
+                if current != [network]:
                     network.use(node)
-                    for mode in ("sequential", "parallel"):
-                        before = daemon_seconds(daemon)
-                        cni_before = node.containerd.network_seconds()
-                        mine = daemon if network is ours else None
-                        cpu_before = cni_cpu(node, mine)
-                        got = measure(node, count, mode == "parallel",
-                                      f"r{i}{mode[0]}{secrets.token_hex(2)}")
-                        cni_after = node.containerd.network_seconds()
-                        cpu[f"{network.label}|{mode}"] += cni_cpu(node, mine) - cpu_before
-                        for op in ("set_up_pod", "tear_down_pod"):
-                            acc = cni[f"{network.label}|{mode}|{op}"]
-                            acc[0] += cni_after[op][0] - cni_before[op][0]
-                            acc[1] += cni_after[op][1] - cni_before[op][1]
-                        if network is ours:
-                            after = daemon_seconds(daemon)
-                            for cmd in ("ADD", "DEL"):
-                                inside[f"{mode}|{cmd}"][0] += after[cmd][0] - before[cmd][0]
-                                inside[f"{mode}|{cmd}"][1] += after[cmd][1] - before[cmd][1]
-                        for phase in PHASES:
-                            samples[f"{network.label}|{mode}|{phase}"] += got[phase]
+                    current[:] = [network]
+                before = daemon_seconds(daemon)
+                cni_before = node.containerd.network_seconds()
+                mine = daemon if network is ours else None
+                cpu_before = cni_cpu(node, mine)
+                got = measure(node, pods, mode == "parallel", tag)
+                cni_after = node.containerd.network_seconds()
+                cpu[f"{network.label}|{mode}"] += cni_cpu(node, mine) - cpu_before
+                for op in ("set_up_pod", "tear_down_pod"):
+                    acc = cni[f"{network.label}|{mode}|{op}"]
+                    acc[0] += cni_after[op][0] - cni_before[op][0]
+                    acc[1] += cni_after[op][1] - cni_before[op][1]
+                if network is ours:
+                    after = daemon_seconds(daemon)
+                    for cmd in ("ADD", "DEL"):
+                        inside[f"{mode}|{cmd}"][0] += after[cmd][0] - before[cmd][0]
+                        inside[f"{mode}|{cmd}"][1] += after[cmd][1] - before[cmd][1]
+                for phase in PHASES:
+                    samples[f"{network.label}|{mode}|{phase}"] += got[phase]
+
+            for i in range(rounds):
+                # sequential: one pod each in turn, so both see the same moment
+                for k in range(count):
+                    for network in networks[(i + k) % 2:] + networks[:(i + k) % 2]:
+                        block(network, "sequential", 1, f"r{i}s{k}{secrets.token_hex(2)}")
+                # parallel: the whole burst each, the order rotating per round
+                for network in networks[i % 2:] + networks[:i % 2]:
+                    block(network, "parallel", count, f"r{i}p{secrets.token_hex(2)}")
             leftovers = node.cri.list()
         finally:
             node.clear_networks()
@@ -228,8 +241,9 @@ def run(ctx: Context) -> Outcome:
                                  "cni_cpu_s": cpu,
                                  "daemon_mean_ms": inside_ms},
                    notes=[f"containerd {node.containerd.snapshotter} snapshotter, "
-                          f"{rounds} rounds x {count} pods per mode and implementation, "
-                          f"order rotating; setup (pause image build, containerd "
+                          f"{rounds} rounds x {count} pods per mode and implementation "
+                          f"(sequential: taking turns pod by pod; parallel: bursts, order "
+                          f"rotating); setup (pause image build, containerd "
                           f"start, import) {setup:.1f} s; sandboxes left: {len(leftovers)}.",
                           "inside our daemon, mean ms per answer (where the time goes): "
                           + ", ".join(f"{k} {v}" for k, v in inside_ms.items())])
