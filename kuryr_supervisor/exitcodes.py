@@ -1,6 +1,6 @@
 """The master's exit statuses, one per cause; a crash is never reported as 0.
 
-This table is the documentation: README.rst lists the same values.
+This table is the documentation: doc/source/admin/signals.rst lists the same values.
 """
 from __future__ import annotations
 
