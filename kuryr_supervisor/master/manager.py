@@ -89,6 +89,17 @@ def freeze_before_fork() -> None:
     gc.freeze()
 
 
+def _ignore_interrupt(*_: Any) -> None:
+    """In each new worker: Ctrl-C reaches the whole process group; the
+    master drains the workers (SIGTERM) or, at a second one, exits and the
+    workers leave with it (:func:`.workers.base.exit_with_master`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_at_once(signo: int, frame: Any) -> None:
+    cotyledon.ServiceManager._fast_exit(reason="second SIGINT: exiting now")
+
+
 class Manager(cotyledon.ServiceManager):
     def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
                  ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
@@ -129,7 +140,8 @@ class Manager(cotyledon.ServiceManager):
                 self._by_service[sid, worker_id] = comp
         self.register_hooks(on_terminate=self._on_terminate,
                             on_reload=self._on_reload,
-                            on_dead_worker=self._on_dead_worker)
+                            on_dead_worker=self._on_dead_worker,
+                            on_new_worker=_ignore_interrupt)
 
     # -- entry ---------------------------------------------------------------
     def run(self) -> NoReturn:
@@ -182,6 +194,16 @@ class Manager(cotyledon.ServiceManager):
         if delay:
             LOG.info("restarting %s in %.2fs (backoff)", comp.label, delay)
             self._dead.wait(delay)
+
+    def _on_signal_received(self, sig: int) -> None:
+        """Ctrl-C (SIGINT) stops gracefully, as SIGTERM does: cotyledon's
+        SIGINT exits at once, cutting requests off and leaving the store
+        unclosed (``ipam.sqlite-wal``). A second SIGINT stops at once."""
+        if sig == signal.SIGINT:
+            LOG.info("SIGINT: stopping gracefully (again to stop at once)")
+            signal.signal(signal.SIGINT, _stop_at_once)
+            sig = signal.SIGTERM
+        super()._on_signal_received(sig)
 
     def _on_terminate(self) -> None:
         self._stopping.set()
