@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     stray = usage.stray_word(args)
     if stray is not None:
         print(f"kuryr-supervisor: {stray}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(ExitCode.USAGE)
     args = ["--help" if a == usage.HELP_ALL else a for a in args]
     conf = conf_mod.CONF
     log.register_options(conf)

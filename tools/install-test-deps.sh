@@ -9,17 +9,20 @@
 # Debian's maintainer scripts start a service through invoke-rc.d or
 # deb-systemd-invoke, which ask /usr/sbin/policy-rc.d first: a temporary
 # one answering 101 ("action forbidden") starts nothing. They enable a
-# unit with symlinks under /etc/systemd/system, whatever policy-rc.d says:
-# the symlinks that appear during the install are removed afterwards (what
-# `systemctl disable` does); every symlink that was there before stays, so
-# nothing the operator had enabled or masked is touched. A policy-rc.d that
+# unit with symlinks under /etc/systemd (and update-rc.d's under
+# /etc/rc?.d), whatever policy-rc.d says: the symlinks that appear during
+# the install are removed afterwards (what `systemctl disable` does); every
+# symlink that was there before stays, so nothing the operator had enabled
+# or masked is touched. A policy-rc.d that
 # was there before is put back unchanged. Run it after `apt-get update`.
 set -eu
 
 here=$(dirname "$0")
 list=${1:-$here/test-packages.txt}
 policy=/usr/sbin/policy-rc.d
-units=/etc/systemd/system
+# Where maintainer scripts enable things: systemd units (system and user
+# wide) and System V runlevel links (update-rc.d).
+links_in="/etc/systemd/system /etc/systemd/user /etc/rc0.d /etc/rc1.d /etc/rc2.d /etc/rc3.d /etc/rc4.d /etc/rc5.d /etc/rc6.d /etc/rcS.d"
 MARK="kuryr-supervisor install-test-deps"
 
 if [ "$(id -u)" != 0 ]; then
@@ -33,8 +36,38 @@ if [ -z "$packages" ]; then
 fi
 
 work=$(mktemp -d)
-restore() {
-    if [ -e "$work/policy-rc.d" ]; then
+
+links() {   # $1: -type l (the links) or -type d (their directories)
+    for dir in $links_in; do
+        if [ -d "$dir" ]; then
+            find "$dir" "$@" -print
+        fi
+    done | sort
+}
+
+disable_new() {
+    links -type l | comm -13 "$work/before" - > "$work/enabled"
+    if [ ! -s "$work/enabled" ]; then
+        return
+    fi
+    echo "install-test-deps: not enabling what the install enabled:"
+    while IFS= read -r link; do
+        echo "  $link"
+        rm -f "$link"
+    done < "$work/enabled"
+    # The .wants directories made for those links, once empty.
+    links -type d | comm -13 "$work/dirs-before" - | sort -r |
+        while IFS= read -r dir; do rmdir "$dir" 2>/dev/null || true; done
+    if [ -d /run/systemd/system ]; then
+        systemctl daemon-reload || true
+    fi
+}
+
+restore() {     # also when the install fails half-way
+    if [ -e "$work/before" ]; then
+        disable_new
+    fi
+    if [ -e "$work/policy-rc.d" ] || [ -L "$work/policy-rc.d" ]; then
         mv -f "$work/policy-rc.d" "$policy"
     elif grep -qs "$MARK" "$policy"; then
         rm -f "$policy"
@@ -44,13 +77,8 @@ restore() {
 trap restore EXIT
 trap 'exit 130' INT TERM
 
-links() {
-    if [ -d "$units" ]; then
-        find "$units" -type l -print | sort
-    fi
-}
-
-links > "$work/before"
+links -type d > "$work/dirs-before"
+links -type l > "$work/before"
 if [ -e "$policy" ] || [ -L "$policy" ]; then
     cp -a "$policy" "$work/policy-rc.d"
 fi
@@ -61,16 +89,3 @@ mv -f "$work/new-policy" "$policy"
 
 # shellcheck disable=SC2086 # one word per package
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $packages
-
-links > "$work/after"
-comm -13 "$work/before" "$work/after" > "$work/enabled"
-if [ -s "$work/enabled" ]; then
-    echo "install-test-deps: not enabling what the install enabled:"
-    while IFS= read -r link; do
-        echo "  $link"
-        rm -f "$link"
-    done < "$work/enabled"
-    if [ -d /run/systemd/system ]; then
-        systemctl daemon-reload || true
-    fi
-fi

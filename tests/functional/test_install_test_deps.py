@@ -30,10 +30,20 @@ set -e
 # As dh_installsystemd's snippet: enable, then start through invoke-rc.d's
 # policy (deb-systemd-invoke asks policy-rc.d the same way).
 deb-systemd-helper enable {unit}.service >/dev/null || true
+deb-systemd-helper --user enable {unit}.service >/dev/null || true
+update-rc.d {unit} defaults >/dev/null || true
 mkdir -p {out}
 cat /usr/sbin/policy-rc.d > {out}/policy-during 2>/dev/null || true
 rc=0; /usr/sbin/policy-rc.d {unit}.service start || rc=$?
 echo $rc > {out}/policy-answer
+"""
+POSTRM = """#!/bin/sh
+set -e
+if [ "$1" = purge ]; then
+    update-rc.d {unit} remove >/dev/null || true
+    deb-systemd-helper purge {unit}.service >/dev/null || true
+    deb-systemd-helper --user purge {unit}.service >/dev/null || true
+fi
 """
 
 
@@ -48,13 +58,37 @@ def _deb(tmp: Path, name: str, unit: str, out: Path) -> Path:
     post = root / "DEBIAN/postinst"
     post.write_text(POSTINST.format(unit=unit, out=out))
     post.chmod(0o755)
-    (root / f"lib/systemd/system/{unit}.service").write_text(
-        "[Unit]\nDescription=test\n[Service]\nExecStart=/bin/true\n"
-        "[Install]\nWantedBy=multi-user.target\n")
+    postrm = root / "DEBIAN/postrm"
+    postrm.write_text(POSTRM.format(unit=unit))
+    postrm.chmod(0o755)
+    service = ("[Unit]\nDescription=test\n[Service]\nExecStart=/bin/true\n"
+               "[Install]\nWantedBy=multi-user.target default.target\n")
+    (root / f"lib/systemd/system/{unit}.service").write_text(service)
+    (root / "usr/lib/systemd/user").mkdir(parents=True)
+    (root / f"usr/lib/systemd/user/{unit}.service").write_text(service)
+    (root / "etc/init.d").mkdir(parents=True)
+    init = root / f"etc/init.d/{unit}"
+    init.write_text(f"#!/bin/sh\n### BEGIN INIT INFO\n# Provides: {unit}\n"
+                    "# Required-Start:\n# Required-Stop:\n"
+                    "# Default-Start: 2 3 4 5\n# Default-Stop: 0 1 6\n"
+                    "# Short-Description: test\n### END INIT INFO\nexit 0\n")
+    init.chmod(0o755)
     deb = tmp / f"{name}.deb"
     subprocess.run(["dpkg-deb", "--build", "--root-owner-group", str(root),
                     str(deb)], check=True, capture_output=True)
     return deb
+
+
+def enabled(unit: str) -> list[Path]:
+    """Every link that enables ``unit``, systemd's and System V's, dangling
+    ones too (pathlib's glob skips those)."""
+    found = []
+    for top in (UNITS, Path("/etc/systemd/user"), *Path("/etc").glob("rc?.d")):
+        for where, _, names in os.walk(top):
+            found += [Path(where, name) for name in names
+                      if name in (f"{unit}.service", f"S01{unit}",
+                                  f"K01{unit}")]
+    return [p for p in found if p.is_symlink()]
 
 
 def _digest(path: Path) -> str | None:
@@ -86,17 +120,17 @@ def test_installs_without_enabling_or_starting(tmp_path: Path) -> None:
         # The postinst ran under the script's policy, which forbade starts.
         assert "install-test-deps" in (out / "policy-during").read_text()
         assert (out / "policy-answer").read_text().strip() == "101"
-        # What the postinst enabled is disabled again; the operator's
-        # own link and policy-rc.d are as they were.
-        assert not list(UNITS.rglob(f"{unit}.service")), \
-            list(UNITS.rglob(f"{unit}.service"))
+        # What the postinst enabled is disabled again (systemd, system and
+        # user wide, and System V runlevels); the operator's own link and
+        # policy-rc.d are as they were.
+        assert not enabled(unit), enabled(unit)
         assert mine.is_symlink()
         assert _digest(POLICY) == policy_before
     finally:
         mine.unlink(missing_ok=True)
         subprocess.run(["dpkg", "--purge", name], capture_output=True,
                        check=False)
-        for link in UNITS.rglob(f"{unit}.service"):
+        for link in enabled(unit):
             link.unlink()
 
 
