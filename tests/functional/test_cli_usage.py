@@ -61,6 +61,12 @@ def test_options_and_subcommand_in_any_order(tmp_path: Path) -> None:
                  ("--config-file", d.config, "--check-config")):
         done = cli(*args)
         assert (done.returncode, done.stdout) == (0, "ok\n"), (args, done)
+    # The role before the subcommand is the subcommand's: the controller
+    # role's own rule answers, not "unrecognized arguments".
+    done = cli("--role", "controller", "check-config", "--config-file",
+               d.config)
+    assert done.returncode == 78 and "unrecognized" not in done.stderr
+    assert "role controller needs the Kubernetes API" in done.stderr
     # A value equal to a subcommand's name is a value: a config file
     # named "status" is read, and the daemon is not asked for its status.
     status_file = tmp_path / "status"
