@@ -238,6 +238,10 @@ def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
     where = f"{opts.host}:{opts.port}"
     try:
         doc = fetch(opts.host, opts.port)
+        text = json.dumps(doc, indent=2) + "\n" if as_json else None
+        if text is None:
+            installed = shim.installed(conf) if conf.role == "cni" else None
+            text = _render_checked(doc, installed, shim.packaged_kind())
     except NotOurs as exc:
         print(f"kuryr-supervisor: {where} is not a kuryr-supervisor probe "
               f"listener: it answered /status with {clean(exc)}",
@@ -247,9 +251,15 @@ def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
         print(f"kuryr-supervisor: not reachable at {where}/status: "
               f"{clean(exc)}", file=sys.stderr)
         return NOT_LIVE
-    if as_json:
-        print(json.dumps(doc, indent=2))     # ensure_ascii: controls escaped
-    else:
-        installed = shim.installed(conf) if conf.role == "cni" else None
-        sys.stdout.write(render(doc, installed, shim.packaged_kind()))
+    sys.stdout.write(text)      # JSON: ensure_ascii escapes the controls
     return exit_status(doc)
+
+
+def _render_checked(doc: dict[str, Any], installed: shim.ShimInfo | None,
+                    packaged: str | None) -> str:
+    """:func:`render`, or :class:`NotOurs` when a field has a type no
+    kuryr-supervisor sends (a number where text is due, ...)."""
+    try:
+        return render(doc, installed, packaged)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise NotOurs("a JSON document with fields of the wrong type") from exc
