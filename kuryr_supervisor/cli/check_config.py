@@ -18,7 +18,8 @@ lock, port or socket held by a running daemon is a start's question (77).
 
 Groups and options nothing registers (typos) are named with the closest
 known name (:mod:`.unknown`): warnings on stderr, or with ``--strict`` the
-failure, exit 78.
+failure, exit 78. The daemon's start-up warnings about files that hold a
+secret and others can read are printed too (warnings either way).
 """
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ def main(args: list[str]) -> int:
     except _ERRORS as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
         return int(ExitCode.CONFIG)
-    strays = unknown.report(conf)
+    for line in conf_mod.secret_file_warnings(conf):
+        print(f"kuryr-supervisor: warning: {line}", file=sys.stderr)
+    strays = unknown.report(conf, {g for g, _ in conf_mod.list_opts()})
     level = "configuration error" if own.strict else "warning"
     for line in strays:
         print(f"kuryr-supervisor: {level}: {line}", file=sys.stderr)

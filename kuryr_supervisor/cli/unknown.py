@@ -7,7 +7,9 @@ group. ``check-config`` names each one with the closest known name
 failure with ``--strict``. Known are the options registered on the loaded
 configuration (the daemon's, oslo.log's, those registered from parsed
 values such as the ``[neutron]`` auth plugin's) and their deprecated names
-and groups (Kuryr's spellings).
+and groups (Kuryr's spellings). A group of the other role (``[neutron]``
+read by the CNI role: one file may serve both) is not this configuration's
+business: it is passed over, options and all.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import difflib
 import glob
 import os
 from collections import defaultdict
+from collections.abc import Collection
 
 from oslo_config import cfg
 
@@ -54,8 +57,10 @@ def _closest(word: str, choices: set[str]) -> str:
     return f": did you mean `{match[0]}`?" if match else ""
 
 
-def report(conf: cfg.ConfigOpts) -> list[str]:
-    """One line per unknown group or option, naming its file."""
+def report(conf: cfg.ConfigOpts, elsewhere: Collection[str] = ()
+           ) -> list[str]:
+    """One line per unknown group or option, naming its file; groups in
+    ``elsewhere`` (another role's) are passed over when not registered."""
     names = known(conf)
     lines = []
     for path in files(conf):
@@ -65,9 +70,11 @@ def report(conf: cfg.ConfigOpts) -> list[str]:
         except (OSError, cfg.Error, ValueError):
             continue                # oslo.config has judged the file
         for group, items in sections.items():
+            if group not in names and group in elsewhere:
+                continue
             if group not in names:
                 lines.append(f"{path}: unknown group [{group}]"
-                             f"{_closest(group, set(names))}")
+                             f"{_closest(group, {*names, *elsewhere})}")
                 continue
             for key in items:
                 if _norm(key) not in names[group]:

@@ -136,3 +136,21 @@ def test_unknown_options_and_groups_are_named(tmp_path: Path) -> None:
                     f"{free_port()}\n[ipam]\nstate_dir = {tmp_path / 's'}\n")
     clean = cli("check-config", "--strict", "--config-file", conf)
     assert (clean.returncode, clean.stdout, clean.stderr) == (0, "ok\n", "")
+
+
+@pytest.mark.privileged
+def test_a_readable_secret_is_warned_about_as_the_daemon_does(
+        tmp_path: Path) -> None:
+    d = Daemon(tmp_path, {"neutron": {
+        "auth_type": "password", "auth_url": "http://127.0.0.1:1/v3",
+        "username": "kuryr", "password": "s3cret"}})
+    d.config.chmod(0o644)
+    done = cli("check-config", "--strict", "--config-file", d.config)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+    assert done.stderr.splitlines() == [
+        f"kuryr-supervisor: warning: configuration file {d.config} holds a "
+        "secret (password) and is readable by group or others (mode 0644)"
+        + done.stderr.split("(mode 0644)", 1)[1].splitlines()[0]]
+    d.config.chmod(0o600)
+    done = cli("check-config", "--strict", "--config-file", d.config)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")

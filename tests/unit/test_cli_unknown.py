@@ -43,3 +43,10 @@ def test_typos_get_the_closest_name(tmp_path: Path) -> None:
         f"{path}: unknown option [supervisor] zzz",
         f"{path}: unknown group [supervisr]: did you mean `supervisor`?",
         f"{path}: unknown group [elsewhere]"]
+
+
+def test_another_roles_group_is_passed_over(tmp_path: Path) -> None:
+    conf, path = conf_for(tmp_path, "[neutron]\npassword = x\n"
+                          "[neutrno]\npassword = x\n")
+    assert unknown.report(conf, {"neutron"}) == [
+        f"{path}: unknown group [neutrno]: did you mean `neutron`?"]
