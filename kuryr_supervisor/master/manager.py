@@ -33,6 +33,7 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health.checks import controller, kubernetes
+from kuryr_supervisor.master import interrupt
 from kuryr_supervisor.master import listeners as listeners_mod
 from kuryr_supervisor.master.reporting import Reporter
 from kuryr_supervisor.master.sdnotify import Notifier
@@ -89,17 +90,6 @@ def freeze_before_fork() -> None:
     gc.freeze()
 
 
-def _ignore_interrupt(*_: Any) -> None:
-    """In each new worker: Ctrl-C reaches the whole process group; the
-    master drains the workers (SIGTERM) or, at a second one, exits and the
-    workers leave with it (:func:`.workers.base.exit_with_master`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _stop_at_once(signo: int, frame: Any) -> None:
-    cotyledon.ServiceManager._fast_exit(reason="second SIGINT: exiting now")
-
-
 class Manager(cotyledon.ServiceManager):
     def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
                  ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
@@ -141,7 +131,7 @@ class Manager(cotyledon.ServiceManager):
         self.register_hooks(on_terminate=self._on_terminate,
                             on_reload=self._on_reload,
                             on_dead_worker=self._on_dead_worker,
-                            on_new_worker=_ignore_interrupt)
+                            on_new_worker=interrupt.ignore_interrupt)
 
     # -- entry ---------------------------------------------------------------
     def run(self) -> NoReturn:
@@ -196,14 +186,10 @@ class Manager(cotyledon.ServiceManager):
             self._dead.wait(delay)
 
     def _on_signal_received(self, sig: int) -> None:
-        """Ctrl-C (SIGINT) stops gracefully, as SIGTERM does: cotyledon's
-        SIGINT exits at once, cutting requests off and leaving the store
-        unclosed (``ipam.sqlite-wal``). A second SIGINT stops at once."""
+        """Ctrl-C stops gracefully, a second one at once (:mod:`.interrupt`)."""
         if sig == signal.SIGINT:
             LOG.info("SIGINT: stopping gracefully (again to stop at once)")
-            signal.signal(signal.SIGINT, _stop_at_once)
-            sig = signal.SIGTERM
-        super()._on_signal_received(sig)
+        super()._on_signal_received(interrupt.on_first(sig))
 
     def _on_terminate(self) -> None:
         self._stopping.set()
