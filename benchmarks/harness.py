@@ -177,7 +177,7 @@ class BenchDaemon:
         return self.log_path.read_text(errors="replace")[-6000:]
 
     def close(self) -> None:
-        """SIGINT (exit at once), then SIGCONT+SIGKILL whatever is left."""
+        """SIGINT (a graceful stop), then SIGCONT+SIGKILL whatever is left."""
         if self.proc is None:
             return
         with contextlib.suppress(ProcessLookupError):

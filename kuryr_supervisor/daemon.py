@@ -4,6 +4,11 @@ run the master. Invalid configuration exits 78 with one line naming the
 option; so does Kubernetes mode without the optional ``kubernetes`` client
 library (the ``[kubernetes]`` extra), naming what to install. A second daemon
 on the same state directory, port or socket exits 77.
+
+The command line: ``--help`` lists the subcommands (:mod:`.cli.usage`),
+``--help-all`` every option; a subcommand may stand anywhere among the
+options; a word that is neither gets one line naming the closest
+subcommand (exit 2, as argparse answers a usage error).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from oslo_log import log
 
 from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.cli import configfiles, usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.master.sdnotify import Notifier
 
@@ -24,14 +30,23 @@ _QUIET = ["pyroute2=WARN", "urllib3=WARN", "kubernetes=WARN",
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
+    if usage.is_help(args):
+        sys.stdout.write(usage.main_help())
+        raise SystemExit(ExitCode.OK)
     wanted = cli.subcommand(args)
     if wanted is not None:      # status, check-config: not the daemon
         raise SystemExit(cli.run(*wanted))
+    stray = usage.stray_word(args)
+    if stray is not None:
+        print(f"kuryr-supervisor: {stray}", file=sys.stderr)
+        raise SystemExit(ExitCode.USAGE)
+    args = ["--help" if a == usage.HELP_ALL else a for a in args]
     conf = conf_mod.CONF
     log.register_options(conf)
     log.set_defaults(default_log_levels=log.get_default_log_levels() + _QUIET)
     conf_mod.register_opts(conf)
     try:
+        configfiles.check(args)     # never hang on a FIFO or /dev/zero
         conf_mod.load(conf, args)
     except conf_mod.ConfigError as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)

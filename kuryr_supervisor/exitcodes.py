@@ -1,6 +1,6 @@
 """The master's exit statuses, one per cause; a crash is never reported as 0.
 
-This table is the documentation: README.rst lists the same values.
+This table is the documentation: doc/source/admin/signals.rst lists the same values.
 """
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from kuryr_supervisor.state import LiveCause
 
 class ExitCode(enum.IntEnum):
     OK = 0                  # graceful stop (SIGTERM) completed in time
-    FAST_EXIT = 1           # SIGINT, or graceful_shutdown_timeout exceeded
+    FAST_EXIT = 1           # a second SIGINT, or graceful_shutdown_timeout exceeded
+    USAGE = 2               # an unknown subcommand or option (as argparse)
     CONFIG = 78             # invalid configuration or command line (EX_CONFIG)
     RESTART_BUDGET = 70     # more than max_restarts worker restarts in restart_window
     CNI_FAILURES = 71       # cni_failures_count consecutive internal ADD failures

@@ -6,7 +6,9 @@ running one how it is (:mod:`.status`), ``kuryr-supervisor check-config`` (or
 forking, without taking anything a running daemon holds (:mod:`.check_config`).
 Both read the same configuration files and options as the daemon (the same
 ``--config-file``/``--config-dir`` and the same default files), so they talk
-about the daemon that configuration describes.
+about the daemon that configuration describes. The subcommand and the options
+come in any order (``kuryr-supervisor --role controller check-config``);
+:mod:`.usage` finds the subcommand and writes the help.
 
 Layer (``.importlinter``): between the entry point and the master. The
 subcommands use the configuration and the master's pre-fork checks; nothing
@@ -20,20 +22,19 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.cli import configfiles, usage
 
-SUBCOMMANDS = ("status", "check-config")
+#: Each subcommand and its one line in ``kuryr-supervisor --help``.
+SUBCOMMANDS = usage.SUBCOMMANDS
 #: The flag spelling of check-config, as ``nginx -t`` / ``sshd -t`` users
 #: expect a flag (anywhere on the command line).
-CHECK_FLAG = "--check-config"
+CHECK_FLAG = usage.CHECK_FLAG
 
 
 def subcommand(args: Sequence[str]) -> tuple[str, list[str]] | None:
-    """(name, remaining arguments) when ``args`` asks for a subcommand."""
-    if args and args[0] in SUBCOMMANDS:
-        return args[0], list(args[1:])
-    if CHECK_FLAG in args:
-        return "check-config", [a for a in args if a != CHECK_FLAG]
-    return None
+    """(name, remaining arguments) when ``args`` asks for a subcommand,
+    wherever it stands among the options."""
+    return usage.find_subcommand(args)
 
 
 def run(name: str, args: list[str]) -> int:
@@ -45,15 +46,13 @@ def run(name: str, args: list[str]) -> int:
     return check_config.main(args)
 
 
-def load_conf(args: Sequence[str],
-              cli_opts: Sequence[cfg.Opt] = ()) -> cfg.ConfigOpts:
+def load_conf(args: Sequence[str]) -> cfg.ConfigOpts:
     """A fresh configuration parsed and validated as the daemon does it
-    (raises :class:`~kuryr_supervisor.conf.ConfigError`); ``cli_opts`` are
-    the subcommand's own flags (shown by ``--help``)."""
+    (raises :class:`~kuryr_supervisor.conf.ConfigError`)."""
     from oslo_log import log
     conf = cfg.ConfigOpts()
     log.register_options(conf)      # the daemon's logging options parse too
     conf_mod.register_opts(conf)
-    conf.register_cli_opts(list(cli_opts))
+    configfiles.check(args)         # never hang on a FIFO or /dev/zero
     conf_mod.load(conf, args)
     return conf

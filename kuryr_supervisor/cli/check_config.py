@@ -1,20 +1,29 @@
-"""``kuryr-supervisor check-config``: the daemon's pre-fork checks, alone.
+"""``kuryr-supervisor check-config``: what the daemon would refuse, alone.
 
 Like ``nginx -t`` and ``sshd -t``: it prints ``ok`` and exits 0, or prints the
 one line the daemon would print and exits 78, so ``ExecReload=`` (systemd) and
 an upgrade script can refuse a bad file before the running daemon reads it.
 
 It runs every check the daemon makes before forking that takes nothing:
-option values and the cross-option rules (:func:`kuryr_supervisor.conf.load`),
-:func:`kuryr_supervisor.master.preflight.validate` (probe address, socket path
-trust, handlers installed, state directory shape), and the Kubernetes client
-library in Kubernetes mode. It takes no lock, binds no port, creates no
-directory and opens no socket, so it runs beside the daemon it is about; the
-checks that would (the state directory lock, a port or socket in use) belong
-to a start, where they answer 77, not to a configuration check.
+configuration paths that are regular files (:mod:`.configfiles`), option
+values and the cross-option rules (:func:`kuryr_supervisor.conf.load`),
+:func:`kuryr_supervisor.master.preflight.validate` (probe address, socket
+path trust, handlers installed, state directory shape and store version),
+the Kubernetes client library in Kubernetes mode, and what the start would
+meet when it creates, locks and binds (:mod:`.checks`: a state directory
+that cannot be created or written, a probe address that cannot be bound, a
+socket path too long or in a read-only place). It takes no lock, listens
+on nothing, creates nothing, so it runs beside the daemon it is about; a
+lock, port or socket held by a running daemon is a start's question (77).
+
+Groups and options nothing registers (typos) are named with the closest
+known name (:mod:`.unknown`): warnings on stderr, or with ``--strict`` the
+failure, exit 78. The daemon's start-up warnings about files that hold a
+secret and others can read are printed too (warnings either way).
 """
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 
@@ -22,9 +31,25 @@ from oslo_config import cfg
 
 from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.cli import checks, unknown, usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.kubernetes import config as k8s_config
 from kuryr_supervisor.master import preflight
+
+_ERRORS = (conf_mod.ConfigError, preflight.PreflightError, checks.Refused)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{usage.PROG} check-config", allow_abbrev=False,
+        description="Check a configuration as the daemon would before it "
+                    "starts, taking nothing a running daemon holds: prints "
+                    "ok (exit 0) or the daemon's one-line refusal (exit 78).",
+        epilog=usage.subcommand_epilog())
+    p.add_argument("--strict", action="store_true",
+                   help="fail (exit 78) on unknown groups and options too, "
+                        "instead of warning")
+    return p
 
 
 def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
@@ -35,18 +60,29 @@ def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
             "'kuryr-supervisor[kubernetes]'")
 
 
-def check(args: list[str]) -> None:
+def check(args: list[str]) -> cfg.ConfigOpts:
     """Every check, or the first failure as an exception."""
     conf = cli.load_conf(args)
     preflight.validate(conf)
     _kubernetes_library(conf)
+    checks.run(conf)
+    return conf
 
 
 def main(args: list[str]) -> int:
+    own, rest = parser().parse_known_args(args)
     try:
-        check(args)
-    except (conf_mod.ConfigError, preflight.PreflightError) as exc:
+        conf = check(rest)
+    except _ERRORS as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
+        return int(ExitCode.CONFIG)
+    for line in conf_mod.secret_file_warnings(conf):
+        print(f"kuryr-supervisor: warning: {line}", file=sys.stderr)
+    strays = unknown.report(conf, {g for g, _ in conf_mod.list_opts()})
+    level = "configuration error" if own.strict else "warning"
+    for line in strays:
+        print(f"kuryr-supervisor: {level}: {line}", file=sys.stderr)
+    if strays and own.strict:
         return int(ExitCode.CONFIG)
     print("ok")
     return int(ExitCode.OK)

@@ -9,42 +9,117 @@ as served.
 
 Exit status, for scripts and ``kubectl exec``: 0 ready, 1 live but not
 ready, 2 not live or unreachable (as the probes would judge it).
+
+Whatever answers on that port is trusted for nothing (any local user may
+have bound it while the daemon was down): the whole exchange is bounded in
+time (:data:`TIMEOUT`, however slowly the bytes drip) and size
+(:data:`MAX_BYTES`); an answer that is not a kuryr-supervisor ``/status``
+document (its shape checked, :func:`validate`) is said to be so and exits
+2, never a "ready"; every string printed has its control characters
+replaced, so an answer cannot drive the terminal.
 """
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
+import re
 import sys
+import threading
 from typing import Any
 
 from oslo_config import cfg
 
 from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import shim
+from kuryr_supervisor.cli import shim, usage
 
 READY, NOT_READY, NOT_LIVE = 0, 1, 2
+#: The whole exchange, connect to last byte.
 TIMEOUT = 5.0
+MAX_BYTES = 4 * 1024 * 1024
 _WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
+#: C0 and C1 controls and DEL (ESC sequences, carriage returns, bells).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def fetch(host: str, port: int, timeout: float = TIMEOUT) -> dict[str, Any]:
-    """The /status document (raises OSError or ValueError)."""
+class NotOurs(ValueError):
+    """The answer is not a kuryr-supervisor /status document."""
+
+
+def clean(value: Any) -> str:
+    """``value`` as text with every control character shown as ``?``."""
+    return _CONTROL.sub("?", str(value))
+
+
+def _exchange(host: str, port: int, timeout: float) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection(_WILDCARD.get(host, host), port,
                                       timeout=timeout)
     try:
         conn.request("GET", "/status")
         resp = conn.getresponse()
-        body = resp.read(4 * 1024 * 1024)
+        body = resp.read(MAX_BYTES + 1)
     except http.client.HTTPException as exc:
         raise OSError(f"bad answer: {exc}") from exc
     finally:
         conn.close()
-    if resp.status != 200:
-        raise ValueError(f"HTTP {resp.status}")
-    doc = json.loads(body)
+    return resp.status, body
+
+
+def fetch(host: str, port: int, timeout: float = TIMEOUT) -> dict[str, Any]:
+    """The /status document (raises OSError, or ValueError / NotOurs).
+
+    The exchange runs in a thread joined for ``timeout`` in total: a
+    socket timeout alone bounds each read, not an answer dripped a byte at
+    a time."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["answer"] = _exchange(host, port, timeout)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="status-fetch", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise OSError(f"no complete answer within {timeout:g}s")
+    if "error" in box:
+        raise box["error"]
+    status, body = box["answer"]
+    if len(body) > MAX_BYTES:
+        raise NotOurs(f"an answer larger than {MAX_BYTES // 1048576} MiB")
+    if status != 200:
+        raise NotOurs(f"HTTP {status}")
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise NotOurs("an answer that is not JSON") from exc
+    return validate(doc)
+
+
+#: What every /status document carries, and its type.
+_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "version": str, "live": bool, "ready": bool, "summary": str,
+    "cause": str, "components": dict, "checks": dict, "budgets": dict,
+    "server": dict}
+
+
+def validate(doc: Any) -> dict[str, Any]:
+    """``doc`` when it has the shape of a kuryr-supervisor /status
+    document (raises :class:`NotOurs` naming what is wrong)."""
     if not isinstance(doc, dict):
-        raise ValueError("not a /status document")
+        raise NotOurs("a JSON document that is not an object")
+    for key, kind in _SHAPE.items():
+        if not isinstance(doc.get(key), kind):
+            raise NotOurs(f"a JSON document without a valid {key!r}")
+    for group in ("components", "checks"):
+        for name, item in doc[group].items():
+            if not isinstance(item, dict) or \
+                    not isinstance(item.get("state"), str):
+                raise NotOurs(f"a JSON document whose {group} "
+                              f"{clean(name)!r} has no state")
     return doc
 
 
@@ -130,20 +205,32 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
         lines.append(f"  package carries the Python shim only ({shim.HINT})")
     elif packaged is not None:
         lines.append(f"  package carries the {packaged} shim")
-    return "\n".join(lines) + "\n"
+    # Every value came from the answer: no control character reaches the
+    # terminal.
+    return "\n".join(clean(line) for line in lines) + "\n"
 
 
-CLI_OPTS = [cfg.BoolOpt("json", default=False,
-                        help="Print /status as the daemon serves it.")]
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"{usage.PROG} status", allow_abbrev=False,
+        description="How the running daemon is: reads /status from the "
+                    "probe listener the configuration names ([cni_health_"
+                    "server] host:port). Exit status: 0 ready, 1 live but "
+                    "not ready, 2 not live or unreachable.",
+        epilog=usage.subcommand_epilog())
+    p.add_argument("--json", action="store_true",
+                   help="print /status as the daemon serves it")
+    return p
 
 
 def main(args: list[str]) -> int:
+    own, rest = parser().parse_known_args(args)
     try:
-        conf = cli.load_conf(args, CLI_OPTS)
+        conf = cli.load_conf(rest)
     except conf_mod.ConfigError as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
         return NOT_LIVE
-    return show(conf, as_json=conf.json)
+    return show(conf, as_json=own.json)
 
 
 def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
@@ -151,13 +238,28 @@ def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
     where = f"{opts.host}:{opts.port}"
     try:
         doc = fetch(opts.host, opts.port)
-    except (OSError, ValueError) as exc:
-        print(f"kuryr-supervisor: not reachable at {where}/status: {exc}",
+        text = json.dumps(doc, indent=2) + "\n" if as_json else None
+        if text is None:
+            installed = shim.installed(conf) if conf.role == "cni" else None
+            text = _render_checked(doc, installed, shim.packaged_kind())
+    except NotOurs as exc:
+        print(f"kuryr-supervisor: {where} is not a kuryr-supervisor probe "
+              f"listener: it answered /status with {clean(exc)}",
               file=sys.stderr)
         return NOT_LIVE
-    if as_json:
-        print(json.dumps(doc, indent=2))
-    else:
-        installed = shim.installed(conf) if conf.role == "cni" else None
-        sys.stdout.write(render(doc, installed, shim.packaged_kind()))
+    except (OSError, ValueError) as exc:
+        print(f"kuryr-supervisor: not reachable at {where}/status: "
+              f"{clean(exc)}", file=sys.stderr)
+        return NOT_LIVE
+    sys.stdout.write(text)      # JSON: ensure_ascii escapes the controls
     return exit_status(doc)
+
+
+def _render_checked(doc: dict[str, Any], installed: shim.ShimInfo | None,
+                    packaged: str | None) -> str:
+    """:func:`render`, or :class:`NotOurs` when a field has a type no
+    kuryr-supervisor sends (a number where text is due, ...)."""
+    try:
+        return render(doc, installed, packaged)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise NotOurs("a JSON document with fields of the wrong type") from exc

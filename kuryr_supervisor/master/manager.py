@@ -33,6 +33,7 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health.checks import controller, kubernetes
+from kuryr_supervisor.master import interrupt
 from kuryr_supervisor.master import listeners as listeners_mod
 from kuryr_supervisor.master.reporting import Reporter
 from kuryr_supervisor.master.sdnotify import Notifier
@@ -129,7 +130,8 @@ class Manager(cotyledon.ServiceManager):
                 self._by_service[sid, worker_id] = comp
         self.register_hooks(on_terminate=self._on_terminate,
                             on_reload=self._on_reload,
-                            on_dead_worker=self._on_dead_worker)
+                            on_dead_worker=self._on_dead_worker,
+                            on_new_worker=interrupt.ignore_interrupt)
 
     # -- entry ---------------------------------------------------------------
     def run(self) -> NoReturn:
@@ -182,6 +184,12 @@ class Manager(cotyledon.ServiceManager):
         if delay:
             LOG.info("restarting %s in %.2fs (backoff)", comp.label, delay)
             self._dead.wait(delay)
+
+    def _on_signal_received(self, sig: int) -> None:
+        """Ctrl-C stops gracefully, a second one at once (:mod:`.interrupt`)."""
+        if sig == signal.SIGINT:
+            LOG.info("SIGINT: stopping gracefully (again to stop at once)")
+        super()._on_signal_received(interrupt.on_first(sig))
 
     def _on_terminate(self) -> None:
         self._stopping.set()

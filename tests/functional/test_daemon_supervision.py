@@ -183,11 +183,13 @@ def test_sigterm_drains_and_exits_zero(make_daemon: Factory) -> None:
     assert not session_pids(d.pid)
 
 
-def test_sigint_exits_fast(make_daemon: Factory) -> None:
-    d = make_daemon()
+def test_sigint_drains_as_sigterm(make_daemon: Factory) -> None:
+    """Ctrl-C is a graceful stop (tests/functional/test_stop.py: the store,
+    a second Ctrl-C)."""
+    d = make_daemon({"supervisor": {"graceful_shutdown_timeout": 8}})
     d.wait_ready()
     d.signal(signal.SIGINT)
-    assert d.wait_exit(3) != 0
+    assert d.wait_exit(8) == 0
     wait_until(lambda: not session_pids(d.pid), 2.0)
 
 

@@ -50,6 +50,6 @@ def test_a_crash_leaves_the_host_alone(installing: Any) -> None:
     daemon, shim, conflist = installing(True)
     daemon.wait_ready()
     wait_until(lambda: shim.exists() and conflist.exists(), 10)
-    daemon.signal(signal.SIGINT)                       # exit 1: not graceful
+    daemon.signal(signal.SIGKILL)                      # not graceful
     assert daemon.wait_exit(30) != 0
     assert shim.exists() and conflist.exists()

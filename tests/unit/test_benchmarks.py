@@ -106,3 +106,21 @@ def test_fleet_peak_counts_the_busiest_window() -> None:
     assert peak([], 1.0) == 0
     # "before" reproduces the old fixed schedule: full delay, immediate relist
     assert Before().uniform(2.0, 4.0) == 4.0 and Before().uniform(0.0, 0.5) == 0.0
+
+
+def test_a_python_without_the_dependencies_gets_one_line() -> None:
+    """``python3 -m benchmarks`` with a bare interpreter (no site-packages,
+    as Debian's python3 without the daemon installed): a message naming
+    the missing module and what to run, exit 2, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-S", "-m", "benchmarks"],
+                          cwd=root, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "lacks the module" in done.stderr and "tox -e bench" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

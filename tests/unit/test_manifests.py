@@ -24,7 +24,7 @@ from kuryr_supervisor.conf import health as health_conf
 from kuryr_supervisor.conf import metrics as metrics_conf
 from kuryr_supervisor.conf import supervisor as supervisor_conf
 from kuryr_supervisor.kubernetes import events
-from tests.fixtures import kustomize
+from tests.fixtures import docs, kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
 ROOT = Path(__file__).parents[2]
@@ -347,7 +347,7 @@ def test_uninstall_component_turns_on_the_exit_hook(tmp_path: Path) -> None:
 
 def test_configmap_doc_references_exist() -> None:
     text = by_kind("ConfigMap")["data"]["kuryr-supervisor.conf"]
-    readme = (ROOT / "README.rst").read_text()
+    readme = docs.text()
     files = re.findall(r"[\w./-]+\.(?:rst|yaml|md)\b", text)
     assert files
     for name in files:

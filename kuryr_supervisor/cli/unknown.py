@@ -1,0 +1,83 @@
+"""Groups and options in the configuration files that nothing registers.
+
+oslo.config ignores them: ``[supervisor] max_restart = 2`` (a typo) leaves
+``max_restarts`` at its default and says nothing, and so does a misspelt
+group. ``check-config`` names each one with the closest known name
+(difflib, as git and argparse suggest), a warning by default and a
+failure with ``--strict``. Known are the options registered on the loaded
+configuration (the daemon's, oslo.log's, those registered from parsed
+values such as the ``[neutron]`` auth plugin's) and their deprecated names
+and groups (Kuryr's spellings). A group of the other role (``[neutron]``
+read by the CNI role: one file may serve both) is not this configuration's
+business: it is passed over, options and all.
+"""
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+from collections import defaultdict
+from collections.abc import Collection
+
+from oslo_config import cfg
+
+DEFAULT = "DEFAULT"
+
+
+def _norm(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def known(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
+    """{group: option names} registered on ``conf``, deprecated ones too."""
+    names: defaultdict[str, set[str]] = defaultdict(set)
+    groups = {DEFAULT: getattr(conf, "_opts", {})}
+    for name, group in getattr(conf, "_groups", {}).items():
+        groups[name] = getattr(group, "_opts", {})
+    for group, opts in groups.items():
+        names[group]            # noqa: B018 - a group with no option is known
+        for info in opts.values():
+            opt = info["opt"]
+            names[group].update({_norm(opt.name), _norm(opt.dest)})
+            for old in opt.deprecated_opts:
+                names[old.group or group].add(_norm(old.name or opt.name))
+    return dict(names)
+
+
+def files(conf: cfg.ConfigOpts) -> list[str]:
+    """The files ``conf`` was read from, in oslo.config's order."""
+    found = list(conf.config_file or [])
+    for directory in conf.config_dir or []:
+        found += sorted(glob.glob(os.path.join(directory, "*.conf")))
+    return found
+
+
+def _closest(word: str, choices: set[str]) -> str:
+    match = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f": did you mean `{match[0]}`?" if match else ""
+
+
+def report(conf: cfg.ConfigOpts, elsewhere: Collection[str] = ()
+           ) -> list[str]:
+    """One line per unknown group or option, naming its file; groups in
+    ``elsewhere`` (another role's) are passed over when not registered."""
+    names = known(conf)
+    lines = []
+    for path in files(conf):
+        sections: dict[str, dict[str, list[str]]] = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except (OSError, cfg.Error, ValueError):
+            continue                # oslo.config has judged the file
+        for group, items in sections.items():
+            if group not in names and group in elsewhere:
+                continue
+            if group not in names:
+                lines.append(f"{path}: unknown group [{group}]"
+                             f"{_closest(group, {*names, *elsewhere})}")
+                continue
+            for key in items:
+                if _norm(key) not in names[group]:
+                    lines.append(f"{path}: unknown option [{group}] {key}"
+                                 f"{_closest(_norm(key), names[group])}")
+    return lines
