@@ -22,6 +22,8 @@ import stat
 from collections.abc import Collection
 from typing import NamedTuple
 
+from kuryr_supervisor.state import Fault
+
 LOG = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "unix:///run/kuryr-supervisor/cni.sock"
@@ -193,8 +195,13 @@ def is_stale(path: str) -> bool:
 class Notice(NamedTuple):
     """One message of the master to the Server about the CNI socket."""
 
-    lost: bool                    # the file at the path is not ours
+    fault: Fault                  # what is wrong with the path (NONE: fine)
     sock: socket.socket | None    # the re-created listening socket
+
+    @property
+    def lost(self) -> bool:
+        """The file at the path is not ours (yet)."""
+        return bool(self.fault)
 
 
 class Handoff:
@@ -210,11 +217,15 @@ class Handoff:
     restart budget and be a window with no accept loop). The channel is a
     ``SOCK_SEQPACKET`` pair created before the fork, so a message is never
     split; a message sent while no Server runs waits for the next one.
-    The "lost" message lets the Server, the only writer of the fault bits,
-    raise ``Fault.SOCKET`` while the master cannot bind the path again.
+    The "lost" message (with the fault found: deleted, blocked, untrusted)
+    lets the Server, the only writer of the fault bits, raise it while the
+    master cannot bind the path again; "found" clears it when the master's
+    own socket file is back at the path (moved away and back).
     """
 
-    _LOST, _NEW = b"L", b"N"
+    _TAGS = {Fault.SOCKET: b"L", Fault.SOCKET_BLOCKED: b"B",
+             Fault.SOCKET_UNTRUSTED: b"U"}
+    _FOUND, _NEW = b"F", b"N"
 
     def __init__(self) -> None:
         self._master, self._server = socket.socketpair(
@@ -230,9 +241,14 @@ class Handoff:
             return False
         return True
 
-    def lost(self) -> bool:
-        """Master: the socket file is not ours and could not be re-created."""
-        return self._send(self._LOST, [])
+    def lost(self, fault: Fault = Fault.SOCKET) -> bool:
+        """Master: the socket file is not ours and could not be re-created
+        (``fault`` says why: deleted or replaced, blocked, untrusted)."""
+        return self._send(self._TAGS[fault], [])
+
+    def found(self) -> bool:
+        """Master: the file at the path is our socket again."""
+        return self._send(self._FOUND, [])
 
     def replaced(self, sock: socket.socket) -> bool:
         """Master: ``sock`` is the CNI socket now."""
@@ -240,6 +256,7 @@ class Handoff:
 
     def receive(self) -> list[Notice]:
         """Server: every pending notice, oldest first (never blocks)."""
+        faults = {tag: fault for fault, tag in self._TAGS.items()}
         notices: list[Notice] = []
         while True:
             try:
@@ -249,8 +266,9 @@ class Handoff:
             if not data:
                 return notices
             sock = socket.socket(fileno=fds[0]) if fds else None
-            notices.append(Notice(lost=data == self._LOST and sock is None,
-                                  sock=sock))
+            fault = faults.get(data, Fault.NONE) if sock is None \
+                else Fault.NONE
+            notices.append(Notice(fault=fault, sock=sock))
 
     def close(self) -> None:
         self._master.close()

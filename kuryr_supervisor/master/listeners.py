@@ -29,6 +29,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -52,6 +53,7 @@ from kuryr_supervisor.master.activation import (
     passed_roles,
     wanted,
 )
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ class Listeners:
     handoff: sockets.Handoff | None = None
     activated: tuple[str, ...] = ()
     _inode: tuple[int, int] | None = None
-    _lost: bool = False
+    _problem: Fault = Fault.NONE
 
     def close(self) -> None:
         """Close every listening socket (after the workers are gone)."""
@@ -98,34 +100,79 @@ class Listeners:
 
     # -- the CNI socket file ----------------------------------------------------
     def watch(self) -> bool:
-        """Notice the CNI socket file deleted or replaced and re-create it.
+        """Converge the CNI socket's path back to a socket of ours.
 
-        Returns True when the file at the path is ours. While it is not,
-        the Server is told once (it raises ``Fault.SOCKET``) and a bind is
-        tried each call: a file that is not a socket, or a live socket of
-        someone else, is never removed (:func:`sockets.bind_unix`).
+        Returns True when the file at the path is ours and its directory
+        trusted. Each call (every governor tick), whatever happened to the
+        directory (moved away, replaced, moved back, permissions changed):
+
+        - a directory another user could change (:func:`sockets.check_trusted`)
+          is a fault named to the Server (``Fault.SOCKET_UNTRUSTED``); the
+          master binds nothing there until it is trusted again;
+        - our own socket file back at the path (same inode: a bound socket
+          keeps its inode, so it cannot be another file's) clears the fault;
+        - anything else at the path is bound again: a file that is not a
+          socket, or a live socket of someone else, is never removed
+          (``Fault.SOCKET_BLOCKED`` until it is gone).
+
+        Each change of fault is logged once and told to the Server, the
+        writer of the fault bits.
         """
         path = self.cni_path
-        if path is None or sockets.identity(path) == self._inode:
+        if path is None:
             return True
-        if not self._lost:
-            LOG.error("CNI socket %s was deleted or replaced; binding it "
-                      "again", path)
-            self._lost = True
-            if self.handoff is not None:
-                self.handoff.lost()
+        try:
+            sockets.check_trusted(path)
+        except (sockets.UntrustedPath, OSError) as exc:
+            self._fault(Fault.SOCKET_UNTRUSTED, f"CNI socket {path}: {exc}; "
+                        "not binding there until it is root's alone")
+            return False
+        if sockets.identity(path) == self._inode:
+            self._fault(Fault.NONE, f"CNI socket {path} is ours again")
+            return True
+        if self._problem not in (Fault.SOCKET, Fault.SOCKET_BLOCKED):
+            self._fault(Fault.SOCKET, f"CNI socket {path} was deleted or "
+                        "replaced; binding it again")
         try:
             self._rebind(path)
-        except (OSError, sockets.AddressInUse, sockets.UntrustedPath) as exc:
+        except sockets.AddressInUse as exc:
+            self._fault(Fault.SOCKET_BLOCKED, f"CNI socket {path} cannot be "
+                        f"bound again: {exc}; remove what holds the path")
+            return False
+        except (OSError, sockets.UntrustedPath) as exc:
             LOG.debug("cannot bind %s again yet: %s", path, exc)
             return False
-        self._lost = False
+        self._problem = Fault.NONE
         LOG.warning("CNI socket %s bound again", path)
         return True
 
+    def _fault(self, fault: Fault, message: str) -> None:
+        """Log and tell the Server a change of the socket's fault, once."""
+        if fault == self._problem:
+            return
+        self._problem = fault
+        if fault:
+            LOG.error("%s", message)
+        else:
+            LOG.warning("%s", message)
+        if self.handoff is not None:
+            if fault:
+                self.handoff.lost(fault)
+            else:
+                self.handoff.found()
+
     def _rebind(self, path: str) -> None:
+        """Bind a fresh socket at ``path`` onto the master's descriptor and
+        hand it to the Server. The old socket is shut down first (after the
+        new one is in place): the workers forked before hold copies of it,
+        and a file of it put back at the path (a directory moved back) must
+        refuse connections -- stale, so it is replaced -- instead of queueing
+        them where nobody accepts. What is already queued stays acceptable:
+        the Server takes it before swapping."""
         assert self.cni is not None
         with sockets.bind_unix(path) as fresh:
+            with contextlib.suppress(OSError):
+                self.cni.shutdown(socket.SHUT_RD)
             os.dup2(fresh.fileno(), self.cni.fileno(), inheritable=False)
         self._inode = sockets.identity(path)
         if self.handoff is not None:

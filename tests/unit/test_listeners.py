@@ -118,7 +118,9 @@ def test_a_file_in_the_way_is_never_removed(
     Path(path).write_text("not a socket\n")
     assert not opened.watch() and not opened.watch()
     assert Path(path).read_text() == "not a socket\n"
-    assert [n.lost for n in opened.handoff.receive()] == [True]  # told once
+    # Told once: deleted, then why it cannot be bound again.
+    assert [n.fault for n in opened.handoff.receive()] == [
+        Fault.SOCKET, Fault.SOCKET_BLOCKED]
     os.unlink(path)
     assert opened.watch()
     assert [n.lost for n in opened.handoff.receive()] == [False]
@@ -151,11 +153,11 @@ def test_the_server_raises_and_clears_the_fault(
         Path(path).write_text("x")
         opened.watch()
         server.take_notices()
-        assert Fault.SOCKET in state.faults()
+        assert state.faults() == Fault.SOCKET_BLOCKED
         os.unlink(path)
         opened.watch()
         server.take_notices()
-        assert Fault.SOCKET not in state.faults()
+        assert not state.faults()
         queued.settimeout(10)
         assert queued.recv(100).startswith(b"HTTP/1.0 200")
         assert accepts(server.socket, path)     # the Server's own copy
@@ -192,3 +194,55 @@ def test_an_address_not_on_this_host_is_a_configuration_error(
     with pytest.raises(listeners.ListenerError) as err:
         listeners.open_all(conf)
     assert not err.value.in_use and "probes listener" in str(err.value)
+
+
+def test_our_own_socket_file_back_clears_the_fault(
+        opened: listeners.Listeners) -> None:
+    """Moved away while something blocked the path, then put back: the
+    same inode is ours (a bound socket keeps its inode), nothing is bound
+    again and the Server is told the fault is gone."""
+    assert opened.cni is not None and opened.handoff is not None
+    path = opened.cni_path
+    assert path is not None
+    os.rename(path, path + ".aside")
+    Path(path).write_text("in the way\n")
+    assert not opened.watch()
+    os.unlink(path)
+    os.rename(path + ".aside", path)
+    assert opened.watch()
+    notices = opened.handoff.receive()
+    assert [n.fault for n in notices] == [Fault.SOCKET, Fault.SOCKET_BLOCKED,
+                                          Fault.NONE]
+    assert all(n.sock is None for n in notices)
+    assert accepts(opened.cni, path)            # the very same socket
+
+
+def test_an_untrusted_directory_is_named_until_restored(
+        opened: listeners.Listeners) -> None:
+    assert opened.handoff is not None and opened.cni_path is not None
+    directory = os.path.dirname(opened.cni_path)
+    os.chmod(directory, 0o777)
+    try:
+        assert not opened.watch() and not opened.watch()
+    finally:
+        os.chmod(directory, 0o700)
+    assert opened.watch()
+    assert [n.fault for n in opened.handoff.receive()] == [
+        Fault.SOCKET_UNTRUSTED, Fault.NONE]
+
+
+def test_a_replaced_socket_is_shut_down(opened: listeners.Listeners) -> None:
+    """A copy of the old socket held by a worker forked earlier refuses
+    connections once its file is put back at the path: stale, replaced."""
+    assert opened.cni is not None and opened.cni_path is not None
+    path = opened.cni_path
+    inherited = opened.cni.dup()                # what a worker holds
+    try:
+        os.rename(path, path + ".old")
+        assert opened.watch()                   # a new socket at the path
+        os.replace(path + ".old", path)          # the old file put back
+        assert sockets.is_stale(path)
+        assert opened.watch()                   # replaced at once
+        assert accepts(opened.cni, path)
+    finally:
+        inherited.close()
