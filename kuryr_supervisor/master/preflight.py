@@ -84,7 +84,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise PreflightError(str(exc)) from exc
     try:
         schema.check_schema(os.path.join(state_dir, DB_FILE))
-    except schema.SchemaTooNew as exc:
+    except schema.SchemaOutOfRange as exc:
         raise PreflightError(exc.msg) from exc
 
 
