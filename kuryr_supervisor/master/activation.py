@@ -103,11 +103,7 @@ CNI, PROBES, METRICS = "cni", "probes", "metrics"
 
 
 class ListenerError(Exception):
-    """A socket cannot be bound or a passed one is refused (exit 78/77)."""
-
-    def __init__(self, message: str, *, in_use: bool = False) -> None:
-        super().__init__(message)
-        self.in_use = in_use
+    """A socket cannot be bound or a passed one is refused (exit 78)."""
 
 
 def _same_tcp(address: object, host: str, port: int) -> bool:

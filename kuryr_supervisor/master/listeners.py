@@ -43,7 +43,7 @@ from oslo_config import cfg
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health import httpserver
-from kuryr_supervisor.master import activation
+from kuryr_supervisor.master import activation, portholder
 from kuryr_supervisor.master.activation import (
     CNI,
     METRICS,
@@ -198,6 +198,18 @@ def _bind(role: str, conf: cfg.ConfigOpts) -> socket.socket:
     return httpserver.listen(opts.host, opts.port)
 
 
+def _holder(role: str, conf: cfg.ConfigOpts, exc: Exception) -> str:
+    """``; held by pid N (comm), uid U`` for an address in use, else "".
+    The state directory's lock is ours (taken first): whatever holds the
+    address is not this daemon, so it is named, never "already running"."""
+    if isinstance(exc, OSError) and exc.errno != errno.EADDRINUSE:
+        return ""
+    address = wanted(conf)[role]
+    if isinstance(address, str):
+        return f"; {portholder.describe_unix(address)}"
+    return f"; {portholder.describe_tcp(address[1])}"
+
+
 def open_all(conf: cfg.ConfigOpts) -> Listeners:
     """Bind (or take from systemd) every listener the role serves."""
     taken: dict[str, socket.socket] = {}
@@ -223,10 +235,9 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
                 raise ListenerError(f"{role} listener: {exc}") from exc
             except (sockets.AddressInUse, OSError) as exc:
                 if role != METRICS:
-                    in_use = isinstance(exc, sockets.AddressInUse) or \
-                        exc.errno == errno.EADDRINUSE
-                    raise ListenerError(f"{role} listener: {exc}",
-                                        in_use=in_use) from exc
+                    raise ListenerError(f"{role} listener: {exc}"
+                                        f"{_holder(role, conf, exc)}"
+                                        ) from exc
                 # Metrics are not health: the probes stay up.
                 LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
                           "stays on the probe port", conf.metrics.host,
@@ -249,11 +260,11 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
 
 
 def open_or_exit(conf: cfg.ConfigOpts) -> Listeners:
-    """:func:`open_all`, or one line on stderr and exit 77 (in use) or 78."""
+    """:func:`open_all`, or one line on stderr and exit 78 (an address
+    in use names its holder: the state directory's lock, taken before,
+    is ours, so it is not a second daemon of this node)."""
     try:
         return open_all(conf)
     except ListenerError as exc:
-        what = "already running" if exc.in_use else "configuration error"
-        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
-        raise SystemExit(ExitCode.ALREADY_RUNNING if exc.in_use
-                         else ExitCode.CONFIG) from None
+        print(f"kuryr-supervisor: cannot listen: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.CONFIG) from None

@@ -80,7 +80,7 @@ def test_a_taken_metrics_port_leaves_the_probes_up(
             got.close()
 
 
-def test_a_taken_probe_port_is_already_running(conf: cfg.ConfigOpts) -> None:
+def test_a_taken_probe_port_names_its_holder(conf: cfg.ConfigOpts) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -88,7 +88,8 @@ def test_a_taken_probe_port_is_already_running(conf: cfg.ConfigOpts) -> None:
                           group="cni_health_server")
         with pytest.raises(listeners.ListenerError) as err:
             listeners.open_all(conf)
-        assert err.value.in_use
+        assert f"held by pid {os.getpid()} " in str(err.value)
+        assert f", uid {os.getuid()}" in str(err.value)
 
 
 def test_deleted_socket_is_rebound_onto_the_same_descriptor(
@@ -193,7 +194,8 @@ def test_an_address_not_on_this_host_is_a_configuration_error(
     conf.set_override("host", "192.0.2.1", group="cni_health_server")
     with pytest.raises(listeners.ListenerError) as err:
         listeners.open_all(conf)
-    assert not err.value.in_use and "probes listener" in str(err.value)
+    assert "probes listener" in str(err.value)
+    assert "held by" not in str(err.value)      # not in use: not available
 
 
 def test_our_own_socket_file_back_clears_the_fault(
