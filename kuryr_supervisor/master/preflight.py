@@ -69,7 +69,11 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
         LOG.warning("%s", line)
     validate(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
-    passed = listeners.passed_roles(conf)   # systemd holds them for us
+    try:
+        passed = listeners.passed_roles(conf)   # systemd holds them for us
+    except listeners.ListenerError as exc:
+        lock.close()
+        raise PreflightError(str(exc)) from exc
     try:
         if listeners.PROBES not in passed:
             _probe_port_free(conf)

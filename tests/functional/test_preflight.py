@@ -146,3 +146,22 @@ def test_a_probe_port_squatted_by_a_local_user_names_it(
 def _mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_listen_fds_beyond_the_descriptor_limit_exits_78(
+        tmp_path: Path) -> None:
+    """LISTEN_FDS=999999999 for this very process (LISTEN_PID: the shell
+    that execs the daemon keeps its pid): one line, 78, at once -- not
+    hours walking every descriptor number."""
+    workdir = _mkdir(tmp_path / "d")
+    daemon = Daemon(workdir)
+    command = " ".join(daemon.command())
+    try:
+        done = subprocess.run(
+            ["sh", "-c", f"LISTEN_PID=$$ LISTEN_FDS=999999999 exec {command}"],
+            capture_output=True, text=True, timeout=20)
+    finally:
+        daemon.close()
+    line = one_line(done.stderr)
+    assert done.returncode == CONFIG, done.stderr
+    assert "LISTEN_FDS=999999999" in line and "RLIMIT_NOFILE" in line

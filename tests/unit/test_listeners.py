@@ -248,3 +248,18 @@ def test_a_replaced_socket_is_shut_down(opened: listeners.Listeners) -> None:
         assert accepts(opened.cni, path)
     finally:
         inherited.close()
+
+
+def test_listen_fds_beyond_the_descriptor_limit_is_refused() -> None:
+    """Not walked: LISTEN_FDS=999999999 looked at every descriptor number
+    (hours of CPU) before the daemon started."""
+    env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "999999999"}
+    with pytest.raises(activation.ListenerError,
+                       match="LISTEN_FDS=999999999 is more than"):
+        activation.peek(env)
+    env["LISTEN_FDS"] = "64"
+    with pytest.raises(activation.ListenerError, match="allows 61 "):
+        activation.peek(env, limit=64)
+    env["LISTEN_FDS"] = "61"                    # at the limit: walked
+    assert all(p.fd < 64 for p in activation.peek(env, limit=64))
+    assert activation.fd_limit() > activation.FIRST_FD
