@@ -61,7 +61,9 @@ def converges(d: Daemon) -> float:
     except TimeoutError:
         raise AssertionError(f"not converged: {d.get('/ready?verbose')}\n"
                              f"{d.log()}") from None
-    return time.monotonic() - start
+    took = time.monotonic() - start
+    print(f"converged in {took:.2f}s")     # the figure, shown with -s
+    return took
 
 
 def names(d: Daemon, text: str) -> bool:
