@@ -106,6 +106,14 @@ def owner_names(owners: Collection[int]) -> str:
 
 def bind_unix(path: str) -> socket.socket:
     """A listening Unix socket at ``path``, mode 0600, parent 0700 if new."""
+    return bind_unix_file(path)[0]
+
+
+def bind_unix_file(path: str) -> tuple[socket.socket, tuple[int, int]]:
+    """:func:`bind_unix`, and the (device, inode) of the file it made,
+    taken before the file is renamed into place: whoever removes it from
+    the path a moment later cannot make the caller record another file's
+    identity (or none) as its own."""
     check_trusted(path)
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
@@ -119,13 +127,14 @@ def bind_unix(path: str) -> socket.socket:
         sock.bind(temp)
         os.chmod(temp, 0o600)
         sock.listen(_BACKLOG)
+        st = os.stat(temp)
         os.rename(temp, path)
     except BaseException:
         sock.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
-    return sock
+    return sock, (st.st_dev, st.st_ino)
 
 
 def _clear_stale(path: str) -> None:

@@ -127,7 +127,8 @@ class Listeners:
             self._fault(Fault.SOCKET_UNTRUSTED, f"CNI socket {path}: {exc}; "
                         "not binding there until it is root's alone")
             return False
-        if sockets.identity(path) == self._inode:
+        current = sockets.identity(path)
+        if current is not None and current == self._inode:
             self._fault(Fault.NONE, f"CNI socket {path} is ours again")
             return True
         if self._problem not in (Fault.SOCKET, Fault.SOCKET_BLOCKED):
@@ -170,11 +171,12 @@ class Listeners:
         them where nobody accepts. What is already queued stays acceptable:
         the Server takes it before swapping."""
         assert self.cni is not None
-        with sockets.bind_unix(path) as fresh:
+        fresh, inode = sockets.bind_unix_file(path)
+        with fresh:
             with contextlib.suppress(OSError):
                 self.cni.shutdown(socket.SHUT_RD)
             os.dup2(fresh.fileno(), self.cni.fileno(), inheritable=False)
-        self._inode = sockets.identity(path)
+        self._inode = inode
         if self.handoff is not None:
             self.handoff.replaced(self.cni)
 

@@ -263,3 +263,25 @@ def test_listen_fds_beyond_the_descriptor_limit_is_refused() -> None:
     env["LISTEN_FDS"] = "61"                    # at the limit: walked
     assert all(p.fd < 64 for p in activation.peek(env, limit=64))
     assert activation.fd_limit() > activation.FIRST_FD
+
+
+def test_a_socket_removed_while_it_was_bound_again_is_bound_again(
+        opened: listeners.Listeners, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file removed between the rename into place and the master's
+    look at it: its identity is the one taken before the rename, so the
+    missing file is never mistaken for ours (it was, and stayed missing)."""
+    assert opened.cni_path is not None
+    path = opened.cni_path
+    real = sockets.bind_unix_file
+
+    def bind_then_lose(where: str) -> Any:
+        got = real(where)
+        os.unlink(where)                    # a cleanup script, right then
+        return got
+    os.unlink(path)
+    monkeypatch.setattr(sockets, "bind_unix_file", bind_then_lose)
+    assert opened.watch()
+    monkeypatch.setattr(sockets, "bind_unix_file", real)
+    assert not os.path.exists(path)
+    assert opened.watch() and os.path.exists(path)
+    assert opened.cni is not None and accepts(opened.cni, path)
