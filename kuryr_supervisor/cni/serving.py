@@ -24,7 +24,7 @@ across the fork, so a Server that dies leaves new connections waiting in
 the kernel's backlog for its successor. Protocol-level errors are answered
 in JSON like everything else. A socket file deleted or replaced under the
 running daemon is noticed by the master, which re-creates it and hands it
-over (:class:`~kuryr_supervisor.cni.sockets.Handoff`); the Server, the
+over (:class:`~kuryr_supervisor.cni.handoff.Handoff`); the Server, the
 writer of the fault bits, publishes the fault the master names
 (``Fault.SOCKET``, ``SOCKET_BLOCKED`` or ``SOCKET_UNTRUSTED``; readiness
 ``cni-environment``) while the path is not the master's socket, clears it
@@ -48,7 +48,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.sockets import Handoff
+from kuryr_supervisor.cni.handoff import Handoff
 from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ Invariants:
   master (:meth:`Listeners.watch`, each governor tick), re-created at the
   same path, ``dup2``-ed onto the master's own descriptor (so workers forked
   later inherit it) and handed to the running Server
-  (:class:`~kuryr_supervisor.cni.sockets.Handoff`, which says why);
+  (:class:`~kuryr_supervisor.cni.handoff.Handoff`, which says why);
 - on a normal stop the sockets are closed last, after the workers, and the
   socket file is left in place: a stale file is replaced by the next
   daemon's bind, a passed one belongs to systemd, and a file removed at
@@ -241,9 +241,9 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
                                         f"{_holder(role, conf, exc)}"
                                         ) from exc
                 # Metrics are not health: the probes stay up.
-                LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
-                          "stays on the probe port", conf.metrics.host,
-                          conf.metrics.port, exc)
+                LOG.error("metrics listener %s:%d cannot bind (%s%s); "
+                          "/metrics stays on the probe port", conf.metrics.host,
+                          conf.metrics.port, exc, _holder(role, conf, exc))
     except BaseException:
         for sock in [*made.values(), *taken.values()]:
             sock.close()

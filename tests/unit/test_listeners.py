@@ -76,6 +76,7 @@ def test_a_taken_metrics_port_leaves_the_probes_up(
             assert f"metrics listener 127.0.0.1:{port} cannot bind" \
                 in caplog.text
             assert "/metrics stays on the probe port" in caplog.text
+            assert f"held by pid {os.getpid()} " in caplog.text
         finally:
             got.close()
 
