@@ -65,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         # Held (open) for the master's life, inherited by every worker.
         lock = preflight.run(conf)
     except preflight.PreflightError as exc:
-        print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
+        what = "address in use" if isinstance(exc, preflight.AddressTaken) \
+            else "configuration error"
+        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.CONFIG) from None
     except preflight.AlreadyRunning as exc:
         print(f"kuryr-supervisor: already running: {exc}", file=sys.stderr)

@@ -16,6 +16,8 @@ class CNIError(Exception):
     """Base of every error reported to a CNI client."""
 
     def __init__(self, msg: str, details: str = "") -> None:
+        if not _says_something(msg):    # "0", "", "-1": says nothing
+            msg = f"{type(self).__name__}: {msg or 'no detail'}"
         super().__init__(msg)
         self.msg = msg
         self.details = details
@@ -31,6 +33,19 @@ class CNIError(Exception):
         """The spec's error object."""
         return {"cniVersion": cni_version, "code": self.wire.code,
                 "msg": self.msg, "details": self.details}
+
+
+def _says_something(text: str) -> bool:
+    return any(ch.isalpha() for ch in text)
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` as an operator can read it: its own text when that says
+    something, else its type too (``KeyError: 0``, not ``0``)."""
+    text = str(exc)
+    if _says_something(text) and not isinstance(exc, (KeyError, IndexError)):
+        return text
+    return f"{type(exc).__name__}: {text or 'no detail'}"
 
 
 # Permanent errors: the request itself is wrong; retrying it cannot help.

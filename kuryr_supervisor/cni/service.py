@@ -91,7 +91,8 @@ class CNIService:
             raise
         except Exception as exc:  # noqa: BLE001 - reported, never a traceback
             LOG.exception("%s %s failed", request.command, request.container_id)
-            raise errors.InternalError(f"{request.command} failed: {exc}") from exc
+            raise errors.InternalError(f"{request.command} failed: "
+                                       f"{errors.describe(exc)}") from exc
         return None
 
     # -- ADD --------------------------------------------------------------
@@ -112,7 +113,8 @@ class CNIService:
             LOG.exception("ADD %s failed unexpectedly", request.container_id)
             if self._state is not None:
                 self._state.record_cni_failure()
-            raise errors.InternalError(f"ADD failed: {exc}") from exc
+            raise errors.InternalError(
+                f"ADD failed: {errors.describe(exc)}") from exc
         # A replay wrote nothing and plumbed nothing: it proves no fault gone.
         if self._state is not None and fresh:
             self._state.record_cni_success()

@@ -24,9 +24,11 @@ across the fork, so a Server that dies leaves new connections waiting in
 the kernel's backlog for its successor. Protocol-level errors are answered
 in JSON like everything else. A socket file deleted or replaced under the
 running daemon is noticed by the master, which re-creates it and hands it
-over (:class:`~kuryr_supervisor.cni.sockets.Handoff`); the Server, the
-writer of the fault bits, publishes ``Fault.SOCKET`` (readiness
-``cni-environment``) while the master says the path is lost, swaps the new
+over (:class:`~kuryr_supervisor.cni.handoff.Handoff`); the Server, the
+writer of the fault bits, publishes the fault the master names
+(``Fault.SOCKET``, ``SOCKET_BLOCKED`` or ``SOCKET_UNTRUSTED``; readiness
+``cni-environment``) while the path is not the master's socket, clears it
+when the master says its own socket file is back, swaps the new
 socket in under its accept loop (``dup2`` onto the listening descriptor, so
 the loop's poll keeps waiting on the same number) and clears the fault
 (:meth:`CNIServer.take_notices`).
@@ -46,7 +48,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.sockets import Handoff
+from kuryr_supervisor.cni.handoff import Handoff
 from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
@@ -159,7 +161,10 @@ class CNIServer(BaseWSGIServer):
         assert self._handoff is not None
         for notice in self._handoff.receive():
             if notice.sock is None:
-                self._set_fault(True)
+                self._set_fault(notice.fault)
+                if not notice.fault:
+                    LOG.warning("CNI socket file is the master's again: "
+                                "serving it")
                 continue
             self._swapping = True   # process_request may poll when full
             try:
@@ -169,7 +174,7 @@ class CNIServer(BaseWSGIServer):
             finally:
                 self._swapping = False
             self.socket.setblocking(True)
-            self._set_fault(False)
+            self._set_fault(Fault.NONE)
             LOG.warning("CNI socket re-created by the master: serving it")
 
     def _accept_queued(self) -> None:
@@ -181,9 +186,12 @@ class CNIServer(BaseWSGIServer):
                 return
             self.process_request(request, client_address)
 
-    def _set_fault(self, present: bool) -> None:
+    def _set_fault(self, fault: Fault) -> None:
+        """Publish ``fault`` as the socket's only fault (NONE: clear)."""
         if self._state is not None:
-            self._state.set_fault(Fault.SOCKET, present)
+            self._state.set_fault(Fault.SOCKET_ANY & ~fault, False)
+            if fault:
+                self._state.set_fault(fault, True)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         while not self._slots.acquire(timeout=0.2):

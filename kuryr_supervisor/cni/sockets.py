@@ -8,8 +8,8 @@ that is not a socket is never removed; every directory on the path is
 root-owned and not writable by others (:func:`check_trusted`).
 
 The master binds these sockets (or takes them from systemd) and its workers
-inherit them; :class:`Handoff` carries a re-created Unix socket from the
-master to the running Server (see its docstring for why).
+inherit them; :class:`~kuryr_supervisor.cni.handoff.Handoff` carries a
+re-created Unix socket from the master to the running Server.
 """
 from __future__ import annotations
 
@@ -20,9 +20,14 @@ import os
 import socket
 import stat
 from collections.abc import Collection
-from typing import NamedTuple
+
+from kuryr_supervisor.cni.handoff import Handoff, Notice
 
 LOG = logging.getLogger(__name__)
+
+__all__ = ["AddressInUse", "Handoff", "Notice", "UntrustedPath", "bind_tcp",
+           "bind_unix", "bind_unix_file", "check_trusted", "identity",
+           "is_stale", "listen", "owner_names", "parse_address"]
 
 DEFAULT_ADDRESS = "unix:///run/kuryr-supervisor/cni.sock"
 _BACKLOG = 256
@@ -104,6 +109,14 @@ def owner_names(owners: Collection[int]) -> str:
 
 def bind_unix(path: str) -> socket.socket:
     """A listening Unix socket at ``path``, mode 0600, parent 0700 if new."""
+    return bind_unix_file(path)[0]
+
+
+def bind_unix_file(path: str) -> tuple[socket.socket, tuple[int, int]]:
+    """:func:`bind_unix`, and the (device, inode) of the file it made,
+    taken before the file is renamed into place: whoever removes it from
+    the path a moment later cannot make the caller record another file's
+    identity (or none) as its own."""
     check_trusted(path)
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
@@ -117,13 +130,14 @@ def bind_unix(path: str) -> socket.socket:
         sock.bind(temp)
         os.chmod(temp, 0o600)
         sock.listen(_BACKLOG)
+        st = os.stat(temp)
         os.rename(temp, path)
     except BaseException:
         sock.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
-    return sock
+    return sock, (st.st_dev, st.st_ino)
 
 
 def _clear_stale(path: str) -> None:
@@ -188,70 +202,3 @@ def is_stale(path: str) -> bool:
         except OSError as exc:
             return exc.errno in (errno.ECONNREFUSED, errno.ENOENT)
     return False
-
-
-class Notice(NamedTuple):
-    """One message of the master to the Server about the CNI socket."""
-
-    lost: bool                    # the file at the path is not ours
-    sock: socket.socket | None    # the re-created listening socket
-
-
-class Handoff:
-    """The master's channel to the Server for a re-created CNI socket.
-
-    Why a message with the descriptor (``SCM_RIGHTS``) and not a graceful
-    restart of the Server: the master binds the new socket and ``dup2``-s
-    it onto its own listening descriptor, which later workers inherit, but
-    the running Server holds its own copy of the old one. Passing the new
-    socket lets that Server keep its in-flight requests, its warm caches
-    and its readiness, accepts what is still queued on the old socket
-    before swapping, and costs no restart (which would count against the
-    restart budget and be a window with no accept loop). The channel is a
-    ``SOCK_SEQPACKET`` pair created before the fork, so a message is never
-    split; a message sent while no Server runs waits for the next one.
-    The "lost" message lets the Server, the only writer of the fault bits,
-    raise ``Fault.SOCKET`` while the master cannot bind the path again.
-    """
-
-    _LOST, _NEW = b"L", b"N"
-
-    def __init__(self) -> None:
-        self._master, self._server = socket.socketpair(
-            socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._master.setblocking(False)
-        self._server.setblocking(False)
-
-    def _send(self, tag: bytes, fds: list[int]) -> bool:
-        try:
-            socket.send_fds(self._master, [tag], fds)
-        except OSError as exc:   # full: the Server is gone for a long time
-            LOG.warning("cannot tell the Server about the CNI socket: %s", exc)
-            return False
-        return True
-
-    def lost(self) -> bool:
-        """Master: the socket file is not ours and could not be re-created."""
-        return self._send(self._LOST, [])
-
-    def replaced(self, sock: socket.socket) -> bool:
-        """Master: ``sock`` is the CNI socket now."""
-        return self._send(self._NEW, [sock.fileno()])
-
-    def receive(self) -> list[Notice]:
-        """Server: every pending notice, oldest first (never blocks)."""
-        notices: list[Notice] = []
-        while True:
-            try:
-                data, fds, _, _ = socket.recv_fds(self._server, 16, 1)
-            except (BlockingIOError, InterruptedError):
-                return notices
-            if not data:
-                return notices
-            sock = socket.socket(fileno=fds[0]) if fds else None
-            notices.append(Notice(lost=data == self._LOST and sock is None,
-                                  sock=sock))
-
-    def close(self) -> None:
-        self._master.close()
-        self._server.close()

@@ -15,7 +15,8 @@ the previous one and turns each change into a
 * ``RestartBudgetExhausted``, ``CNIFailureBudgetExhausted``,
   ``HandlerFailureBudgetExhausted`` (Warning);
 * ``NotReady``/``Ready`` and ``NotLive``/``Live``, with the verdict's summary
-  (not before the daemon was first ready: starting is not news);
+  (not before the daemon was first ready: starting is not news; NotReady
+  with hysteresis, :mod:`.verdictnotes`);
 * ``EnvironmentFault`` (Warning) and ``EnvironmentFaultCleared``.
 
 :class:`NodeEvents` polls on its own thread (shared memory only, every 0.1 s)
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from kuryr_supervisor.health.checks.faults import describe
+from kuryr_supervisor.health.verdictnotes import VerdictNotes
 from kuryr_supervisor.kubernetes.events import EventRecorder, Note
 from kuryr_supervisor.state import (
     Component,
@@ -96,9 +98,7 @@ class NodeEventSource:
         self._gone: dict[Component, _Gone] = {}
         self._budget = state.restart_budget_exceeded()
         self._exhausted: set[str] = set()
-        self._ready: bool | None = None
-        self._live = True
-        self._bad_since: dict[str, tuple[float, str]] = {}
+        self._verdict = VerdictNotes(emit)
         self._faults = Fault.NONE
         own = next((c for c in comps if c.component == Component.HEALTH), None)
         if own is not None and own.restarts:       # this process is the restart
@@ -115,7 +115,8 @@ class NodeEventSource:
             if status.component != Component.HEALTH and not stopping:
                 self._worker(status, now)
         self._budgets()
-        self._verdict(now)
+        self._verdict.update(self.state.overall(),
+                             ever_ready=self.state.ever_ready(), now=now)
         self._environment()
         self._last = now
 
@@ -184,36 +185,6 @@ class NodeEventSource:
                                 f"(limit {limit}); liveness fails", key))
             elif count < limit:
                 self._exhausted.discard(key)
-
-    def _verdict(self, now: float) -> None:
-        overall = self.state.overall()
-        if not overall.checked_at:
-            return
-        if overall.ready != self._ready:
-            started = self.state.ever_ready()
-            self._change("Ready", "NotReady", overall.ready,
-                         self._ready is not None and started, overall.summary,
-                         now)
-            self._ready = overall.ready
-        if overall.live != self._live:
-            cause = overall.cause.name.lower()
-            self._change("Live", "NotLive", overall.live, True,
-                         f"{overall.summary} (cause: {cause})", now)
-            self._live = overall.live
-
-    def _change(self, good: str, bad: str, ok: bool, tell_bad: bool,
-                summary: str, now: float) -> None:
-        if not ok:
-            if tell_bad:
-                self._bad_since[good] = (now, summary)
-                self._emit(Note(WARNING, bad, summary))
-            return
-        since = self._bad_since.pop(good, None)
-        text = "kuryr-supervisor is ready" if good == "Ready" else \
-            "kuryr-supervisor is live"
-        if since is not None:
-            text += f" again after {now - since[0]:.1f}s (was: {since[1]})"
-        self._emit(Note(NORMAL, good, text))
 
     def _environment(self) -> None:
         faults = self.state.faults()

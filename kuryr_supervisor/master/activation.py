@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import ipaddress
 import os
+import resource
 import socket
 from collections.abc import MutableMapping
 
@@ -33,6 +34,9 @@ from kuryr_supervisor.cni import sockets
 
 #: The first descriptor systemd passes (SD_LISTEN_FDS_START).
 FIRST_FD = 3
+#: Descriptors a process can have when RLIMIT_NOFILE is unlimited (the
+#: kernel's default fs.nr_open).
+_NR_OPEN = 1 << 20
 _VARS = ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")
 
 
@@ -64,9 +68,22 @@ def _describe(fd: int, name: str) -> Passed | None:
         sock.detach()                 # describing is not taking
 
 
+def fd_limit() -> int:
+    """The highest descriptor count this process may hold (RLIMIT_NOFILE's
+    soft limit; the kernel's ceiling when that is unlimited)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return _NR_OPEN if soft == resource.RLIM_INFINITY else int(soft)
+
+
 def peek(environ: MutableMapping[str, str] | None = None, *,
-         pid: int | None = None) -> list[Passed]:
-    """The sockets systemd passed to this process (none when not ours)."""
+         pid: int | None = None, limit: int | None = None) -> list[Passed]:
+    """The sockets systemd passed to this process (none when not ours).
+
+    ``LISTEN_FDS`` larger than the descriptors this process can have
+    (``limit``, default :func:`fd_limit`) is refused (ListenerError, exit
+    78) rather than walked: ``LISTEN_FDS=999999999`` would otherwise look
+    at every descriptor number for hours before the daemon starts.
+    """
     env = os.environ if environ is None else environ
     try:
         if int(env.get("LISTEN_PID", "")) != (os.getpid() if pid is None
@@ -75,6 +92,12 @@ def peek(environ: MutableMapping[str, str] | None = None, *,
         count = int(env.get("LISTEN_FDS", ""))
     except ValueError:
         return []
+    ceiling = (fd_limit() if limit is None else limit) - FIRST_FD
+    if count > ceiling:
+        raise ListenerError(f"LISTEN_FDS={count} is more than this process "
+                            f"can hold (RLIMIT_NOFILE allows {ceiling} "
+                            "passed descriptors); systemd never passes that "
+                            "many: unset LISTEN_FDS and LISTEN_PID")
     names = env.get("LISTEN_FDNAMES", "").split(":")
     passed = []
     for i in range(max(0, count)):
@@ -103,11 +126,7 @@ CNI, PROBES, METRICS = "cni", "probes", "metrics"
 
 
 class ListenerError(Exception):
-    """A socket cannot be bound or a passed one is refused (exit 78/77)."""
-
-    def __init__(self, message: str, *, in_use: bool = False) -> None:
-        super().__init__(message)
-        self.in_use = in_use
+    """A socket cannot be bound or a passed one is refused (exit 78)."""
 
 
 def _same_tcp(address: object, host: str, port: int) -> bool:

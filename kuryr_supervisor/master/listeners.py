@@ -21,7 +21,7 @@ Invariants:
   master (:meth:`Listeners.watch`, each governor tick), re-created at the
   same path, ``dup2``-ed onto the master's own descriptor (so workers forked
   later inherit it) and handed to the running Server
-  (:class:`~kuryr_supervisor.cni.sockets.Handoff`, which says why);
+  (:class:`~kuryr_supervisor.cni.handoff.Handoff`, which says why);
 - on a normal stop the sockets are closed last, after the workers, and the
   socket file is left in place: a stale file is replaced by the next
   daemon's bind, a passed one belongs to systemd, and a file removed at
@@ -29,6 +29,7 @@ Invariants:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import logging
@@ -42,7 +43,7 @@ from oslo_config import cfg
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health import httpserver
-from kuryr_supervisor.master import activation
+from kuryr_supervisor.master import activation, portholder
 from kuryr_supervisor.master.activation import (
     CNI,
     METRICS,
@@ -52,6 +53,7 @@ from kuryr_supervisor.master.activation import (
     passed_roles,
     wanted,
 )
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ class Listeners:
     handoff: sockets.Handoff | None = None
     activated: tuple[str, ...] = ()
     _inode: tuple[int, int] | None = None
-    _lost: bool = False
+    _problem: Fault = Fault.NONE
 
     def close(self) -> None:
         """Close every listening socket (after the workers are gone)."""
@@ -98,36 +100,83 @@ class Listeners:
 
     # -- the CNI socket file ----------------------------------------------------
     def watch(self) -> bool:
-        """Notice the CNI socket file deleted or replaced and re-create it.
+        """Converge the CNI socket's path back to a socket of ours.
 
-        Returns True when the file at the path is ours. While it is not,
-        the Server is told once (it raises ``Fault.SOCKET``) and a bind is
-        tried each call: a file that is not a socket, or a live socket of
-        someone else, is never removed (:func:`sockets.bind_unix`).
+        Returns True when the file at the path is ours and its directory
+        trusted. Each call (every governor tick), whatever happened to the
+        directory (moved away, replaced, moved back, permissions changed):
+
+        - a directory another user could change (:func:`sockets.check_trusted`)
+          is a fault named to the Server (``Fault.SOCKET_UNTRUSTED``); the
+          master binds nothing there until it is trusted again;
+        - our own socket file back at the path (same inode: a bound socket
+          keeps its inode, so it cannot be another file's) clears the fault;
+        - anything else at the path is bound again: a file that is not a
+          socket, or a live socket of someone else, is never removed
+          (``Fault.SOCKET_BLOCKED`` until it is gone).
+
+        Each change of fault is logged once and told to the Server, the
+        writer of the fault bits.
         """
         path = self.cni_path
-        if path is None or sockets.identity(path) == self._inode:
+        if path is None:
             return True
-        if not self._lost:
-            LOG.error("CNI socket %s was deleted or replaced; binding it "
-                      "again", path)
-            self._lost = True
-            if self.handoff is not None:
-                self.handoff.lost()
+        try:
+            sockets.check_trusted(path)
+        except (sockets.UntrustedPath, OSError) as exc:
+            self._fault(Fault.SOCKET_UNTRUSTED, f"CNI socket {path}: {exc}; "
+                        "not binding there until it is root's alone")
+            return False
+        current = sockets.identity(path)
+        if current is not None and current == self._inode:
+            self._fault(Fault.NONE, f"CNI socket {path} is ours again")
+            return True
+        if self._problem not in (Fault.SOCKET, Fault.SOCKET_BLOCKED):
+            self._fault(Fault.SOCKET, f"CNI socket {path} was deleted or "
+                        "replaced; binding it again")
         try:
             self._rebind(path)
-        except (OSError, sockets.AddressInUse, sockets.UntrustedPath) as exc:
+        except sockets.AddressInUse as exc:
+            self._fault(Fault.SOCKET_BLOCKED, f"CNI socket {path} cannot be "
+                        f"bound again: {exc}; remove what holds the path")
+            return False
+        except (OSError, sockets.UntrustedPath) as exc:
             LOG.debug("cannot bind %s again yet: %s", path, exc)
             return False
-        self._lost = False
+        self._problem = Fault.NONE
         LOG.warning("CNI socket %s bound again", path)
         return True
 
+    def _fault(self, fault: Fault, message: str) -> None:
+        """Log and tell the Server a change of the socket's fault, once."""
+        if fault == self._problem:
+            return
+        self._problem = fault
+        if fault:
+            LOG.error("%s", message)
+        else:
+            LOG.warning("%s", message)
+        if self.handoff is not None:
+            if fault:
+                self.handoff.lost(fault)
+            else:
+                self.handoff.found()
+
     def _rebind(self, path: str) -> None:
+        """Bind a fresh socket at ``path`` onto the master's descriptor and
+        hand it to the Server. The old socket is shut down first (after the
+        new one is in place): the workers forked before hold copies of it,
+        and a file of it put back at the path (a directory moved back) must
+        refuse connections -- stale, so it is replaced -- instead of queueing
+        them where nobody accepts. What is already queued stays acceptable:
+        the Server takes it before swapping."""
         assert self.cni is not None
-        with sockets.bind_unix(path) as fresh:
+        fresh, inode = sockets.bind_unix_file(path)
+        with fresh:
+            with contextlib.suppress(OSError):
+                self.cni.shutdown(socket.SHUT_RD)
             os.dup2(fresh.fileno(), self.cni.fileno(), inheritable=False)
-        self._inode = sockets.identity(path)
+        self._inode = inode
         if self.handoff is not None:
             self.handoff.replaced(self.cni)
 
@@ -149,6 +198,18 @@ def _bind(role: str, conf: cfg.ConfigOpts) -> socket.socket:
         return sockets.listen(conf.cni_daemon.bind_address)
     opts = conf.cni_health_server if role == PROBES else conf.metrics
     return httpserver.listen(opts.host, opts.port)
+
+
+def _holder(role: str, conf: cfg.ConfigOpts, exc: Exception) -> str:
+    """``; held by pid N (comm), uid U`` for an address in use, else "".
+    The state directory's lock is ours (taken first): whatever holds the
+    address is not this daemon, so it is named, never "already running"."""
+    if isinstance(exc, OSError) and exc.errno != errno.EADDRINUSE:
+        return ""
+    address = wanted(conf)[role]
+    if isinstance(address, str):
+        return f"; {portholder.describe_unix(address)}"
+    return f"; {portholder.describe_tcp(address[1])}"
 
 
 def open_all(conf: cfg.ConfigOpts) -> Listeners:
@@ -176,14 +237,13 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
                 raise ListenerError(f"{role} listener: {exc}") from exc
             except (sockets.AddressInUse, OSError) as exc:
                 if role != METRICS:
-                    in_use = isinstance(exc, sockets.AddressInUse) or \
-                        exc.errno == errno.EADDRINUSE
-                    raise ListenerError(f"{role} listener: {exc}",
-                                        in_use=in_use) from exc
+                    raise ListenerError(f"{role} listener: {exc}"
+                                        f"{_holder(role, conf, exc)}"
+                                        ) from exc
                 # Metrics are not health: the probes stay up.
-                LOG.error("metrics listener %s:%d cannot bind (%s); /metrics "
-                          "stays on the probe port", conf.metrics.host,
-                          conf.metrics.port, exc)
+                LOG.error("metrics listener %s:%d cannot bind (%s%s); "
+                          "/metrics stays on the probe port", conf.metrics.host,
+                          conf.metrics.port, exc, _holder(role, conf, exc))
     except BaseException:
         for sock in [*made.values(), *taken.values()]:
             sock.close()
@@ -202,11 +262,11 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
 
 
 def open_or_exit(conf: cfg.ConfigOpts) -> Listeners:
-    """:func:`open_all`, or one line on stderr and exit 77 (in use) or 78."""
+    """:func:`open_all`, or one line on stderr and exit 78 (an address
+    in use names its holder: the state directory's lock, taken before,
+    is ours, so it is not a second daemon of this node)."""
     try:
         return open_all(conf)
     except ListenerError as exc:
-        what = "already running" if exc.in_use else "configuration error"
-        print(f"kuryr-supervisor: {what}: {exc}", file=sys.stderr)
-        raise SystemExit(ExitCode.ALREADY_RUNNING if exc.in_use
-                         else ExitCode.CONFIG) from None
+        print(f"kuryr-supervisor: cannot listen: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.CONFIG) from None

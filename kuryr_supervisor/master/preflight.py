@@ -16,12 +16,15 @@ to the CNI role only.
 A configuration file that holds a secret and is not private to the daemon
 gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`).
 
-A second daemon on the same state directory, probe port or socket would
-write into the first one's allocations and log; it is refused with exit 77
+A second daemon on the same state directory would write into the first
+one's allocations and log; it is refused with exit 77
 (:attr:`~kuryr_supervisor.exitcodes.ExitCode.ALREADY_RUNNING`). The state
 directory's lock (``flock`` on ``<state_dir>/daemon.lock``) is held by the
 master and inherited by its workers, so it is released only when the last
-process of the daemon is gone.
+process of the daemon is gone. It is taken first: a probe port or socket
+path held by anything else once the lock is ours is not "already running"
+but a conflict, refused with exit 78 naming the holder's pid and uid
+(:mod:`.portholder`) -- a local user can bind a port first.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.ipam import schema
 from kuryr_supervisor.conf.ipam import DB_FILE
 from kuryr_supervisor.controller import handlers
-from kuryr_supervisor.master import listeners, statedir
+from kuryr_supervisor.master import listeners, portholder, statedir
 
 LOG = logging.getLogger(__name__)
 LOCK_FILE = statedir.LOCK_FILE
@@ -49,8 +52,15 @@ class PreflightError(Exception):
     """A configured value the world disagrees with (exit 78)."""
 
 
+class AddressTaken(PreflightError):
+    """Another process holds a port or socket path the daemon listens on
+    (exit 78, naming its pid and uid where the kernel says). Not "already
+    running": our own daemon would hold the state directory's lock, taken
+    first; whatever holds the address now is something else."""
+
+
 class AlreadyRunning(Exception):
-    """Another daemon holds the state directory, port or socket (exit 77)."""
+    """Another daemon holds the state directory's lock (exit 77)."""
 
 
 def run(conf: cfg.ConfigOpts) -> IO[str]:
@@ -59,7 +69,11 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
         LOG.warning("%s", line)
     validate(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)
-    passed = listeners.passed_roles(conf)   # systemd holds them for us
+    try:
+        passed = listeners.passed_roles(conf)   # systemd holds them for us
+    except listeners.ListenerError as exc:
+        lock.close()
+        raise PreflightError(str(exc)) from exc
     try:
         if listeners.PROBES not in passed:
             _probe_port_free(conf)
@@ -84,7 +98,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise PreflightError(str(exc)) from exc
     try:
         schema.check_schema(os.path.join(state_dir, DB_FILE))
-    except schema.SchemaTooNew as exc:
+    except schema.SchemaOutOfRange as exc:
         raise PreflightError(exc.msg) from exc
 
 
@@ -158,8 +172,9 @@ def _probe_port_free(conf: cfg.ConfigOpts) -> None:
         except OSError as exc:
             where = f"{opts.host}:{opts.port}"
             if exc.errno == errno.EADDRINUSE:
-                raise AlreadyRunning(f"[cni_health_server] port: {where} is "
-                                     "already in use") from exc
+                raise AddressTaken(
+                    f"[cni_health_server] port: {where} is "
+                    f"{portholder.describe_tcp(opts.port)}") from exc
             raise PreflightError(f"[cni_health_server] host/port {where}: "
                                  f"{exc.strerror}") from exc
 
@@ -175,9 +190,9 @@ def _socket_free(conf: cfg.ConfigOpts) -> None:
                 probe.bind((path, port))
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
-                    raise AlreadyRunning(f"[cni_daemon] bind_address "
-                                         f"{address} is already in use"
-                                         ) from exc
+                    raise AddressTaken(
+                        f"[cni_daemon] bind_address {address} is "
+                        f"{portholder.describe_tcp(port)}") from exc
                 raise PreflightError(f"[cni_daemon] bind_address {address}: "
                                      f"{exc.strerror}") from exc
         return
@@ -187,5 +202,6 @@ def _socket_free(conf: cfg.ConfigOpts) -> None:
             probe.connect(path)
         except OSError:
             return                  # absent or stale: the Server replaces it
-    raise AlreadyRunning(f"[cni_daemon] bind_address {address}: another "
-                         "server is listening there")
+    raise AddressTaken(f"[cni_daemon] bind_address {address}: another "
+                       "server is listening there, "
+                       f"{portholder.describe_unix(path)}")

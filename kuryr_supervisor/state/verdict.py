@@ -36,6 +36,10 @@ class Fault(enum.IntFlag):
     BRIDGE_KIND = 4     # the configured bridge name is another kind of link
     NET_ADMIN = 8       # netlink refused for lack of CAP_NET_ADMIN
     DISK_FULL = 16      # the state directory's file system is full or read-only
+    SOCKET_BLOCKED = 32     # a file, or a server not ours, holds the socket path
+    SOCKET_UNTRUSTED = 64   # the socket's directory is not root's alone
+    #: Every fault about the CNI socket file (the master reports them).
+    SOCKET_ANY = SOCKET | SOCKET_BLOCKED | SOCKET_UNTRUSTED
 
 
 @dataclasses.dataclass(frozen=True)

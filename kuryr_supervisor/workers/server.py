@@ -18,9 +18,9 @@ from cotyledon.types import WorkerId
 from oslo_config import cfg
 
 from kuryr_supervisor.cni.api import CNIApp
+from kuryr_supervisor.cni.handoff import Handoff
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
-from kuryr_supervisor.cni.sockets import Handoff
 from kuryr_supervisor.state import SharedState, WorkerKind
 from kuryr_supervisor.workers.assembly import build_server_service
 from kuryr_supervisor.workers.base import Worker

@@ -2,20 +2,25 @@
 
 Each case starts the real daemon (a subprocess) and expects it to exit at
 once with one line on stderr naming the option: 78 for a configuration the
-world disagrees with, 77 when another daemon already holds the state
-directory, probe port or socket. Before these checks each case started the
+world disagrees with, and for a probe port or socket another process holds
+(named: its pid and uid); 77 only when another daemon already holds the
+state directory's lock. Before these checks each case started the
 workers, which then failed and were restarted without end.
 """
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.daemon import Daemon, run_once
+from tests.fixtures import unprivileged
+from tests.fixtures.daemon import Daemon, free_port, run_once
 
 pytestmark = pytest.mark.privileged
 
@@ -78,7 +83,10 @@ def test_a_foreign_ancestor_is_refused_too(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("shared", ["state_dir", "port", "socket"])
-def test_second_daemon_refuses_with_77(tmp_path: Path, shared: str) -> None:
+def test_second_daemon_is_refused(tmp_path: Path, shared: str) -> None:
+    """77 "already running" for the state directory (our own lock); a port
+    or socket of another daemon (another state directory) is a conflict
+    named by its holder's pid: 78."""
     first = Daemon(_mkdir(tmp_path / "first"))
     try:
         first.start()
@@ -90,9 +98,15 @@ def test_second_daemon_refuses_with_77(tmp_path: Path, shared: str) -> None:
                 "bind_address": f"unix://{first.socket_path}"}},
         }[shared]
         status, stderr, _ = start(tmp_path / "second", options)
-        assert status == ALREADY_RUNNING, stderr
         line = one_line(stderr)
-        assert "already running" in line
+        if shared == "state_dir":
+            assert status == ALREADY_RUNNING, stderr
+            assert "already running" in line
+        else:
+            assert status == CONFIG, stderr
+            assert "already running" not in line
+            assert re.search(rf"held by pids? {first.pid}\b", line), line
+            assert "uid 0" in line, line
         # the first one is untouched and still serves
         assert first.probe("/ready") == 200
         with socket.socket(socket.AF_UNIX) as s:
@@ -101,6 +115,53 @@ def test_second_daemon_refuses_with_77(tmp_path: Path, shared: str) -> None:
         first.close()
 
 
+def test_a_probe_port_squatted_by_a_local_user_names_it(
+        tmp_path: Path) -> None:
+    """uid 65534 binds the probe port first: one line naming its pid and
+    uid, exit 78 -- not 77 "already running" blaming a daemon that does
+    not exist."""
+    port = free_port()
+    squatter = subprocess.Popen(
+        [*unprivileged.setpriv(65534, 65534), sys.executable, "-c",
+         "import socket, sys, time\n"
+         "s = socket.socket()\n"
+         f"s.bind(('127.0.0.1', {port}))\n"
+         "s.listen()\n"
+         "print('bound', flush=True)\n"
+         "time.sleep(120)\n"], stdout=subprocess.PIPE, text=True, cwd="/")
+    try:
+        assert squatter.stdout is not None
+        assert squatter.stdout.readline().strip() == "bound"
+        status, stderr, _ = start(tmp_path / "d", {
+            "cni_health_server": {"port": port}})
+        line = one_line(stderr)
+        assert status == CONFIG, stderr
+        assert f"127.0.0.1:{port}" in line and "already running" not in line
+        assert f"pid {squatter.pid} " in line and "uid 65534" in line, line
+    finally:
+        squatter.kill()
+        squatter.wait(10)
+
+
 def _mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_listen_fds_beyond_the_descriptor_limit_exits_78(
+        tmp_path: Path) -> None:
+    """LISTEN_FDS=999999999 for this very process (LISTEN_PID: the shell
+    that execs the daemon keeps its pid): one line, 78, at once -- not
+    hours walking every descriptor number."""
+    workdir = _mkdir(tmp_path / "d")
+    daemon = Daemon(workdir)
+    command = " ".join(daemon.command())
+    try:
+        done = subprocess.run(
+            ["sh", "-c", f"LISTEN_PID=$$ LISTEN_FDS=999999999 exec {command}"],
+            capture_output=True, text=True, timeout=20)
+    finally:
+        daemon.close()
+    line = one_line(done.stderr)
+    assert done.returncode == CONFIG, done.stderr
+    assert "LISTEN_FDS=999999999" in line and "RLIMIT_NOFILE" in line

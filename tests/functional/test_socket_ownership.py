@@ -91,7 +91,8 @@ def test_killed_server_leaves_its_backlog_to_the_next(tmp_path: Path,
         d.close()
 
 
-def activate(d: Daemon, *, probes: bool = False) -> None:
+def activate(d: Daemon, *, probes: bool = False,
+             metrics: bool = False) -> None:
     """Start the daemon under ``systemd-socket-activate``: it binds the CNI
     path (and the probe port), names them ``cni`` (``probes``) and execs
     the daemon on the first connection."""
@@ -101,6 +102,9 @@ def activate(d: Daemon, *, probes: bool = False) -> None:
     if probes:
         listen += ["-l", f"127.0.0.1:{d.port}"]
         names += ":probes"
+    if metrics:             # kuryr-supervisor-metrics.socket
+        listen += ["-l", f"127.0.0.1:{d.metrics_port}"]
+        names += ":metrics"
     log = open(d.log_path, "ab")
     d.proc = subprocess.Popen(
         ["systemd-socket-activate", *listen, f"--fdname={names}",
@@ -138,6 +142,31 @@ def test_socket_activation_serves_the_passed_socket(tmp_path: Path) -> None:
         d.signal(signal.SIGTERM)
         assert d.wait_exit(30) == 0, d.log()
         assert d.socket_path.exists()      # systemd's, never unlinked by us
+    finally:
+        d.close()
+
+
+@needs_activate
+def test_all_three_listeners_taken_from_systemd(tmp_path: Path) -> None:
+    """As the three socket units pass them (named cni, probes, metrics):
+    the daemon binds none itself, so no other process could hold one."""
+    d = Daemon(tmp_path)
+    try:
+        activate(d, probes=True, metrics=True)
+        os.chmod(d.socket_path, 0o600)
+        assert answered(ask(d.socket_path, timeout=60)), d.log()
+        d.wait_ready()
+        for role, where in (("cni", str(d.socket_path)),
+                            ("probes", f"('127.0.0.1', {d.port})"),
+                            ("metrics", f"('127.0.0.1', {d.metrics_port})")):
+            assert f"{role} socket {where} taken from systemd" in d.log()
+        code, body = d.get("/metrics")
+        assert code == 200
+        with socket.create_connection(("127.0.0.1", d.metrics_port), 5) as m:
+            m.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            assert read_all(m).startswith(b"HTTP/1.0 200")
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit(30) == 0, d.log()
     finally:
         d.close()
 

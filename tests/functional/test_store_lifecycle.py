@@ -15,6 +15,7 @@ import concurrent.futures
 import ipaddress
 import os
 import pathlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -150,6 +151,48 @@ def test_store_of_a_newer_schema_exits_78_and_is_left_alone(
     # nothing opened it: no -wal, no -shm, no journal
     assert [f for f in os.listdir(state_dir) if f.startswith("ipam")] == [
         "ipam.sqlite"]
+
+
+def wal_only_version(db: str, scratch: pathlib.Path, version: int) -> None:
+    """A store at ``db`` whose header says :data:`schema.CURRENT` and whose
+    write-ahead log says ``version``: written by a connection that holds
+    the log open (no checkpoint), the files copied before it closes."""
+    scratch.mkdir(mode=0o700)
+    source = str(scratch / "ipam.sqlite")
+    IpamStore(source, ipaddress.IPv4Network("10.97.0.0/24")).close(final=True)
+    keeper = sqlite3.connect(source, isolation_level=None)
+    try:
+        keeper.execute("PRAGMA journal_mode=WAL")
+        keeper.execute("PRAGMA wal_autocheckpoint = 0")
+        keeper.execute(f"PRAGMA user_version = {version}")
+        for suffix in ("", "-wal"):
+            shutil.copyfile(source + suffix, db + suffix)
+    finally:
+        keeper.close()
+    header = pathlib.Path(db).read_bytes()[60:64]
+    assert int.from_bytes(header, "big", signed=True) == schema.CURRENT
+
+
+@pytest.mark.parametrize("version", [-1, -7, schema.CURRENT + 1])
+def test_store_version_out_of_range_only_in_the_wal_exits_78(
+        daemon: Daemon, tmp_path: pathlib.Path, version: int) -> None:
+    """A version below 0 or above the newest, recorded only in the WAL
+    (the header is fine): the master reads it through SQLite and refuses
+    the store with one line, exit 78; check-config says the same."""
+    state_dir = str(daemon.options["ipam"]["state_dir"])
+    os.makedirs(state_dir, mode=0o700)
+    db = os.path.join(state_dir, "ipam.sqlite")
+    wal_only_version(db, tmp_path / "scratch", version)
+    for command in ([], ["check-config"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "kuryr_supervisor.daemon", *command,
+             "--config-file", str(daemon.config)], capture_output=True,
+            text=True, timeout=30, cwd=REPO)
+        assert proc.returncode == 78, (command, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert f"schema version {version}" in lines[0], lines
+        assert db in lines[0]
 
 
 def store_pod() -> Any:

@@ -78,12 +78,37 @@ def test_deadline_is_read_on_each_run(state: SharedState,
 
 
 def test_killed_worker_is_named_with_the_signal(state: SharedState,
-                                                conf: cfg.ConfigOpts) -> None:
+                                                conf: cfg.ConfigOpts,
+                                                clock: Clock) -> None:
+    """A killed worker the supervisor is restarting does not fail liveness
+    (restarting the daemon would heal nothing faster); one not back within
+    its deadline plus the restart backoff does."""
     state.register(Component.WATCHER, 7)
+    state.count_restart(Component.WATCHER)
     state.mark_down(Component.WATCHER, Reason.KILLED, -signal.SIGKILL)
-    result = ComponentAliveCheck(state, conf, Component.WATCHER).run(0.0)
+    check = ComponentAliveCheck(state, conf, Component.WATCHER)
+    result = check.run(clock.t)
+    assert result.ok
+    assert result.message == ("watcher dead: killed by SIGKILL, restarting "
+                              "(restart #1, within the restart budget)")
+    grace = conf.supervisor.watcher_deadline + \
+        conf.supervisor.restart_backoff_max
+    assert check.run(clock.t + grace).ok
+    late = check.run(clock.t + grace + 0.1)
+    assert not late.ok
+    assert late.message == (f"watcher dead: killed by SIGKILL, not back "
+                            f"within {grace:g}s")
+
+
+def test_a_worker_killed_for_its_deadline_fails_liveness(
+        state: SharedState, conf: cfg.ConfigOpts, clock: Clock) -> None:
+    """A missed deadline is not healed by the kill alone."""
+    state.register(Component.SERVER, 7)
+    state.mark_down(Component.SERVER, Reason.STALE, -signal.SIGKILL)
+    result = ComponentAliveCheck(state, conf, Component.SERVER).run(clock.t)
     assert not result.ok
-    assert result.message == "watcher dead: killed by SIGKILL, restarting"
+    assert result.message == ("server dead: killed after missing its "
+                              "heartbeat deadline, restarting")
 
 
 @pytest.mark.parametrize("reason,code,text", [
@@ -111,7 +136,9 @@ def test_stopping_while_draining_is_not_a_death(state: SharedState,
     state.register(Component.SERVER, 5)
     state.mark_down(Component.SERVER, Reason.STOPPING)
     check = ComponentAliveCheck(state, conf, Component.SERVER)
-    assert not check.run(0.0).ok          # stopped without a shutdown: dead
+    # Stopped without a shutdown: restarted, dead once overdue.
+    assert "restarting" in check.run(0.0).message
+    assert not check.run(1e6).ok
     state.set_draining()
     result = check.run(0.0)
     assert result.ok

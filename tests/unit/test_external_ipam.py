@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni.ipam import IpamStore, PodRef
+from kuryr_supervisor.cni.ipam import IpamStore, PodRef, validation
 from kuryr_supervisor.cni.ipam.external import ExternalIpam, FixedAddress
 
 POD = PodRef("default", "web", "uid-1")
@@ -122,3 +122,59 @@ def test_uid_from_the_api_when_cni_args_has_none(tmp_path: Path) -> None:
         FIXED, api_uid="uid-9"), timeout=lambda: 1.0)
     with pytest.raises(errors.InvalidEnvironment):
         other.allocate("c2", "eth0", netns="/n", pod=no_uid)
+
+
+OTHER = PodRef("default", "db", "uid-9")
+
+
+def test_a_mac_used_by_another_pod_is_refused(tmp_path: Path) -> None:
+    """Another pod's attachment with the MAC (plumbed, or its ADD still in
+    flight): code 7, not counted, nothing recorded or plumbed."""
+    from kuryr_supervisor.cni.ipam import Plumbing
+    theirs = forged(address="10.20.0.40/24", pod_uid="uid-9")
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: theirs
+                        if pod == OTHER else FIXED, timeout=lambda: 1.0,
+                        links=dict)
+    ipam.allocate("c9", "eth0", netns="/run/netns/o", pod=OTHER)
+    with pytest.raises(errors.InvalidConfig,
+                       match="an ADD in progress") as info:     # in flight
+        ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert not info.value.wire.counts_as_failure
+    ipam.plumbed("c9", "eth0", netconf="d", plumbing=Plumbing(
+        "ksvh", "02:00:00:00:00:09", FIXED.mac.upper(), 1500))
+    with pytest.raises(errors.InvalidConfig,
+                       match="by pod default/db") as info:      # recorded
+        ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert info.value.wire.code == 7
+    assert [a.container_id for a in ipam.list()] == ["c9"]
+    ipam.release("c9", "eth0")
+    ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)   # free now
+
+
+def test_the_bridge_mac_or_any_local_link_mac_is_refused(
+        tmp_path: Path) -> None:
+    net = tmp_path / "sys" / "class" / "net"
+    for name, mac in (("lo", "00:00:00:00:00:00"), ("kuryr0", FIXED.mac),
+                      ("eth0", "52:54:00:12:34:56")):
+        (net / name).mkdir(parents=True)
+        (net / name / "address").write_text(mac + "\n")
+    links = validation.local_macs(str(net))
+    assert links == {FIXED.mac: "link kuryr0",
+                     "52:54:00:12:34:56": "link eth0"}
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: FIXED,
+                        timeout=lambda: 1.0, links=lambda: links)
+    with pytest.raises(errors.InvalidConfig, match="by link kuryr0"):
+        ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert ipam.list() == []
+    with pytest.raises(errors.InvalidConfig, match="by link eth0"):
+        validation.check_mac_free("52:54:00:12:34:56".upper(), links)
+
+
+def test_local_links_are_read_from_this_namespace() -> None:
+    import os
+    real = validation.local_macs()
+    for name in os.listdir("/sys/class/net"):
+        with open(f"/sys/class/net/{name}/address") as f:
+            mac = f.read().strip()
+        if mac and mac != "00:00:00:00:00:00":
+            assert mac in real

@@ -135,10 +135,14 @@ def test_failure_shows_on_the_next_request(state: SharedState,
     assert mon.evaluate().get("watcher").ok  # type: ignore[union-attr]
     state.mark_down(Component.WATCHER, Reason.KILLED, -signal.SIGKILL)
     report = mon.evaluate()                  # no tick in between
+    # Being restarted: still live, not ready, and readiness says why.
+    assert report.verdict.live and not report.verdict.ready
+    assert "watcher not running: killed by SIGKILL" in report.verdict.summary
+    state.mark_down(Component.WATCHER, Reason.STALE, -signal.SIGKILL)
+    report = mon.evaluate()                  # a missed deadline: not live
     assert not report.verdict.live
     assert report.verdict.cause is LiveCause.COMPONENT
-    assert ("watcher dead: killed by SIGKILL, restarting"
-            in report.verdict.summary)
+    assert "watcher dead: killed after missing" in report.verdict.summary
     state.register(Component.WATCHER, 200)
     assert mon.evaluate().get("watcher").ok  # type: ignore[union-attr]
     state.set_draining()

@@ -97,9 +97,14 @@ def test_serves_real_http(worker: HealthManagerWorker,
     assert code == 200
     assert json.loads(body)["checks"]["netlink"]["state"] in ("ok", "failed")
     state.mark_down(Component.SERVER, Reason.KILLED, -9)
+    assert get(server.port, "/alive") == (200, "ok\n")    # being restarted
+    code, body = get(server.port, "/ready?verbose")
+    assert code == 503
+    assert "server not running: killed by SIGKILL" in body
+    state.mark_down(Component.SERVER, Reason.STALE, -9)     # a missed deadline
     code, body = get(server.port, "/alive")
     assert code == 503
-    assert "server dead: killed by SIGKILL" in body
+    assert "server dead: killed after missing its heartbeat deadline" in body
     listener = server.socket
     assert listener.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR)
 
@@ -169,7 +174,7 @@ def test_woken_step_republishes_without_io(
         due = w.step(0.0)
         taken = w.monitor.snapshot.taken_at  # type: ignore[union-attr]
         assert state.overall().live
-        state.mark_down(Component.SERVER, Reason.KILLED, -9)
+        state.mark_down(Component.SERVER, Reason.STALE, -9)
         assert not w.monitor.evaluate().verdict.live   # a request sees it
         assert w._wake.is_set()
         assert w.step(due, woken=True) == due

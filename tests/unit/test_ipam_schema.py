@@ -244,3 +244,67 @@ def test_the_plumbing_mark_is_not_fsynced_and_the_rest_still_is(
     assert seen.count("PRAGMA synchronous=NORMAL") == 2
     assert seen.count("PRAGMA synchronous=FULL") == 2
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2   # FULL
+
+
+def add_request() -> protocol.Request:
+    return protocol.parse({"env": {
+        "CNI_COMMAND": "ADD", "CNI_CONTAINERID": "c1", "CNI_IFNAME": "eth0",
+        "CNI_NETNS": "/proc/self/ns/net"}, "config": {
+            "cniVersion": "1.0.0", "name": "n", "type": "kuryr-cni"}})
+
+
+@pytest.mark.parametrize("value", [-1, -(2**31)])
+def test_a_negative_version_is_refused_wherever_recorded(
+        db: str, tmp_path: Any, value: int) -> None:
+    """Below 0, in the header or only in the write-ahead log: refused by
+    the preflight and by the store; through the service a store fault
+    (readiness), never counted, with a message that says something."""
+    IpamStore(db, NET).close(final=True)
+    set_version(db, value)
+    with pytest.raises(schema.SchemaOutOfRange, match=f"version {value},"):
+        schema.check_schema(db)                 # the header, read directly
+    set_version(db, schema.CURRENT)
+    keeper = sqlite3.connect(db, isolation_level=None)
+    try:
+        keeper.execute("PRAGMA wal_autocheckpoint = 0")
+        keeper.execute(f"PRAGMA user_version = {value}")    # the WAL only
+        with pytest.raises(schema.SchemaOutOfRange) as info:
+            schema.check_schema(db)
+        assert not isinstance(info.value, schema.SchemaTooNew)
+        assert "\n" not in info.value.msg and db in info.value.msg
+        state = SharedState.create(multiprocessing.get_context("fork"))
+        service = CNIService(lambda: IpamStore(db, NET), _NoBinding(),
+                             ContainerLocks(str(tmp_path / "locks")), state)
+        for _ in range(5):
+            with pytest.raises(errors.StoreCorrupt) as err:
+                service.handle(add_request())
+            assert f"schema version {value}" in err.value.msg
+        assert state.cni_failures() == 0
+        assert state.faults() & Fault.IPAM_STORE
+    finally:
+        keeper.close()
+
+
+def test_a_store_the_schema_code_cannot_read_is_a_store_fault(
+        db: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever escapes the schema code (here a KeyError as a negative
+    version once raised) is a fault of the store, not a counted ADD
+    failure answered "ADD failed: 0"."""
+    def broken(conn: sqlite3.Connection, path: str) -> None:
+        raise KeyError(0)
+    monkeypatch.setattr(ipam_store.schema, "migrate", broken)
+    state = SharedState.create(multiprocessing.get_context("fork"))
+    service = CNIService(lambda: IpamStore(db, NET), _NoBinding(),
+                         ContainerLocks(str(tmp_path / "locks")), state)
+    with pytest.raises(errors.StoreCorrupt) as err:
+        service.handle(add_request())
+    assert "KeyError: 0" in err.value.msg and state.cni_failures() == 0
+
+
+@pytest.mark.parametrize("exc, text", [
+    (KeyError(0), "KeyError: 0"), (ValueError(""), "ValueError: no detail"),
+    (OSError("disk gone"), "disk gone")])
+def test_no_error_says_only_a_number(exc: BaseException, text: str) -> None:
+    assert errors.describe(exc) == text
+    assert errors.InternalError("0").msg == "InternalError: 0"
+    assert errors.InternalError("").msg == "InternalError: no detail"

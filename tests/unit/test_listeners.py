@@ -76,11 +76,12 @@ def test_a_taken_metrics_port_leaves_the_probes_up(
             assert f"metrics listener 127.0.0.1:{port} cannot bind" \
                 in caplog.text
             assert "/metrics stays on the probe port" in caplog.text
+            assert f"held by pid {os.getpid()} " in caplog.text
         finally:
             got.close()
 
 
-def test_a_taken_probe_port_is_already_running(conf: cfg.ConfigOpts) -> None:
+def test_a_taken_probe_port_names_its_holder(conf: cfg.ConfigOpts) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -88,7 +89,8 @@ def test_a_taken_probe_port_is_already_running(conf: cfg.ConfigOpts) -> None:
                           group="cni_health_server")
         with pytest.raises(listeners.ListenerError) as err:
             listeners.open_all(conf)
-        assert err.value.in_use
+        assert f"held by pid {os.getpid()} " in str(err.value)
+        assert f", uid {os.getuid()}" in str(err.value)
 
 
 def test_deleted_socket_is_rebound_onto_the_same_descriptor(
@@ -118,7 +120,9 @@ def test_a_file_in_the_way_is_never_removed(
     Path(path).write_text("not a socket\n")
     assert not opened.watch() and not opened.watch()
     assert Path(path).read_text() == "not a socket\n"
-    assert [n.lost for n in opened.handoff.receive()] == [True]  # told once
+    # Told once: deleted, then why it cannot be bound again.
+    assert [n.fault for n in opened.handoff.receive()] == [
+        Fault.SOCKET, Fault.SOCKET_BLOCKED]
     os.unlink(path)
     assert opened.watch()
     assert [n.lost for n in opened.handoff.receive()] == [False]
@@ -151,11 +155,11 @@ def test_the_server_raises_and_clears_the_fault(
         Path(path).write_text("x")
         opened.watch()
         server.take_notices()
-        assert Fault.SOCKET in state.faults()
+        assert state.faults() == Fault.SOCKET_BLOCKED
         os.unlink(path)
         opened.watch()
         server.take_notices()
-        assert Fault.SOCKET not in state.faults()
+        assert not state.faults()
         queued.settimeout(10)
         assert queued.recv(100).startswith(b"HTTP/1.0 200")
         assert accepts(server.socket, path)     # the Server's own copy
@@ -191,4 +195,94 @@ def test_an_address_not_on_this_host_is_a_configuration_error(
     conf.set_override("host", "192.0.2.1", group="cni_health_server")
     with pytest.raises(listeners.ListenerError) as err:
         listeners.open_all(conf)
-    assert not err.value.in_use and "probes listener" in str(err.value)
+    assert "probes listener" in str(err.value)
+    assert "held by" not in str(err.value)      # not in use: not available
+
+
+def test_our_own_socket_file_back_clears_the_fault(
+        opened: listeners.Listeners) -> None:
+    """Moved away while something blocked the path, then put back: the
+    same inode is ours (a bound socket keeps its inode), nothing is bound
+    again and the Server is told the fault is gone."""
+    assert opened.cni is not None and opened.handoff is not None
+    path = opened.cni_path
+    assert path is not None
+    os.rename(path, path + ".aside")
+    Path(path).write_text("in the way\n")
+    assert not opened.watch()
+    os.unlink(path)
+    os.rename(path + ".aside", path)
+    assert opened.watch()
+    notices = opened.handoff.receive()
+    assert [n.fault for n in notices] == [Fault.SOCKET, Fault.SOCKET_BLOCKED,
+                                          Fault.NONE]
+    assert all(n.sock is None for n in notices)
+    assert accepts(opened.cni, path)            # the very same socket
+
+
+def test_an_untrusted_directory_is_named_until_restored(
+        opened: listeners.Listeners) -> None:
+    assert opened.handoff is not None and opened.cni_path is not None
+    directory = os.path.dirname(opened.cni_path)
+    os.chmod(directory, 0o777)
+    try:
+        assert not opened.watch() and not opened.watch()
+    finally:
+        os.chmod(directory, 0o700)
+    assert opened.watch()
+    assert [n.fault for n in opened.handoff.receive()] == [
+        Fault.SOCKET_UNTRUSTED, Fault.NONE]
+
+
+def test_a_replaced_socket_is_shut_down(opened: listeners.Listeners) -> None:
+    """A copy of the old socket held by a worker forked earlier refuses
+    connections once its file is put back at the path: stale, replaced."""
+    assert opened.cni is not None and opened.cni_path is not None
+    path = opened.cni_path
+    inherited = opened.cni.dup()                # what a worker holds
+    try:
+        os.rename(path, path + ".old")
+        assert opened.watch()                   # a new socket at the path
+        os.replace(path + ".old", path)          # the old file put back
+        assert sockets.is_stale(path)
+        assert opened.watch()                   # replaced at once
+        assert accepts(opened.cni, path)
+    finally:
+        inherited.close()
+
+
+def test_listen_fds_beyond_the_descriptor_limit_is_refused() -> None:
+    """Not walked: LISTEN_FDS=999999999 looked at every descriptor number
+    (hours of CPU) before the daemon started."""
+    env = {"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "999999999"}
+    with pytest.raises(activation.ListenerError,
+                       match="LISTEN_FDS=999999999 is more than"):
+        activation.peek(env)
+    env["LISTEN_FDS"] = "64"
+    with pytest.raises(activation.ListenerError, match="allows 61 "):
+        activation.peek(env, limit=64)
+    env["LISTEN_FDS"] = "61"                    # at the limit: walked
+    assert all(p.fd < 64 for p in activation.peek(env, limit=64))
+    assert activation.fd_limit() > activation.FIRST_FD
+
+
+def test_a_socket_removed_while_it_was_bound_again_is_bound_again(
+        opened: listeners.Listeners, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file removed between the rename into place and the master's
+    look at it: its identity is the one taken before the rename, so the
+    missing file is never mistaken for ours (it was, and stayed missing)."""
+    assert opened.cni_path is not None
+    path = opened.cni_path
+    real = sockets.bind_unix_file
+
+    def bind_then_lose(where: str) -> Any:
+        got = real(where)
+        os.unlink(where)                    # a cleanup script, right then
+        return got
+    os.unlink(path)
+    monkeypatch.setattr(sockets, "bind_unix_file", bind_then_lose)
+    assert opened.watch()
+    monkeypatch.setattr(sockets, "bind_unix_file", real)
+    assert not os.path.exists(path)
+    assert opened.watch() and os.path.exists(path)
+    assert opened.cni is not None and accepts(opened.cni, path)

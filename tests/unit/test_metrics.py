@@ -59,7 +59,7 @@ def test_figures_are_read_at_scrape_time() -> None:
         state.register(comp, 2001)
         state.set_ready(comp, True)
     monitor.tick()
-    state.mark_down(Component.WATCHER, Reason.KILLED, -9)
+    state.mark_down(Component.WATCHER, Reason.STALE, -9)
     state.count_restart(Component.WATCHER)
     state.record_restart_cause(Component.WATCHER, Reason.KILLED)
     state.count_restart(Component.WATCHER)

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
+import time
 from collections.abc import Iterator
 
 import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.health import verdictnotes
 from kuryr_supervisor.health.nodeevents import NodeEventSource
 from kuryr_supervisor.kubernetes import events
 from kuryr_supervisor.kubernetes.events import Correlator, EventRecorder, Note
 from kuryr_supervisor.state import Component, Fault, LiveCause, Reason, SharedState
 from tests.fixtures.fakeapi import FakeAPI
+
+#: The hysteresis of these tests (seconds; the daemon's is 10 s).
+READY_HOLD_TEST = 0.2
 
 NODE = "node-ev"
 CRASH = Note("Warning", "WorkerRestarted", "Server worker was killed", "server/signal9")
@@ -179,7 +184,9 @@ def test_worker_restart_named_with_its_signal(setup: tuple[SharedState, cfg.Conf
     assert len(sink) == 3
 
 
-def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Sink]) -> None:
+def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Sink],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(verdictnotes, "READY_HOLD", READY_HOLD_TEST)
     state, conf, sink = setup
     source = NodeEventSource(state, conf, sink.append)
     state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
@@ -191,6 +198,9 @@ def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Si
     source.poll()
     state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
                           summary="live, not ready: k8s-api: HTTP 500")
+    source.poll()
+    assert sink.reasons() == ["Ready"]      # not yet: hysteresis
+    time.sleep(READY_HOLD_TEST)
     source.poll()
     state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
                           summary="live, ready")
@@ -211,3 +221,34 @@ def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Si
     state.set_fault(Fault.BRIDGE_KIND, False)
     source.poll()
     assert sink.reasons()[-1] == "EnvironmentFaultCleared"
+
+
+def test_a_short_unready_spell_is_not_an_event(
+        setup: tuple[SharedState, cfg.ConfigOpts, Sink],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A healed restart: readiness fails for a moment, WorkerRestarted is
+    the only Event (no NotReady/Ready pair per kill)."""
+    monkeypatch.setattr(verdictnotes, "READY_HOLD", 0.3)
+    state, conf, sink = setup
+    source = NodeEventSource(state, conf, sink.append)
+    state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
+                          summary="live, ready")
+    source.poll()
+    sink.clear()
+    for n in range(5):
+        die(state, Component.SERVER, Reason.KILLED, -signal.SIGKILL)
+        state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
+                              summary="live, not ready: server not running")
+        source.poll()
+        state.register(Component.SERVER, 300 + n)
+        state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
+                              summary="live, ready")
+        source.poll()
+    assert sink.reasons() == ["WorkerRestarted"] * 5
+    assert len({note.key for note in sink}) == 1        # one aggregated Event
+    state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
+                          summary="live, not ready: k8s-api down")
+    source.poll()
+    time.sleep(0.35)
+    source.poll()
+    assert sink.reasons()[-1] == "NotReady"

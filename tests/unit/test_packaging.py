@@ -16,12 +16,16 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cni import sockets
-from kuryr_supervisor.master import listeners, reporting
+from kuryr_supervisor.master import activation, listeners, reporting
 from tests.fixtures import docs
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "kuryr-supervisor.service"
 SOCKET = ROOT / "systemd" / "kuryr-supervisor.socket"
+#: One socket unit per listener, each naming its descriptor for the daemon.
+SOCKETS = {listeners.CNI: SOCKET,
+           listeners.PROBES: ROOT / "systemd" / "kuryr-supervisor-probes.socket",
+           listeners.METRICS: ROOT / "systemd" / "kuryr-supervisor-metrics.socket"}
 
 
 def unit(path: Path = UNIT) -> configparser.RawConfigParser:
@@ -38,9 +42,9 @@ def test_unit_file_verifies() -> None:
 
 
 def test_socket_unit_verifies_with_the_service(tmp_path: Path) -> None:
-    proc = subprocess.run(["systemd-analyze", "verify", str(SOCKET),
-                           str(UNIT)], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(["systemd-analyze", "verify",
+                           *map(str, SOCKETS.values()), str(UNIT)],
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     # The check can fail: a socket unit naming a service that is not there.
     broken = tmp_path / "kuryr-supervisor.socket"
@@ -66,6 +70,27 @@ def test_socket_unit_matches_the_daemon() -> None:
     assert service["Service"]["RuntimeDirectory"] == os.path.basename(
         os.path.dirname(path))
     assert SOCKET.name in service["Install"]["Also"].split()
+
+
+def test_every_listener_has_a_socket_unit() -> None:
+    """The probe and metrics ports too: systemd binds them at boot, before
+    a local user could take them, at the addresses the daemon is
+    configured with by default and under the names it matches."""
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([])
+    wanted = activation.wanted(conf)
+    service = unit()
+    for role, path in SOCKETS.items():
+        sock = unit(path)["Socket"]
+        assert sock["FileDescriptorName"] == role
+        assert sock["Service"] == UNIT.name
+        want = wanted[role]
+        listen = want if isinstance(want, str) else f"{want[0]}:{want[1]}"
+        assert sock["ListenStream"] == listen, role
+        assert unit(path)["Install"]["WantedBy"] == "sockets.target"
+        assert path.name in service["Install"]["Also"].split()
+        assert path.name in service["Service"]["Sockets"].split()
 
 
 def exposure(path: Path) -> float:
@@ -185,6 +210,10 @@ def test_wheel_ships_unit_sample_config_and_license(
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     assert data >= {"share/kuryr-supervisor/systemd/kuryr-supervisor.service",
                     "share/kuryr-supervisor/systemd/kuryr-supervisor.socket",
+                    "share/kuryr-supervisor/systemd/"
+                    "kuryr-supervisor-probes.socket",
+                    "share/kuryr-supervisor/systemd/"
+                    "kuryr-supervisor-metrics.socket",
                     "share/kuryr-supervisor/kuryr-supervisor.conf.sample",
                     "share/doc/kuryr-supervisor/LICENSE"}
     assert any(n.endswith(".dist-info/licenses/LICENSE")

@@ -76,11 +76,22 @@ def test_all_green(env: Env) -> None:
 
 
 def test_dead_worker_named_in_alive(env: Env) -> None:
-    env.state.mark_down(Component.SERVER, Reason.KILLED, -signal.SIGKILL)
+    env.state.mark_down(Component.SERVER, Reason.STALE, -signal.SIGKILL)
     code, body = env.get("/alive")
     assert code == 503
-    assert body == ("[-]server failed: server dead: killed by SIGKILL, "
-                    "restarting\nlivez check failed\n")
+    assert body == ("[-]server failed: server dead: killed after missing its "
+                    "heartbeat deadline, restarting\nlivez check failed\n")
+
+
+def test_a_worker_being_restarted_is_named_in_ready_not_alive(
+        env: Env) -> None:
+    env.state.mark_down(Component.SERVER, Reason.KILLED, -signal.SIGKILL)
+    assert env.get("/alive")[0] == 200
+    code, body = env.get("/alive?verbose")
+    assert code == 200 and "[+]server ok" in body.splitlines()
+    code, body = env.get("/ready")
+    assert code == 503
+    assert "server not running: killed by SIGKILL" in body
 
 
 def test_verbose_lists_every_check(env: Env) -> None:
@@ -158,12 +169,16 @@ def test_status_document(env: Env) -> None:
     assert response.status_code == 200
     assert response.mimetype == "application/json"
     doc = json.loads(response.get_data(as_text=True))
-    assert doc["live"] is False and doc["ready"] is False
+    # Being restarted: live (the supervisor heals it), not ready, and why.
+    assert doc["live"] is True and doc["ready"] is False
     assert doc["started"] is True
     assert doc["version"] == metadata.version("kuryr-supervisor")
-    assert doc["cause"] == "component"
-    assert doc["summary"].startswith("not live: watcher dead: killed by "
-                                     "SIGKILL")
+    assert doc["cause"] == "none"
+    assert doc["summary"].startswith("live, not ready: ")
+    assert "watcher not running: killed by SIGKILL" in doc["summary"]
+    assert doc["checks"]["watcher"]["message"] == (
+        "watcher dead: killed by SIGKILL, restarting (restart #1, within "
+        "the restart budget)")
     watcher = doc["components"]["watcher"]
     assert watcher["state"] == "dead"
     assert watcher["reason"] == "killed"

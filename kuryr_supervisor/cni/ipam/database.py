@@ -79,9 +79,16 @@ class Database:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._prepare(conn, self.path)
-            except BaseException:
+            except BaseException as exc:
                 conn.execute("ROLLBACK")
-                raise
+                if isinstance(exc, (errors.CNIError, sqlite3.Error, OSError)) \
+                        or not isinstance(exc, Exception):
+                    raise
+                # A file the schema code cannot make sense of is a store
+                # this daemon cannot use: a fault of the node, not counted.
+                raise errors.StoreCorrupt(
+                    f"IPAM store {self.path} cannot be opened: "
+                    f"{errors.describe(exc)}") from exc
             conn.execute("COMMIT")
             conn.execute("PRAGMA journal_mode=WAL")
         except BaseException:

@@ -16,6 +16,10 @@ configuration (:mod:`.validation`) before anything is recorded or bound; the
 address is recorded with the configured gateway (the bridge's address comes
 from configuration only).
 
+A port's MAC already used on the node (another pod's attachment, an ADD in
+flight, the bridge's or any local link's) is refused (code 7): the bridge
+would move that MAC's traffic to the new port.
+
 Failures: a pod not named in CNI_ARGS is the runtime's mistake (code 4); no
 address within the timeout is "try again later" (code 11); a refused port
 is code 7 (or 4, another pod's), logged once with the pod and the reason;
@@ -33,7 +37,7 @@ from collections.abc import Callable
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni.ipam.records import Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.ipam.store import IpamStore
-from kuryr_supervisor.cni.ipam.validation import check_fixed
+from kuryr_supervisor.cni.ipam.validation import check_fixed, check_mac_free, local_macs
 
 LOG = logging.getLogger(__name__)
 
@@ -64,12 +68,18 @@ class ExternalIpam:
 
     def __init__(self, store: IpamStore, lookup: Lookup, *,
                  timeout: Callable[[], float],
-                 sleep: Callable[[float], object] = time.sleep) -> None:
+                 sleep: Callable[[float], object] = time.sleep,
+                 links: Callable[[], dict[str, str]] = local_macs) -> None:
         self.store = store
         self._lookup = lookup
         self._timeout = timeout
         self._sleep = sleep
+        self._links = links
         self._waiting = threading.local()
+        #: MACs of ADDs between their check and their plumbing record:
+        #: two pods' ADDs with one MAC run in parallel in this process.
+        self._claims: dict[str, tuple[str, str]] = {}
+        self._claim_lock = threading.Lock()
 
     def wait_for(self, pod: PodRef) -> FixedAddress:
         deadline = time.monotonic() + self._timeout()
@@ -107,24 +117,58 @@ class ExternalIpam:
                         subnet=self.store.subnet,
                         configured_gateway=self.store.gateway,
                         pod_uid=pod.uid or fixed.api_uid)
+            with self._claim_lock:
+                check_mac_free(fixed.mac, self._macs_in_use(pod))
+                self._claims[fixed.mac.lower()] = (container_id, ifname)
         except (errors.InvalidConfig, errors.InvalidEnvironment) as exc:
             LOG.warning("refused port for pod %s/%s (uid %s): %s",
                         pod.namespace, pod.name, pod.uid or "?", exc.msg)
             raise
-        alloc = self.store.record(container_id, ifname, netns=netns, pod=pod,
-                                  address=fixed.address,
-                                  gateway=self.store.gateway)
+        try:
+            alloc = self.store.record(container_id, ifname, netns=netns,
+                                      pod=pod, address=fixed.address,
+                                      gateway=self.store.gateway)
+        except BaseException:
+            self._unclaim(container_id, ifname)
+            raise
         LOG.debug("%s/%s takes %s (%s) from its port", container_id, ifname,
                   fixed.address, fixed.mac)
         return dataclasses.replace(alloc, mac=fixed.mac)
 
+    def _macs_in_use(self, pod: PodRef) -> dict[str, str]:
+        """MAC -> who: this node's links, other pods' attachments (the
+        pod's own earlier sandbox keeps its MAC: not another's), ADDs in
+        flight."""
+        used = dict(self._links())
+        for alloc in self.store.list():
+            mine = (alloc.pod.uid == pod.uid if pod.uid and alloc.pod.uid
+                    else (alloc.pod.namespace, alloc.pod.name)
+                    == (pod.namespace, pod.name))
+            mac = alloc.plumbing.pod_mac if alloc.plumbing else alloc.mac
+            if mac and not mine:
+                used.setdefault(mac.lower(), f"pod {alloc.pod.namespace}/"
+                                f"{alloc.pod.name} ({alloc.container_id})")
+        for mac, (cid, ifname) in self._claims.items():
+            used.setdefault(mac, f"an ADD in progress ({cid}/{ifname})")
+        return used
+
+    def _unclaim(self, container_id: str, ifname: str) -> None:
+        with self._claim_lock:
+            for mac, owner in list(self._claims.items()):
+                if owner == (container_id, ifname):
+                    del self._claims[mac]
+
     def release(self, container_id: str, ifname: str) -> Allocation | None:
+        self._unclaim(container_id, ifname)
         return self.store.release(container_id, ifname)
 
     def plumbed(self, container_id: str, ifname: str, *, netconf: str,
                 plumbing: Plumbing) -> None:
-        self.store.plumbed(container_id, ifname, netconf=netconf,
-                           plumbing=plumbing)
+        try:
+            self.store.plumbed(container_id, ifname, netconf=netconf,
+                               plumbing=plumbing)
+        finally:
+            self._unclaim(container_id, ifname)   # the store has it now
 
     def close(self, *, final: bool = False) -> None:
         self.store.close(final=final)

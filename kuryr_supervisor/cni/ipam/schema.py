@@ -17,10 +17,13 @@ Invariants:
 
 * :func:`migrate` runs in the caller's ``BEGIN IMMEDIATE`` transaction: a
   store is at its old version or at :data:`CURRENT`, never in between.
-* A store newer than :data:`CURRENT` is never written: :func:`check_schema`
-  (the master, before any worker forks) reads its version without SQLite
-  when it can (the header bytes) and read-only otherwise, and raises
-  :class:`SchemaTooNew` naming both versions.
+* A store newer than :data:`CURRENT`, or below 0 (no release writes that),
+  is never written: :func:`check_schema` (the master, before any worker
+  forks) reads its version without SQLite when it can (the header bytes)
+  and through SQLite otherwise (so a version only in the write-ahead log
+  counts), and raises :class:`SchemaOutOfRange` (:class:`SchemaTooNew`
+  when newer) naming the version; a worker that opens such a store gets
+  the same error, a store fault (readiness), never a counted ADD failure.
 * A store at a known version that lacks a table or column is damaged:
   :class:`errors.StoreCorrupt`, a persistent fault of the node, like a file
   SQLite itself finds corrupt.
@@ -29,7 +32,9 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import sqlite3
+import tempfile
 
 from kuryr_supervisor import errors
 
@@ -84,7 +89,12 @@ _HEADER = b"SQLite format 3\x00"
 _USER_VERSION_OFFSET = 60
 
 
-class SchemaTooNew(errors.StoreCorrupt):
+class SchemaOutOfRange(errors.StoreCorrupt):
+    """The store's version is none this binary knows (exit 78 at start; a
+    persistent store fault in a worker, never a counted ADD failure)."""
+
+
+class SchemaTooNew(SchemaOutOfRange):
     """The store was written by a newer kuryr-supervisor (exit 78 at start)."""
 
 
@@ -95,13 +105,24 @@ def too_new(path: str, found: int) -> SchemaTooNew:
         "release, or move the store aside")
 
 
+def out_of_range(path: str, found: int) -> SchemaOutOfRange:
+    """A version no release ever wrote (below 0): not a newer release's
+    store, a damaged or forged one."""
+    if found > CURRENT:
+        return too_new(path, found)
+    return SchemaOutOfRange(
+        f"IPAM store {path} has schema version {found}, which no "
+        f"kuryr-supervisor writes (known: 0 to {CURRENT}); stop the daemon "
+        "and move ipam.sqlite* aside (pods keep their interfaces)")
+
+
 def migrate(conn: sqlite3.Connection, path: str) -> int:
     """Bring the store to :data:`CURRENT` inside the caller's write
     transaction; returns the version found. Raises SchemaTooNew or
     StoreCorrupt (damaged) and then writes nothing."""
     found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if found > CURRENT:
-        raise too_new(path, found)
+    if not 0 <= found <= CURRENT:
+        raise out_of_range(path, found)
     if found < CURRENT:
         if found == 0:
             for statement in _V0:   # a new file, or the unversioned schema
@@ -148,7 +169,10 @@ def stored_version(path: str) -> int | None:
     """The schema version of the store at ``path`` without changing it
     (None: no store yet, or not a SQLite file -- the Server's integrity
     check names that). The header is read directly unless a write-ahead
-    log holds newer pages, which only SQLite can merge (read-only)."""
+    log exists, which may hold a newer header page that only SQLite can
+    apply: then SQLite reads it, read-only, and where a read-only
+    connection cannot apply the log (no ``-shm`` and no right to make
+    one), from a private copy of the file and its log."""
     try:
         with open(path, "rb") as handle:
             header = handle.read(100)
@@ -162,9 +186,22 @@ def stored_version(path: str) -> int | None:
         wal = 0
     if not wal:
         return int.from_bytes(
-            header[_USER_VERSION_OFFSET:_USER_VERSION_OFFSET + 4], "big")
-    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+            header[_USER_VERSION_OFFSET:_USER_VERSION_OFFSET + 4], "big",
+            signed=True)        # SQLite's user_version is a signed integer
+    try:
+        return _sqlite_version(path, readonly=True)
+    except sqlite3.Error:
+        with tempfile.TemporaryDirectory(prefix="kuryr-supervisor-") as copy:
+            target = os.path.join(copy, "ipam.sqlite")
+            for suffix in ("", "-wal"):
+                shutil.copyfile(path + suffix, target + suffix)
+            return _sqlite_version(target, readonly=False)
+
+
+def _sqlite_version(path: str, *, readonly: bool) -> int:
+    uri = pathlib.Path(path).absolute().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro" if readonly else uri, uri=True,
+                           timeout=5.0)
     try:
         return int(conn.execute("PRAGMA user_version").fetchone()[0])
     finally:
@@ -172,11 +209,13 @@ def stored_version(path: str) -> int | None:
 
 
 def check_schema(path: str) -> None:
-    """Raise SchemaTooNew when the store at ``path`` is newer than this
-    binary; for the master's preflight (changes nothing in the file)."""
+    """Raise SchemaOutOfRange (SchemaTooNew when newer) when the store at
+    ``path`` has a version this binary does not know, wherever it is
+    recorded (header or write-ahead log); for the master's preflight
+    (changes nothing in the file)."""
     try:
         found = stored_version(path)
     except (OSError, sqlite3.Error):
         return          # unreadable: the Server names it (a store fault)
-    if found is not None and found > CURRENT:
-        raise too_new(path, found)
+    if found is not None and not 0 <= found <= CURRENT:
+        raise out_of_range(path, found)

@@ -14,6 +14,9 @@ forged, and what it says is put on the node's bridge and routes. So:
   from configuration only, never from a pod;
 - the MAC is a non-zero unicast MAC (the kernel would refuse it, and that
   would be counted as an internal failure);
+- the MAC is not already used on the node (:func:`check_mac_free`): not
+  another pod's here, not the bridge's, not any local link's -- the bridge
+  would move that MAC's traffic to the new port, taking it from its owner;
 - the port's pod UID is the pod's own (CNI_ARGS ``K8S_POD_UID``).
 
 A refusal is the data's fault, not the daemon's: :class:`errors.InvalidConfig`
@@ -25,7 +28,9 @@ It happens before anything is recorded or bound.
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+from collections.abc import Mapping
 
 from kuryr_supervisor import errors
 
@@ -72,3 +77,31 @@ def check_mac(mac: str) -> None:
         raise errors.InvalidConfig("MAC is all zeros")
     if int(low[:2], 16) & 1:
         raise errors.InvalidConfig(f"MAC {mac} is a multicast MAC")
+
+
+def check_mac_free(mac: str, in_use: Mapping[str, str]) -> None:
+    """Refuse ``mac`` when ``in_use`` (MAC -> who uses it) has it."""
+    owner = in_use.get(mac.lower())
+    if owner is not None:
+        raise errors.InvalidConfig(
+            f"MAC {mac} is already used on this node by {owner}")
+
+
+def local_macs(sys_class_net: str = "/sys/class/net") -> dict[str, str]:
+    """MAC -> ``link <name>`` for every link of this network namespace
+    (the bridge, its ports, the uplinks), from sysfs: cheap and no
+    netlink socket on the ADD path."""
+    macs: dict[str, str] = {}
+    try:
+        names = os.listdir(sys_class_net)
+    except OSError:
+        return macs
+    for name in names:
+        try:
+            with open(os.path.join(sys_class_net, name, "address")) as f:
+                mac = f.read().strip().lower()
+        except OSError:
+            continue
+        if mac and mac != "00:00:00:00:00:00":
+            macs.setdefault(mac, f"link {name}")
+    return macs

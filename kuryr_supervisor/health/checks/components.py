@@ -2,9 +2,13 @@
 
 Liveness ``watcher``, ``server``, ``health`` (controller role: one
 ``handler:<name>`` per handler process): the component is alive and its
-heartbeat is younger than ``[supervisor] <kind>_deadline``. A dead or
-stale worker is named with the reason, e.g. ``server stale: no heartbeat for
-3.2s (pid 123)`` or ``watcher dead: killed by SIGKILL, restarting``.
+heartbeat is younger than ``[supervisor] <kind>_deadline``, or it died and
+the supervisor is restarting it (liveness reflects what the supervisor
+cannot heal: a restart within ``restart_backoff_max`` plus the deadline
+holds, the restart budget is its own check). A stale worker, or one not
+back in time, fails, named with the reason, e.g. ``server stale: no
+heartbeat for 3.2s (pid 123)``; a healed one says ``watcher dead: killed by
+SIGKILL, restarting (restart #1, within the restart budget)``.
 
 Readiness ``watcher-synced`` and ``server-accepting``: the worker's own ready
 flag (the Watcher sets it after its first list, the Server once its socket
@@ -90,9 +94,9 @@ class ComponentAliveCheck(Check):
                 return Result.passed(f"{label} {why} (draining)")
             if status.reason is Reason.NOT_STARTED:
                 return Result.failed(f"{label} {why}")
-            if not self.state.draining():
-                why += ", restarting"
-            return Result.failed(f"{label} dead: {why}")
+            if self.state.draining():
+                return Result.failed(f"{label} dead: {why}")
+            return self._restarting(status, why, now)
         age = status.heartbeat_age(now)
         deadline = deadline_of(self.conf, self.component)
         if age > deadline:
@@ -100,6 +104,29 @@ class ComponentAliveCheck(Check):
                                  f"(pid {status.pid})")
         return Result.passed(f"{label} running (pid {status.pid}, "
                              f"heartbeat {age:.1f}s ago)")
+
+
+    def _restarting(self, status: ComponentStatus, why: str,
+                    now: float) -> Result:
+        """A worker that died is being restarted by the supervisor: that is
+        what liveness exists to get, so it holds while the restart is due
+        (the backoff and the worker's deadline to come back). Restarting the
+        whole daemon instead would heal nothing faster. It fails when the
+        restart is overdue, when the worker was killed for missing its
+        deadline (a hang is not healed by a kill alone), and, through the
+        ``restart-budget`` check, when restarts exceed the budget."""
+        label = self.component.label
+        grace = deadline_of(self.conf, self.component) + float(
+            self.conf.supervisor.restart_backoff_max)
+        down = status.heartbeat_age(now)      # since its last sign of life
+        if status.reason is Reason.STALE:
+            return Result.failed(f"{label} dead: {why}, restarting")
+        if down > grace:
+            return Result.failed(f"{label} dead: {why}, not back within "
+                                 f"{grace:g}s")
+        return Result.passed(f"{label} dead: {why}, restarting (restart "
+                             f"#{status.restarts}, within the restart "
+                             "budget)")
 
 
 class ComponentReadyCheck(Check):

@@ -24,6 +24,16 @@ def describe(fault: Fault, conf: cfg.ConfigOpts) -> str:
         return (f"CNI socket {conf.cni_daemon.bind_address} was deleted or "
                 "replaced; the master is binding it again (check what "
                 "removes files in its directory)")
+    if fault is Fault.SOCKET_BLOCKED:
+        return (f"CNI socket {conf.cni_daemon.bind_address} cannot be bound "
+                "again: a file that is not a socket, or a server that is "
+                "not this daemon, holds the path; remove it (the master "
+                "binds the path within a second)")
+    if fault is Fault.SOCKET_UNTRUSTED:
+        return (f"CNI socket {conf.cni_daemon.bind_address}: its directory "
+                "is not trusted (a path component is not a directory, not "
+                "owned by root, or writable by group or others); restore it "
+                "(root, 0700) and the master binds the socket again")
     if fault is Fault.IPAM_STORE:
         return (f"IPAM store in {conf.ipam.state_dir} is corrupt or "
                 "unreadable; stop the daemon, move ipam.sqlite* aside (pods "
