@@ -124,7 +124,7 @@ def _measure(ctx: Context, cloud: Any, label: str, figures: list[Figure],
 
 
 def run(ctx: Context) -> Outcome:
-    from tests.fixtures.openstack import FakeCloud
+    from tests.fixtures.fakecloud import FakeCloud
     from tests.fixtures.realcloud import RealCloud
     figures: list[Figure] = []
     raw: dict[str, Any] = {}
