@@ -31,6 +31,7 @@ from benchmarks import (
     burst,
     cni_latency,
     controller,
+    controller_real,
     controller_scale,
     cri,
     fleet,
@@ -51,7 +52,8 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "shim-cpu": shim_cpu.run, "probes": probes.run, "memory": memory.run,
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
-    "fleet": fleet.run, "cri": cri.run,
+    "controller-real": controller_real.run, "fleet": fleet.run,
+    "cri": cri.run,
 }
 
 
