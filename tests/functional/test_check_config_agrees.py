@@ -2,9 +2,9 @@
 configuration below, check-config is run, then the real daemon is started
 on the same file, and both must judge alike -- check-config exits 78 with
 one line exactly when the daemon refuses to start with 78, and both lines
-name the same option. A start that meets something held by another
-process exits 77, which check-config (run beside a running daemon) leaves
-to the start: it says ok."""
+name the same option. A start that meets a port held by another process
+exits 78 naming the holder; check-config, run beside the running daemon
+whose port that is, leaves it to the start: it says ok."""
 from __future__ import annotations
 
 import contextlib
@@ -151,7 +151,7 @@ CASES: dict[str, tuple[Setup, int, int, str]] = {
                              "[cni_daemon] bind_address|cni listener"),
     "probe-address-not-local": (_probe_not_local, 78, 78,
                                 "[cni_health_server]"),
-    "probe-port-held-by-another": (_probe_port_taken, 0, 77,
+    "probe-port-held-by-another": (_probe_port_taken, 0, 78,
                                    "[cni_health_server]"),
 }
 

@@ -69,10 +69,19 @@ def test_each_handler_has_a_liveness_check_named_after_it(
     state.mark_down(extra, Reason.KILLED, -9)
     now = state.now()
     assert checks["handler:ports"].run(now).ok
+    # Killed and being restarted within the budget: named, still alive.
+    result = checks["handler:extra"].run(now)
+    assert result.ok
+    assert result.message == ("handler:extra dead: killed by SIGKILL, "
+                              "restarting (restart #0, within the restart "
+                              "budget)")
+    # Killed for missing its heartbeat deadline: a fault of its own.
+    state.mark_down(extra, Reason.STALE, -9)
     result = checks["handler:extra"].run(now)
     assert not result.ok
-    assert result.message == ("handler:extra dead: killed by SIGKILL, "
-                              "restarting")
+    assert result.message == ("handler:extra dead: killed after missing its "
+                              "heartbeat deadline, restarting")
+    assert checks["handler:ports"].run(now).ok
 
 
 def test_failure_budget_is_each_handlers_own(state: SharedState,

@@ -66,7 +66,7 @@ def served(tmp_path: Path) -> Iterator[str]:
 
 def test_a_live_socket_is_another_cni_daemon_only_to_the_cni_role(
         tmp_path: Path, served: str) -> None:
-    with pytest.raises(preflight.AlreadyRunning,
+    with pytest.raises(preflight.AddressTaken,
                        match="another server is listening"):
         preflight.run(conf_for("cni", tmp_path / "a", served))
     lock = preflight.run(conf_for("controller", tmp_path / "b", served))
