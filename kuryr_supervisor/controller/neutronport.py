@@ -42,14 +42,24 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import heap, ownedports, portbatch, portresync
+from kuryr_supervisor.controller import (
+    heap,
+    ownedports,
+    portbatch,
+    portresync,
+    portverify,
+)
+from kuryr_supervisor.controller import neutronwire as wire
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.podportwriter import PodPortWriter
+from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
+from kuryr_supervisor.controller.portpace import Pace
+from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import OUTAGES, Retries
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -70,6 +80,20 @@ class NeutronPortHandler:
         #: uid -> (namespace, name, port id or "") of every live pod
         self.pods: dict[str, tuple[str, str, str]] = {}
         self.written: set[str] = set()            # uids with their PodPort
+        #: uid -> what its written PodPort names (immutable once written)
+        self.named: dict[str, portresync.Named] = {}
+        self._indexed = False                 # PodPorts not listed yet
+        #: uid -> node, for pods still without a port (binding:host_id)
+        self.nodes: dict[str, str] = {}
+        #: uid -> until when a create whose answer was lost may commit
+        self.inflight: dict[str, float] = {}
+        opts = ctx.conf.controller
+        self.pace = Pace(timeout=float(opts.openstack_timeout),
+                         per_port=float(opts.port_create_timeout_per_port),
+                         timeout_max=float(opts.port_create_timeout_max),
+                         batch_seconds=float(opts.port_batch_seconds),
+                         size=portbatch.MAX_PORTS)
+        self.report = PortReport(client, ctx.state)
         self.retries = Retries(ctx)
         self.batch = portbatch.Batch()
         #: Neutron may hold ports we do not know of (a lost answer, or not
@@ -89,6 +113,7 @@ class NeutronPortHandler:
         if self.cloud is None:
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
+        self.report.client = self.client
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),
@@ -128,13 +153,17 @@ class NeutronPortHandler:
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         old, need = self.pods, set()
         self.pods = {}
+        self.nodes = {}
         for pod in pods:
             self.pods[pod.uid] = (pod.namespace, pod.name,
                                   old.get(pod.uid, ("", "", ""))[2])
             if pod.needs_port:
                 need.add(pod.uid)
+                if pod.uid not in self.written:
+                    self.nodes[pod.uid] = pod.node
         del old
         self.written &= self.pods.keys()
+        self.named = {u: n for u, n in self.named.items() if u in self.pods}
         self.retries.pending &= need
         for uid in self.batch.take():
             if uid in self.pods:
@@ -146,9 +175,10 @@ class NeutronPortHandler:
     def upsert(self, pod: ClusterPod) -> None:
         port = self.pods.get(pod.uid, ("", "", ""))[2]
         self.pods[pod.uid] = (pod.namespace, pod.name, port)
-        if pod.needs_port and pod.uid not in self.written and \
-                pod.uid not in self.retries.pending:
-            self.batch.add(pod.uid)
+        if pod.needs_port and pod.uid not in self.written:
+            self.nodes[pod.uid] = pod.node
+            if pod.uid not in self.retries.pending:
+                self.batch.add(pod.uid)
         self._flush_if_due()
 
     def delete(self, pod: ClusterPod) -> None:
@@ -156,6 +186,10 @@ class NeutronPortHandler:
         self.retries.pending.discard(pod.uid)
         self.batch.discard(pod.uid)
         self.written.discard(pod.uid)
+        self.named.pop(pod.uid, None)
+        self.nodes.pop(pod.uid, None)
+        self.inflight.pop(pod.uid, None)
+        self.report.forget(pod.uid)
         self.retries.release(pod, lambda: self.owned.release(
             pod, port, look_up=self.uncertain))
         self._flush_if_due()
@@ -170,12 +204,18 @@ class NeutronPortHandler:
                 self._create_and_write(uids, [])
 
     def resync(self, need: set[str]) -> None:
-        """One filtered list of our ports: adopt, de-duplicate and sweep;
-        then create the ports ``need`` still lacks and write the PodPorts
-        not yet written (see the module)."""
-        assert self.cloud is not None
+        """One filtered list of our ports: adopt, verify, de-duplicate and
+        sweep; then create the ports ``need`` still lacks and write the
+        PodPorts not yet written (see the module)."""
+        assert self.cloud is not None and self.client is not None
         self._swept_at = time.monotonic()
         try:
+            if not self._indexed:
+                self.named.update(self._podport_writer().index(self._beat))
+                self.named = {u: n for u, n in self.named.items()
+                              if u in self.pods}
+                self.written |= self.named.keys()
+                self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             # Only pods still without their PodPort wait for the next try.
@@ -184,43 +224,80 @@ class NeutronPortHandler:
             return
         self.uncertain = False
         self.retries.pending -= need    # failures below put them back
-        listing = portresync.by_device(listed)
+        ours, proven = portresync.proven(listed, self.owned.tag)
         del listed
-        create, write = portresync.plan(need, self.pods, self.written, listing)
-        portresync.sweep(self.cloud, listing, self.pods, self._beat)
-        self._create_and_write(create, write)
+        self.report.sweep_proven(proven)
+        listing = portresync.by_device(ours)
+        del ours
+        now = self.pace.now()
+        self.inflight = {u: t for u, t in self.inflight.items()
+                         if t > now and u in self.pods}
+        plan = portresync.plan(need, self.pods, self.written, listing,
+                               self.named, self.inflight, now)
+        for uid, _ in plan.write:
+            self.inflight.pop(uid, None)
+        self.retries.wait(plan.waiting)
+        incomplete, again = portverify.verify(
+            self.cloud, plan, self.pods, self.written, self.named,
+            portverify.Where(self.owned.network_id, self.subnet_id,
+                             self.owned.tag, lambda u: self.nodes.get(u, "")),
+            self.report, self._beat)
+        self.retries.wait(again)
+        if incomplete:          # the list proved wrong: no create, no sweep
+            self.retries.wait(plan.create)
+            plan.create = []
+        elif proven:
+            portresync.sweep(self.cloud, listing, self.pods, plan.keep,
+                             self._beat)
+        self._create_and_write(plan.create, plan.write)
+
+    def _podport_writer(self) -> PodPortWriter:
+        assert self.client is not None
+        if self._writer is None:
+            self._writer = PodPortWriter(self.client)
+        return self._writer
 
     def _create_and_write(self, create: list[str],
                           write: list[tuple[str, osa.Port]]) -> None:
         """Ports for ``create`` (in bulk), then PodPorts for those and for
         ``write`` (ports that already existed)."""
         assert self.cloud is not None
-        adopted = {uid for uid, _ in write}
+        now = self.pace.now()
+        waiting = [u for u in create if self.inflight.get(u, 0.0) > now]
+        self.retries.wait(waiting)       # their create may still commit
         devices = [(f"kuryr-{self.pods[u][0]}-{self.pods[u][1]}"[:255], u)
-                   for u in create if u in self.pods]
+                   for u in create if u in self.pods and u not in waiting]
         if devices:
             try:
-                made, failed = portbatch.create(
+                out = portbatch.create(
                     self.cloud, devices, network_id=self.owned.network_id,
-                    subnet_id=self.subnet_id, tag=self.owned.cluster_tag())
+                    subnet_id=self.subnet_id, tag=self.owned.cluster_tag(),
+                    pace=self.pace, hosts=self.nodes, beat=self._beat,
+                    in_flight=int(self.ctx.conf.controller.port_create_requests))
             except OUTAGES as exc:         # the cluster tag: nothing made
-                made, failed = {}, dict.fromkeys(create, exc)
-            if made:
-                LOG.info("created %d of %d ports asked in bulk", len(made),
+                out = portbatch.Outcome(failed=dict.fromkeys(create, exc))
+            if out.made:
+                LOG.info("created %d of %d ports asked in bulk", len(out.made),
                          len(devices))
-            for uid, error in failed.items():
+            self.inflight.update(out.pending)
+            full = [(u, *self.pods[u][:2]) for u, e in out.failed.items()
+                    if isinstance(e, wire.SubnetFull) and u in self.pods]
+            if full:
+                self.report.subnet_full(full, str(out.failed[full[0][0]]))
+            elif out.made:
+                self.report.fault(Fault.SUBNET_FULL, False)
+            for uid, error in out.failed.items():
                 if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
                     self.uncertain = True       # the answer was lost
                 self.retries.failed([uid], error, self.pods)
-            for uid, port in made.items():
+            for uid, port in out.made.items():
                 if uid in self.pods:
                     ns, name, _ = self.pods[uid]
                     self.pods[uid] = (ns, name, port.id)
                     write.append((uid, port))
-        self._write(write, adopted)
+        self._write(write)
 
-    def _write(self, write: list[tuple[str, osa.Port]],
-               adopted: set[str]) -> None:
+    def _write(self, write: list[tuple[str, osa.Port]]) -> None:
         assert self.client is not None
         items = []
         for uid, port in write:
@@ -232,12 +309,18 @@ class NeutronPortHandler:
                 self.retries.failed([uid], exc, self.pods)
                 continue
             items.append((uid, *self.pods[uid][:2], data))
-        if self._writer is None:
-            self._writer = PodPortWriter(self.client)
-        for uid, error in self._writer.write_all(items, self._beat,
-                                                  adopted=adopted).items():
+        ports = dict(write)
+        for uid, error in self._podport_writer().write_all(
+                items, self._beat).items():
+            if isinstance(error, Kept):     # the PodPort stays as it is
+                self.named[uid] = error.named
+                error = None
+            elif error is None and uid in ports:
+                port = ports[uid]
+                self.named[uid] = (port.id, str(port.ip), port.mac.lower())
             if error is None:
                 self.written.add(uid)
+                self.nodes.pop(uid, None)
                 self.retries.succeeded(uid)
             else:
                 self.retries.failed([uid], error, self.pods)
