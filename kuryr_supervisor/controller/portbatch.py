@@ -131,8 +131,10 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
         max_workers=max(1, in_flight), thread_name_prefix="port-create")
     try:
         while todo or running:
-            while todo and stop is None and len(running) < in_flight:
-                chunk, todo = todo[:pace.batch_size()], todo[pace.batch_size():]
+            while todo and stop is None and \
+                    len(running) < pace.in_flight(in_flight):
+                size = pace.batch_size()
+                chunk, todo = todo[:size], todo[size:]
                 timeout = pace.timeout_for(len(chunk))
                 future = pool.submit(
                     cloud.within(timeout).create_ports, network_id=network_id,

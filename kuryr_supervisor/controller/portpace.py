@@ -13,7 +13,8 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   now, not alone);
 - sizes requests from it: as many ports as take about ``batch_seconds``
   (at least 1, at most :data:`~.portbatch.MAX_PORTS`); before the first
-  answer, the full size, its timeout sized for it;
+  answer, one request of :data:`FIRST` ports alone measures it (a slow
+  start: a burst's first pods are not held behind one huge request);
 - gives each request a timeout that grows with its size:
   ``timeout + ports * max(per_port, SAFETY * EWMA)``, at most
   ``timeout_max``, so a timeout means Neutron is far slower than measured,
@@ -37,6 +38,8 @@ ALPHA = 0.3
 SAFETY = 3.0
 #: A lost create may commit until this many of its timeouts after its send.
 COMMIT_WAIT = 3.0
+#: Ports of the first request, sent alone, before anything is measured.
+FIRST = 10
 
 
 class Pace:
@@ -57,8 +60,12 @@ class Pace:
     def batch_size(self) -> int:
         """Ports in the next request (see the module)."""
         if not self.ewma:
-            return self.size
+            return min(FIRST, self.size)
         return max(1, min(self.size, int(self.batch_seconds / self.ewma)))
+
+    def in_flight(self, most: int) -> int:
+        """Requests to have at Neutron at once: one until measured."""
+        return most if self.ewma else 1
 
     def timeout_for(self, ports: int) -> float:
         """The timeout of a request of ``ports`` ports."""

@@ -104,14 +104,19 @@ def arrive(handler: NeutronPortHandler, pods: list[dict[str, Any]]) -> None:
 
 
 def test_pods_arriving_together_share_one_bulk_create(world: World) -> None:
+    """The first request of a process measures Neutron with 10 ports; the
+    rest of the batch goes in one request sized from that."""
     handler = world.handler()
     world.start(handler)
     pods = world.add(30)
     arrive(handler, pods)
     assert world.ported(pods)
-    assert world.neutron.bulk_sizes == [30]
+    assert world.neutron.bulk_sizes == [10, 20]
+    more = world.add(30, "more")
+    arrive(handler, more)                          # measured: one request
+    assert world.ported(more) and world.neutron.bulk_sizes == [10, 20, 30]
     counts = world.neutron.counts()
-    assert counts["POST /v2.0/ports"] == 1
+    assert counts["POST /v2.0/ports"] == 3
     assert counts["GET /v2.0/ports"] == 1            # the start's resync only
     assert world.counts.total == 0
 

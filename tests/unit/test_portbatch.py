@@ -49,8 +49,10 @@ def test_bulk_in_chunks_in_request_order(cloud: Cloud) -> None:
     devs = devices(250)
     made, failed = create(cloud, devs)
     assert failed == {}
-    assert sorted(neutron.bulk_sizes) == [50, 100, 100]   # 3 at once
-    assert neutron.counts()["POST /v2.0/ports"] == 3
+    # 10 alone measures Neutron, then 100 a request, 3 at once
+    assert neutron.bulk_sizes[0] == 10
+    assert sorted(neutron.bulk_sizes[1:]) == [40, 100, 100]
+    assert neutron.counts()["POST /v2.0/ports"] == 4
     assert list(made) == [uid for _, uid in devs]
     for name, uid in devs:
         [port] = neutron.ports_for(uid)
@@ -99,7 +101,7 @@ def test_lost_answer_handed_back_and_rest_not_tried(cloud: Cloud) -> None:
     assert made == {}
     assert set(failed) == {uid for _, uid in devs}
     assert all(isinstance(e, osa.OpenStackUnavailable) for e in failed.values())
-    assert neutron.bulk_sizes == [100]          # created, answer lost
+    assert neutron.bulk_sizes == [10]           # created, answer lost
     assert neutron.counts()["POST /v2.0/ports"] == 1
 
 
@@ -162,3 +164,21 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
     assert out.verify == ["u3"] and out.waiting == ["u4"] and out.create == ["u6"]
     assert written == {"u2", "u3", "u5"}
     assert pods["u1"][2] == "a" and pods["u2"][2] == "c" and pods["u5"][2] == "new"
+
+
+def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:
+    from kuryr_supervisor.controller import portpace
+    pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
+                         batch_seconds=2.0, size=100, clock=lambda: 0.0)
+    assert pace.batch_size() == portpace.FIRST and pace.in_flight(3) == 1
+    assert pace.timeout_for(10) == 10.0                   # 5 + 10 x 0.5
+    pace.answered(10, 2.5)                               # 0.25 s a port
+    assert pace.ewma == 0.25 and pace.batch_size() == 8 and pace.in_flight(3) == 3
+    assert pace.timeout_for(8) == 5.0 + 8 * 0.75          # 3 x the measure
+    assert pace.timeout_for(1000) == 120.0                # bounded
+    pace.answered(100, 0.1)                               # Neutron got fast
+    assert pace.ewma == pytest.approx(0.3 * 0.001 + 0.7 * 0.25)
+    for _ in range(30):
+        pace.answered(100, 0.1)
+    assert pace.batch_size() == 100                       # at most size
+    assert pace.may_commit_until(10.0, 9.0) == 10.0 + portpace.COMMIT_WAIT * 9.0
