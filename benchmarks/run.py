@@ -32,6 +32,7 @@ from benchmarks import (
     cni_latency,
     controller,
     controller_scale,
+    controller_slow,
     fleet,
     memory,
     probes,
@@ -50,7 +51,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "shim-cpu": shim_cpu.run, "probes": probes.run, "memory": memory.run,
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
-    "fleet": fleet.run,
+    "controller-slow": controller_slow.run, "fleet": fleet.run,
 }
 
 

@@ -10,29 +10,39 @@ Neutron calls, at scale: a (re)list of the pods, a retry round and every
 ``resync_interval`` make one *resync*: one filtered list of the
 controller's ports (``device_owner``, the cluster tag
 ``kuryr-supervisor:<cluster_id>``, the pod network, the project; paged),
-never a GET per pod. From it the resync adopts the port a pod already has,
-deletes a pod's extra ports (a race with a second replica: the oldest is
-kept), deletes ports whose pod is gone (deleted while no controller ran),
-and finds the pods still without one. Pods that need a port are created
-in bulk (:mod:`.portbatch`: one POST for up to 100 pods arriving within
-50 ms), and their PodPorts written a few at a time (:mod:`.podportwriter`).
-A restart lists, finds every pod's port, and writes nothing to Neutron.
+never a GET per pod; the first resync of a process also lists the
+PodPorts once (what each names). The plan (:mod:`.portresync`): a pod
+whose PodPort is written keeps the port it names, and its other ports are
+duplicates to delete; a pod without one adopts its oldest port; a port
+the list lacks is asked for by id before anything is done
+(:mod:`.portverify`: a vanished port is made again with the same address
+and MAC); ports of pods that are gone are deleted. Pods that need a port
+are created in requests sized from Neutron's measured time per port, a few
+in flight, with timeouts that grow with their size (:mod:`.portbatch`,
+:mod:`.portpace`), and their PodPorts written as each request is answered
+(:mod:`.portwrites`, :mod:`.podportwriter`). A restart lists, finds every
+pod's port, and writes nothing to Neutron.
 
 Trust: every port created carries the cluster tag, and only ports with
 that tag, on the pod network, in the project are ever adopted or deleted
-(:mod:`.ownedports`).
+(:mod:`.ownedports`); the sweep runs only when every port of the list
+carries the tag (Neutron honoured the filter).
 
 Idempotency, so a handler killed at any instant leaks and doubles nothing:
 a port created just before a kill is found by the next run's resync and
-adopted; a bulk create whose answer was lost makes the next attempt resync
-first; a PodPort is replaced only with the resourceVersion read as
-precondition. Per pod the handler keeps the UID, namespace, name and port
-id (one tuple), and the UID in a set once its PodPort is written.
+adopted; a create whose answer was lost with no status (a timeout) may
+still commit, so its pods get no new create until it no longer can, and
+its late ports are adopted, or deleted as duplicates once the pod has
+another; a written PodPort is never changed (address, MAC, port id).
+Per pod the handler keeps the UID, namespace, name and port id (one
+tuple), the UID in a set once its PodPort is written, and what that
+PodPort names.
 
 Failures (:mod:`.portretry`): a Kubernetes, Keystone or Neutron outage,
-or an exhausted port quota, is not the handler's fault: the pod is retried
-with backoff and readiness names the dependency. Anything else counts
-against the handler's failure budget.
+an exhausted port quota or a full pod subnet is not the handler's fault:
+the pod is retried with backoff and readiness names the dependency
+(:mod:`.portreport` for the subnet: a Warning Event on each waiting pod).
+Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
 
@@ -49,17 +59,16 @@ from kuryr_supervisor.controller import (
     portresync,
     portverify,
 )
-from kuryr_supervisor.controller import neutronwire as wire
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
+from kuryr_supervisor.controller.podportwriter import PodPortWriter
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
-from kuryr_supervisor.controller.portretry import OUTAGES, Retries
+from kuryr_supervisor.controller.portretry import Retries
+from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
-from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -67,7 +76,7 @@ LOG = logging.getLogger(__name__)
 _TRIM_FROM = 1000
 
 
-class NeutronPortHandler:
+class NeutronPortHandler(PortWrites):
     """See the module docstring. ``client`` and ``cloud`` default to the
     configured Kubernetes and OpenStack adapters."""
 
@@ -250,77 +259,3 @@ class NeutronPortHandler:
             portresync.sweep(self.cloud, listing, self.pods, plan.keep,
                              self._beat)
         self._create_and_write(plan.create, plan.write)
-
-    def _podport_writer(self) -> PodPortWriter:
-        assert self.client is not None
-        if self._writer is None:
-            self._writer = PodPortWriter(self.client)
-        return self._writer
-
-    def _create_and_write(self, create: list[str],
-                          write: list[tuple[str, osa.Port]]) -> None:
-        """Ports for ``create`` (in bulk), then PodPorts for those and for
-        ``write`` (ports that already existed)."""
-        assert self.cloud is not None
-        now = self.pace.now()
-        waiting = [u for u in create if self.inflight.get(u, 0.0) > now]
-        self.retries.wait(waiting)       # their create may still commit
-        devices = [(f"kuryr-{self.pods[u][0]}-{self.pods[u][1]}"[:255], u)
-                   for u in create if u in self.pods and u not in waiting]
-        if devices:
-            try:
-                out = portbatch.create(
-                    self.cloud, devices, network_id=self.owned.network_id,
-                    subnet_id=self.subnet_id, tag=self.owned.cluster_tag(),
-                    pace=self.pace, hosts=self.nodes, beat=self._beat,
-                    in_flight=int(self.ctx.conf.controller.port_create_requests))
-            except OUTAGES as exc:         # the cluster tag: nothing made
-                out = portbatch.Outcome(failed=dict.fromkeys(create, exc))
-            if out.made:
-                LOG.info("created %d of %d ports asked in bulk", len(out.made),
-                         len(devices))
-            self.inflight.update(out.pending)
-            full = [(u, *self.pods[u][:2]) for u, e in out.failed.items()
-                    if isinstance(e, wire.SubnetFull) and u in self.pods]
-            if full:
-                self.report.subnet_full(full, str(out.failed[full[0][0]]))
-            elif out.made:
-                self.report.fault(Fault.SUBNET_FULL, False)
-            for uid, error in out.failed.items():
-                if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
-                    self.uncertain = True       # the answer was lost
-                self.retries.failed([uid], error, self.pods)
-            for uid, port in out.made.items():
-                if uid in self.pods:
-                    ns, name, _ = self.pods[uid]
-                    self.pods[uid] = (ns, name, port.id)
-                    write.append((uid, port))
-        self._write(write)
-
-    def _write(self, write: list[tuple[str, osa.Port]]) -> None:
-        assert self.client is not None
-        items = []
-        for uid, port in write:
-            if uid not in self.pods:
-                continue
-            try:
-                data = self.owned.data(uid, port)
-            except Exception as exc:  # noqa: BLE001 - counted per pod below
-                self.retries.failed([uid], exc, self.pods)
-                continue
-            items.append((uid, *self.pods[uid][:2], data))
-        ports = dict(write)
-        for uid, error in self._podport_writer().write_all(
-                items, self._beat).items():
-            if isinstance(error, Kept):     # the PodPort stays as it is
-                self.named[uid] = error.named
-                error = None
-            elif error is None and uid in ports:
-                port = ports[uid]
-                self.named[uid] = (port.id, str(port.ip), port.mac.lower())
-            if error is None:
-                self.written.add(uid)
-                self.nodes.pop(uid, None)
-                self.retries.succeeded(uid)
-            else:
-                self.retries.failed([uid], error, self.pods)

@@ -115,10 +115,15 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            network_id: str, subnet_id: str, tag: str,
            pace: Pace | None = None, in_flight: int = IN_FLIGHT,
            hosts: Mapping[str, str] | None = None,
-           beat: Callable[[], None] = lambda: None) -> Outcome:
+           beat: Callable[[], None] = lambda: None,
+           on_made: Callable[[dict[str, osa.Port]], None] | None = None
+           ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
     sized by ``pace``, ``in_flight`` at once, each bound to the pod's node
-    (``hosts``: UID -> node). See the module for the failure rules."""
+    (``hosts``: UID -> node); ``on_made`` is called, in the caller's
+    thread, with the ports of each request as it is answered (their pods
+    need not wait for the slowest request). See the module for the
+    failure rules."""
     pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
                         batch_seconds=2.0, size=MAX_PORTS)
     out = Outcome()
@@ -156,11 +161,15 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 if future not in done and not late:
                     continue
                 del running[future]
+                before = len(out.made)
                 error = _settle(cloud, future, chunk, sent, timeout, pace, out,
                                 network_id=network_id, subnet_id=subnet_id,
                                 tags=tags, hosts=hosts or {})
                 if error is not None and stop is None:
                     stop = error
+                if on_made is not None and len(out.made) > before:
+                    on_made({uid: out.made[uid] for _, uid in chunk
+                             if uid in out.made})
     finally:
         pool.shutdown(wait=False)
     out.made = {uid: out.made[uid] for _, uid in devices if uid in out.made}
