@@ -24,6 +24,7 @@ from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import OUTAGES, Retries
+from kuryr_supervisor.controller.portstatus import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.state import Fault
 
@@ -45,6 +46,7 @@ class PortWrites:
     pace: Pace
     retries: Retries
     report: PortReport
+    status: PortStatus
     uncertain: bool
     _writer: PodPortWriter | None
     _beat: Callable[[], None]
@@ -126,6 +128,7 @@ class PortWrites:
             elif error is None and uid in ports:
                 port = ports[uid]
                 self.named[uid] = (port.id, str(port.ip), port.mac.lower())
+                self.status.made(uid, port.id)
             if error is None:
                 self.written.add(uid)
                 self.nodes.pop(uid, None)
