@@ -301,6 +301,7 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
     failed to bind is BINDING_FAILED with a Warning Event on the pod."""
     w = make_world(tmp_path, port_status_interval=0.1)
     try:
+        w.neutron.faults.bind = "DOWN"                  # no agent yet
         pods = w.add(3)
         handler = start(w, pods)
         drive(handler, lambda: w.ported(pods), 10)
