@@ -336,3 +336,19 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
         assert w.writes() == writes
     finally:
         stop(w)
+
+
+def test_ports_made_unbound_when_policy_refuses_binding(tmp_path: Path) -> None:
+    """A controller user without a role that may set binding:host_id: the
+    ports are made without it (said once), nothing is counted."""
+    w = make_world(tmp_path)
+    try:
+        w.neutron.keystone.roles = ["member"]
+        pods = w.add(4)
+        handler = start(w, pods)
+        handler.retries.at = 0.0
+        drive(handler, lambda: w.ported(pods), 10)
+        assert not handler.bind_hosts and w.counts.total == 0
+        assert all(p["binding:host_id"] == "" for p in w.neutron.ports.values())
+    finally:
+        stop(w)
