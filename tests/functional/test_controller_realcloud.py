@@ -107,3 +107,61 @@ def test_a_deleted_port_is_made_again_as_it_was(
         assert daemon.status()["handlerFailures"] == 0
     finally:
         daemon.close()
+
+
+def test_a_database_stall_during_a_create_doubles_nothing(
+        tmp_path: Path, real_cloud: RealCloud, api: FakeAPI) -> None:
+    """Neutron's database stops for 25 s while 10 ports are being created
+    (the request times out after 15 s and commits after the stall): no pod
+    ever has two ports, every PodPort names its pod's one port."""
+    import os
+    import signal
+    assert real_cloud.db is not None
+    db_pid = real_cloud.db.server.pid
+    daemon = Daemon(tmp_path, controller_options(real_cloud, api.url))
+    most = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(0.3):
+            try:
+                per = collections.Counter(p["device_id"] for p in ours(real_cloud))
+            except Exception:  # noqa: BLE001 - the database is stopped
+                continue
+            most[0] = max([most[0], *per.values()])
+    sampler = threading.Thread(target=sample, daemon=True)
+    daemon.start()
+    try:
+        daemon.wait_ready(60)
+        tag = uuid.uuid4().hex[:6]
+        os.kill(db_pid, signal.SIGSTOP)
+        try:
+            pods = [api.add_pod("default", f"s{tag}-{i}", "node-a")
+                    for i in range(10)]
+            time.sleep(25)
+        finally:
+            os.kill(db_pid, signal.SIGCONT)
+        sampler.start()
+        uids = {p["metadata"]["uid"] for p in pods}
+
+        def settled() -> bool:
+            per = collections.Counter(p["device_id"] for p in ours(real_cloud))
+            return all(per[u] == 1 for u in uids) and all(
+                ("default", p["metadata"]["name"]) in api.podports for p in pods)
+        wait_until(settled, 120)
+        time.sleep(6)                             # one more resync
+        stop.set()
+        sampler.join()
+        assert most[0] == 1
+        ports = {p["id"]: p for p in ours(real_cloud) if p["device_id"] in uids}
+        assert len(ports) == 10
+        for pod in pods:
+            spec = api.podports[("default", pod["metadata"]["name"])]["spec"]
+            assert ports[spec["portId"]]["device_id"] == pod["metadata"]["uid"]
+        assert "no answer within" in daemon.log() or "timed out" in daemon.log()
+        assert daemon.status()["handlerFailures"] == 0
+    finally:
+        stop.set()
+        with __import__("contextlib").suppress(ProcessLookupError):
+            os.kill(db_pid, signal.SIGCONT)
+        daemon.close()
