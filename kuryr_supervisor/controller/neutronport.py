@@ -70,6 +70,7 @@ from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -159,6 +160,8 @@ class NeutronPortHandler(PortWrites):
         if self.retries.due(now):
             self.resync(set(self.retries.pending))
             self.retries.tried()
+            if not self.retries.pending:        # nobody waits for an address
+                self.report.fault(Fault.SUBNET_FULL, False)
         elif self._swept_at and now - self._swept_at >= float(
                 self.ctx.conf.controller.resync_interval):
             self.resync({uid for uid, (_, _, port) in self.pods.items() if port})
@@ -267,6 +270,6 @@ class NeutronPortHandler(PortWrites):
             portresync.sweep(self.cloud, listing, self.pods, plan.keep,
                              self._beat)
         self.status.seen(self.client, self.pods, (
-            (uid, port) for uid, kept in plan.keep.items()
+            (uid, port) for uid, kept in plan.keep.items() if uid in self.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self._create_and_write(plan.create, plan.write)
