@@ -258,7 +258,7 @@ class NeutronPortHandler(PortWrites):
             self.inflight.pop(uid, None)
         self.retries.wait(plan.waiting)
         incomplete, again = portverify.verify(
-            self.cloud, plan, self.pods, self.written, self.named,
+            self.cloud, self.client, plan, self.pods, self.written, self.named,
             portverify.Where(self.owned.network_id, self.subnet_id,
                              self.owned.tag, lambda u: self.nodes.get(u, "")),
             self.report, self._beat)
