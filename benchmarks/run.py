@@ -33,6 +33,7 @@ from benchmarks import (
     controller,
     controller_real,
     controller_scale,
+    controller_slow,
     cri,
     fleet,
     memory,
@@ -52,7 +53,8 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "shim-cpu": shim_cpu.run, "probes": probes.run, "memory": memory.run,
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
-    "controller-real": controller_real.run, "fleet": fleet.run,
+    "controller-real": controller_real.run,
+    "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run,
 }
 

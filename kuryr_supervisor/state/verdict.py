@@ -40,6 +40,10 @@ class Fault(enum.IntFlag):
     SOCKET_UNTRUSTED = 64   # the socket's directory is not root's alone
     #: Every fault about the CNI socket file (the master reports them).
     SOCKET_ANY = SOCKET | SOCKET_BLOCKED | SOCKET_UNTRUSTED
+    # Controller role (written by the neutron_port handler's process alone):
+    SUBNET_FULL = 128   # Neutron has no address left for a pod's port
+    SWEEP_UNPROVEN = 256  # Neutron ignored the tag filter: the sweep is off
+    PORT_LOST = 512     # a pod's port vanished and cannot be made again
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from oslo_config import cfg
@@ -43,14 +44,16 @@ def locks_dir(conf: cfg.ConfigOpts) -> str:
 def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
                   pod_check: PodCheck | None = None,
                   subnet: SubnetProvider | None = None,
-                  lookup: Lookup | None = None) -> CNIService:
+                  lookup: Lookup | None = None,
+                  bound: Callable[[PodRef], None] | None = None) -> CNIService:
     """The CNI service as configured.
 
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
     ``subnet`` replaces [ipam] subnet, e.g. with the Node's podCIDR (return
     None while unknown: ADD then answers code 11, STATUS code 50);
     ``lookup`` makes addresses come from elsewhere (the controller's
-    PodPort) instead of the embedded IPAM.
+    PodPort) instead of the embedded IPAM, and ``bound`` tells that source
+    a pod holds its address.
     """
     settings = ipam_conf.settings(conf)
 
@@ -63,7 +66,7 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
         if lookup is None:
             return store
         return ExternalIpam(store, lookup, timeout=lambda: float(
-            conf.cni_daemon.annotation_timeout))
+            conf.cni_daemon.annotation_timeout), bound=bound)
 
     binding = BridgeBinding(conf.binding.bridge, conf.binding.mtu)
     return CNIService(
@@ -84,18 +87,25 @@ def build_server_service(conf: cfg.ConfigOpts,
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
     # "annotation" is the deprecated name of "podport": the pod's own
     # annotation is never read (its owner can write it).
-    lookup = (podport_lookup(client) if conf.cni_daemon.address_source in
-              ("podport", "annotation") else None)
+    lookup = (podport_lookup(client, active=lambda: bool(
+        conf.cni_daemon.wait_for_active_port))
+        if conf.cni_daemon.address_source in ("podport", "annotation")
+        else None)
     return build_service(conf, state, pod_check=checker.check_pod,
-                         subnet=subnet, lookup=lookup)
+                         subnet=subnet, lookup=lookup,
+                         bound=podport_bound(client) if lookup else None)
 
 
-def podport_lookup(client: k8s.K8sClient) -> Lookup:
+def podport_lookup(client: k8s.K8sClient, *,
+                   active: Callable[[], bool] = lambda: False) -> Lookup:
     """The pod's address from the PodPort the controller writes (never
     from anything the pod's owner can write), waiting on a watch of it. A
     runtime that leaves K8S_POD_UID out: the pod's UID is read from the
-    API, so the PodPort is still held to this pod."""
-    wait = podport.waiter(client)
+    API, so the PodPort is still held to this pod. ``active()`` (the
+    ``wait_for_active_port`` option): wait until the PodPort says the port
+    is ACTIVE; a port Neutron failed to bind is refused at once."""
+    waits = {False: podport.status_waiter(client, settled=False),
+             True: podport.status_waiter(client, settled=True)}
 
     def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
         api_uid = ""
@@ -105,16 +115,33 @@ def podport_lookup(client: k8s.K8sClient) -> Lookup:
                 return None
             api_uid = obj.uid
         try:
-            data = wait(pod.namespace, pod.name, pod.uid or api_uid, seconds)
+            found = waits[active()](pod.namespace, pod.name,
+                                    pod.uid or api_uid, seconds)
         except podport.Invalid as exc:
             raise errors.InvalidConfig(
                 f"PodPort {pod.namespace}/{pod.name} refused: {exc}") from exc
-        if data is None:
+        if found is None:
             return None
+        data, status = found
+        if status == podport.BINDING_FAILED:
+            raise errors.PortBindingFailed(
+                f"Neutron failed to bind port {data.port_id} of pod "
+                f"{pod.namespace}/{pod.name} (binding_failed); see the "
+                f"pod's Events")
         return FixedAddress(data.address, data.gateway, data.mac,
                             pod_uid=data.pod_uid, port_id=data.port_id,
                             api_uid=api_uid)
     return lookup
+
+
+def podport_bound(client: k8s.K8sClient) -> Callable[[PodRef], None]:
+    """Record in the pod's PodPort that the pod holds its address
+    (``status.boundAt``, once): the controller never changes a bound
+    PodPort."""
+    def bound(pod: PodRef) -> None:
+        client.patch_podport_status(pod.namespace, pod.name, {
+            "boundAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return bound
 
 
 #: The old name, kept for importers.

@@ -20,6 +20,10 @@ A port's MAC already used on the node (another pod's attachment, an ADD in
 flight, the bridge's or any local link's) is refused (code 7): the bridge
 would move that MAC's traffic to the new port.
 
+Once the pod's interface is plumbed, ``bound`` (when wired) records it in
+the source (the PodPort's ``status.boundAt``): from then on the controller
+never changes the pod's address, MAC or port.
+
 Failures: a pod not named in CNI_ARGS is the runtime's mistake (code 4); no
 address within the timeout is "try again later" (code 11); a refused port
 is code 7 (or 4, another pod's), logged once with the pod and the reason;
@@ -69,9 +73,11 @@ class ExternalIpam:
     def __init__(self, store: IpamStore, lookup: Lookup, *,
                  timeout: Callable[[], float],
                  sleep: Callable[[float], object] = time.sleep,
-                 links: Callable[[], dict[str, str]] = local_macs) -> None:
+                 links: Callable[[], dict[str, str]] = local_macs,
+                 bound: Callable[[PodRef], None] | None = None) -> None:
         self.store = store
         self._lookup = lookup
+        self._bound = bound
         self._timeout = timeout
         self._sleep = sleep
         self._links = links
@@ -164,11 +170,25 @@ class ExternalIpam:
 
     def plumbed(self, container_id: str, ifname: str, *, netconf: str,
                 plumbing: Plumbing) -> None:
+        """Recorded; then the source is told the pod holds its address
+        (``bound``: the PodPort's ``status.boundAt``, after which the
+        controller never changes it). Telling it is best effort: the ADD
+        succeeded whatever the answer."""
         try:
             self.store.plumbed(container_id, ifname, netconf=netconf,
                                plumbing=plumbing)
         finally:
             self._unclaim(container_id, ifname)   # the store has it now
+        if self._bound is None:
+            return
+        alloc = self.store.get(container_id, ifname)
+        if alloc is None:
+            return
+        try:
+            self._bound(alloc.pod)
+        except Exception as exc:  # noqa: BLE001 - never fails the ADD
+            LOG.warning("pod %s/%s: its binding not recorded in the PodPort: "
+                        "%s", alloc.pod.namespace, alloc.pod.name, exc)
 
     def close(self, *, final: bool = False) -> None:
         self.store.close(final=final)
