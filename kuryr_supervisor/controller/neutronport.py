@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import heap, ownedports, portbatch, portresync
+from kuryr_supervisor.controller import heap, ownedports, portbatch, portpool, portresync
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
@@ -79,6 +79,8 @@ class NeutronPortHandler:
         self._beat: Callable[[], None] = lambda: None
         self._owned: ownedports.OwnedPorts | None = None
         self._writer: PodPortWriter | None = None
+        self.pools = portpool.PortPools(  # ports made ahead ([vif_pool])
+            ctx.conf, getattr(ctx.state, "pools", None))
 
     # -- running -----------------------------------------------------------------
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
@@ -89,6 +91,7 @@ class NeutronPortHandler:
         if self.cloud is None:
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
+        self.pools.start(self.cloud, self.owned, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),
@@ -184,6 +187,7 @@ class NeutronPortHandler:
             return
         self.uncertain = False
         self.retries.pending -= need    # failures below put them back
+        listed = self.pools.adopt(listed)   # pool ports: the pool's
         listing = portresync.by_device(listed)
         del listed
         create, write = portresync.plan(need, self.pods, self.written, listing)
@@ -196,6 +200,11 @@ class NeutronPortHandler:
         ``write`` (ports that already existed)."""
         assert self.cloud is not None
         adopted = {uid for uid, _ in write}
+        served = self.pools.serve(create, self.pods, beat=self._beat)
+        write, create = write + served.taken, served.rest
+        for uid, error in served.failed.items():   # the claim may commit
+            self.uncertain = True
+            self.retries.failed([uid], error, self.pods)
         devices = [(f"kuryr-{self.pods[u][0]}-{self.pods[u][1]}"[:255], u)
                    for u in create if u in self.pods]
         if devices:
