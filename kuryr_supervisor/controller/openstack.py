@@ -64,6 +64,7 @@ from kuryr_supervisor.controller.tokenpolicy import (  # noqa: F401 - re-exporte
     KeystoneUnavailable,
     LoginPolicy,
 )
+from kuryr_supervisor.kubernetes import fence
 
 LOG = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class OpenStack(NeutronApi):
               **kwargs: Any) -> Any:
         from keystoneauth1 import exceptions as ks_exc
         what = f"Neutron {method} {path}"
+        if method != "GET":
+            fence.check(what)       # a replica that lost its lease: exits
         try:
             resp = self._neutron.request(path, method, raise_exc=False,
                                          timeout=self.timeout, **kwargs)
