@@ -31,6 +31,7 @@ from benchmarks import (
     burst,
     cni_latency,
     controller,
+    controller_pool,
     controller_scale,
     fleet,
     memory,
@@ -50,6 +51,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "shim-cpu": shim_cpu.run, "probes": probes.run, "memory": memory.run,
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
+    "controller-pool": controller_pool.run,
     "fleet": fleet.run,
 }
 

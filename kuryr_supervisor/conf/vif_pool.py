@@ -39,7 +39,7 @@ OPTS: list[cfg.Opt] = [
                  max=3600.0,
                  help="Seconds between checks of every pool's size (a pool "
                       "that a pod took a port from is checked at once)."),
-    cfg.IntOpt("ports_pool_claim_requests", default=8, min=1, max=64,
+    cfg.IntOpt("ports_pool_claim_requests", default=16, min=1, max=64,
                help="Port updates sent at once when a burst of pods takes "
                     "ports from a pool."),
 ]
