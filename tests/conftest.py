@@ -1,6 +1,8 @@
 """Suite-wide rules.
 
-Tests marked ``privileged`` need root (netns, netlink, real daemons). Without
+Tests marked ``privileged`` need root (netns, netlink, real daemons); so do
+tests marked ``realcloud`` (a real Keystone and Neutron, a private MariaDB:
+tests/fixtures/realcloud), which count as privileged here. Without
 root they are skipped, unless ``KURYR_SUPERVISOR_REQUIRE_PRIVILEGED=1`` (CI
 sets it): then a privileged test that skips, for any reason, fails, so a CI
 run can never pass without them.
@@ -14,10 +16,15 @@ from typing import Any
 import pytest
 
 pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
-                  "tests.fixtures.listener"]
+                  "tests.fixtures.listener", "tests.fixtures.clouds"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []
+
+
+def _privileged(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("privileged")
+                or item.get_closest_marker("realcloud"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config,
@@ -26,7 +33,7 @@ def pytest_collection_modifyitems(config: pytest.Config,
         return
     skip = pytest.mark.skip(reason="needs root")
     for item in items:
-        if item.get_closest_marker("privileged"):
+        if _privileged(item):
             item.add_marker(skip)
 
 
@@ -35,7 +42,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    if not item.get_closest_marker("privileged"):
+    if not _privileged(item):
         return
     if report.when == "call" and report.passed:
         _ran.append(item.nodeid)
