@@ -33,6 +33,7 @@ from benchmarks import (
     controller,
     controller_pool,
     controller_scale,
+    controller_slow,
     fleet,
     memory,
     probes,
@@ -52,7 +53,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
     "controller-pool": controller_pool.run,
-    "fleet": fleet.run,
+    "controller-slow": controller_slow.run, "fleet": fleet.run,
 }
 
 

@@ -100,9 +100,36 @@ OPTS = [
 ]
 
 
+#: How ports are created: sizes, requests in flight, timeouts.
+PORT_OPTS = [
+    cfg.IntOpt("port_create_requests", default=3, min=1, max=16,
+               help="Port create requests sent to Neutron at once. A "
+                    "deployed Neutron's throughput, not its batching, is "
+                    "the limit: a few in flight keep it busy without "
+                    "making each request slower than its timeout."),
+    cfg.FloatOpt("port_batch_seconds", default=2.0, min=0.1,
+                 help="How long one port create request should take: its "
+                      "size is this divided by Neutron's measured time per "
+                      "port (a moving average), between 1 and 100 ports. "
+                      "Smaller: the first pods of a burst get their ports "
+                      "sooner; larger: fewer requests."),
+    cfg.FloatOpt("port_create_timeout_per_port", default=0.5, min=0.0,
+                 help="Seconds a port create request may take per port, "
+                      "on top of openstack_timeout (three times the "
+                      "measured time per port when that is more). A create "
+                      "whose answer times out may still commit, so its "
+                      "pods wait three of its timeouts before a port is "
+                      "asked for them again."),
+    cfg.FloatOpt("port_create_timeout_max", default=120.0, min=1.0,
+                 help="Longest timeout of one port create request "
+                      "(seconds)."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_cli_opt(ROLE_OPT)
     conf.register_opts(OPTS, group=GROUP)
+    conf.register_opts(PORT_OPTS, group=GROUP)
 
 
 def uses_openstack(conf: cfg.ConfigOpts) -> bool:
@@ -138,7 +165,7 @@ def list_opts(conf: cfg.ConfigOpts | None = None
               ) -> list[tuple[str, list[cfg.Opt]]]:
     """The groups' options (``role`` is a command-line option, checked by
     :func:`validate`); given ``conf``, only the groups registered there."""
-    opts: list[tuple[str, list[cfg.Opt]]] = [(GROUP, OPTS)]
+    opts: list[tuple[str, list[cfg.Opt]]] = [(GROUP, OPTS + PORT_OPTS)]
     if conf is not None and NEUTRON_GROUP not in conf:
         return opts
     try:

@@ -19,8 +19,9 @@ timeout), never a fault of the caller.
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kuryr_supervisor.controller.bounded import BoundedCalls
@@ -44,6 +45,9 @@ MAX_PAGES = 10_000
 class NeutronApi(BoundedCalls):
     """Ports, subnets and quotas, each call bounded; ``_call`` is the
     transport (one Neutron request, its answer's JSON object or None)."""
+
+    #: The transport's per-request timeout (seconds); the adapter sets it.
+    timeout: float = 5.0
 
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> Any:
@@ -97,38 +101,81 @@ class NeutronApi(BoundedCalls):
         """The controller's ports (filtered by Neutron, see the module)."""
         return self._get_ports(self._scope(network_id, tag, project_id))
 
+    def port(self, port_id: str) -> Port | None:
+        """One port by id, whatever its tags (None: Neutron says 404)."""
+        try:
+            data = self._bounded("Neutron GET port", self._call, "GET",
+                                 f"/v2.0/ports/{port_id}")
+        except OpenStackRefused as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if not data or not isinstance(data.get("port"), dict):
+            raise OpenStackUnavailable("Neutron GET port: no port")
+        return _port(data["port"])
+
     @staticmethod
     def _port_body(network_id: str, subnet_id: str, name: str,
-                   device_id: str, tags: Sequence[str]) -> dict[str, Any]:
+                   device_id: str, tags: Sequence[str], host: str = "",
+                   ip: str = "", mac: str = "") -> dict[str, Any]:
         body: dict[str, Any] = {
             "network_id": network_id, "name": name, "device_id": device_id,
             "device_owner": DEVICE_OWNER, "admin_state_up": True}
         if tags:
             body["tags"] = list(tags)
-        if subnet_id:
-            body["fixed_ips"] = [{"subnet_id": subnet_id}]
+        if host:
+            body["binding:host_id"] = host
+        if subnet_id or ip:
+            fixed: dict[str, str] = {"subnet_id": subnet_id} if subnet_id else {}
+            if ip:
+                fixed["ip_address"] = ip
+            body["fixed_ips"] = [fixed]
+        if mac:
+            body["mac_address"] = mac
         return body
 
     def create_port(self, *, network_id: str, subnet_id: str, name: str,
-                    device_id: str, tags: Sequence[str] = ()) -> Port:
-        body = self._port_body(network_id, subnet_id, name, device_id, tags)
+                    device_id: str, tags: Sequence[str] = (), host: str = "",
+                    ip: str = "", mac: str = "") -> Port:
+        """One port; ``ip`` and ``mac``, when given, are asked for (a
+        vanished port made again as it was)."""
+        body = self._port_body(network_id, subnet_id, name, device_id, tags,
+                               host, ip, mac)
         data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
         return _port(data["port"])
 
+    def within(self, timeout: float) -> NeutronApi:
+        """This adapter with another per-request timeout, to be called
+        from a caller's own thread (a create sized for its ports): the
+        session, token and transport are shared, not the bounded thread."""
+        clone = copy.copy(self)
+        clone.timeout = timeout
+        return clone
+
     def create_ports(self, *, network_id: str, subnet_id: str,
                      devices: Sequence[tuple[str, str]],
-                     tags: Sequence[str] = ()) -> list[Port]:
+                     tags: Sequence[str] = (),
+                     hosts: Mapping[str, str] | None = None,
+                     direct: bool = False) -> list[Port]:
         """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
-        ``devices`` ((name, device_id) pairs); the ports come back in
-        request order. All or nothing: a refusal creates none."""
-        body = [self._port_body(network_id, subnet_id, name, device, tags)
+        ``devices`` ((name, device_id) pairs, ``hosts``: device_id -> the
+        node to bind to); the ports come back in request order. All or
+        nothing: a refusal creates none. ``direct``: in the caller's
+        thread, bounded by :meth:`within`'s timeout alone."""
+        hosts = hosts or {}
+        body = [self._port_body(network_id, subnet_id, name, device, tags,
+                                hosts.get(device, ""))
                 for name, device in devices]
         what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
-        data = self._bounded(what, self._call, "POST", "/v2.0/ports",
-                             ok=(201,), json={"ports": body})
+        if direct:
+            data = self._call("POST", "/v2.0/ports", ok=(201,),
+                              json={"ports": body})
+        else:
+            data = self._bounded(what, self._call, "POST", "/v2.0/ports",
+                                 ok=(201,), json={"ports": body})
         items = data.get("ports") if data else None
         if not isinstance(items, list) or len(items) != len(body):
             raise OpenStackUnavailable(f"{what}: not one port per request")

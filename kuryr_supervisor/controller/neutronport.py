@@ -10,29 +10,39 @@ Neutron calls, at scale: a (re)list of the pods, a retry round and every
 ``resync_interval`` make one *resync*: one filtered list of the
 controller's ports (``device_owner``, the cluster tag
 ``kuryr-supervisor:<cluster_id>``, the pod network, the project; paged),
-never a GET per pod. From it the resync adopts the port a pod already has,
-deletes a pod's extra ports (a race with a second replica: the oldest is
-kept), deletes ports whose pod is gone (deleted while no controller ran),
-and finds the pods still without one. Pods that need a port are created
-in bulk (:mod:`.portbatch`: one POST for up to 100 pods arriving within
-50 ms), and their PodPorts written a few at a time (:mod:`.podportwriter`).
-A restart lists, finds every pod's port, and writes nothing to Neutron.
+never a GET per pod; the first resync of a process also lists the
+PodPorts once (what each names). The plan (:mod:`.portresync`): a pod
+whose PodPort is written keeps the port it names, and its other ports are
+duplicates to delete; a pod without one adopts its oldest port; a port
+the list lacks is asked for by id before anything is done
+(:mod:`.portverify`: a vanished port is made again with the same address
+and MAC); ports of pods that are gone are deleted. Pods that need a port
+are created in requests sized from Neutron's measured time per port, a few
+in flight, with timeouts that grow with their size (:mod:`.portbatch`,
+:mod:`.portpace`), and their PodPorts written as each request is answered
+(:mod:`.portwrites`, :mod:`.podportwriter`). A restart lists, finds every
+pod's port, and writes nothing to Neutron.
 
 Trust: every port created carries the cluster tag, and only ports with
 that tag, on the pod network, in the project are ever adopted or deleted
-(:mod:`.ownedports`).
+(:mod:`.ownedports`); the sweep runs only when every port of the list
+carries the tag (Neutron honoured the filter).
 
 Idempotency, so a handler killed at any instant leaks and doubles nothing:
 a port created just before a kill is found by the next run's resync and
-adopted; a bulk create whose answer was lost makes the next attempt resync
-first; a PodPort is replaced only with the resourceVersion read as
-precondition. Per pod the handler keeps the UID, namespace, name and port
-id (one tuple), and the UID in a set once its PodPort is written.
+adopted; a create whose answer was lost with no status (a timeout) may
+still commit, so its pods get no new create until it no longer can, and
+its late ports are adopted, or deleted as duplicates once the pod has
+another; a written PodPort is never changed (address, MAC, port id).
+Per pod the handler keeps the UID, namespace, name and port id (one
+tuple), the UID in a set once its PodPort is written, and what that
+PodPort names.
 
 Failures (:mod:`.portretry`): a Kubernetes, Keystone or Neutron outage,
-or an exhausted port quota, is not the handler's fault: the pod is retried
-with backoff and readiness names the dependency. Anything else counts
-against the handler's failure budget.
+an exhausted port quota or a full pod subnet is not the handler's fault:
+the pod is retried with backoff and readiness names the dependency
+(:mod:`.portreport` for the subnet: a Warning Event on each waiting pod).
+Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
 
@@ -42,11 +52,21 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import heap, ownedports, portbatch, portpool, portresync
+from kuryr_supervisor.controller import (
+    heap,
+    ownedports,
+    portbatch,
+    portpool,
+    portresync,
+    portverify,
+)
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
-from kuryr_supervisor.controller.portretry import OUTAGES, Retries
+from kuryr_supervisor.controller.portpace import Pace
+from kuryr_supervisor.controller.portreport import PortReport
+from kuryr_supervisor.controller.portretry import Retries
+from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
@@ -57,7 +77,7 @@ LOG = logging.getLogger(__name__)
 _TRIM_FROM = 1000
 
 
-class NeutronPortHandler:
+class NeutronPortHandler(PortWrites):
     """See the module docstring. ``client`` and ``cloud`` default to the
     configured Kubernetes and OpenStack adapters."""
 
@@ -70,6 +90,20 @@ class NeutronPortHandler:
         #: uid -> (namespace, name, port id or "") of every live pod
         self.pods: dict[str, tuple[str, str, str]] = {}
         self.written: set[str] = set()            # uids with their PodPort
+        #: uid -> what its written PodPort names (immutable once written)
+        self.named: dict[str, portresync.Named] = {}
+        self._indexed = False                 # PodPorts not listed yet
+        #: uid -> node, for pods still without a port (binding:host_id)
+        self.nodes: dict[str, str] = {}
+        #: uid -> until when a create whose answer was lost may commit
+        self.inflight: dict[str, float] = {}
+        opts = ctx.conf.controller
+        self.pace = Pace(timeout=float(opts.openstack_timeout),
+                         per_port=float(opts.port_create_timeout_per_port),
+                         timeout_max=float(opts.port_create_timeout_max),
+                         batch_seconds=float(opts.port_batch_seconds),
+                         size=portbatch.MAX_PORTS)
+        self.report = PortReport(client, ctx.state)
         self.retries = Retries(ctx)
         self.batch = portbatch.Batch()
         #: Neutron may hold ports we do not know of (a lost answer, or not
@@ -91,6 +125,7 @@ class NeutronPortHandler:
         if self.cloud is None:
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
+        self.report.client = self.client
         self.pools.start(self.cloud, self.owned, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
@@ -131,13 +166,17 @@ class NeutronPortHandler:
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         old, need = self.pods, set()
         self.pods = {}
+        self.nodes = {}
         for pod in pods:
             self.pods[pod.uid] = (pod.namespace, pod.name,
                                   old.get(pod.uid, ("", "", ""))[2])
             if pod.needs_port:
                 need.add(pod.uid)
+                if pod.uid not in self.written:
+                    self.nodes[pod.uid] = pod.node
         del old
         self.written &= self.pods.keys()
+        self.named = {u: n for u, n in self.named.items() if u in self.pods}
         self.retries.pending &= need
         for uid in self.batch.take():
             if uid in self.pods:
@@ -149,9 +188,10 @@ class NeutronPortHandler:
     def upsert(self, pod: ClusterPod) -> None:
         port = self.pods.get(pod.uid, ("", "", ""))[2]
         self.pods[pod.uid] = (pod.namespace, pod.name, port)
-        if pod.needs_port and pod.uid not in self.written and \
-                pod.uid not in self.retries.pending:
-            self.batch.add(pod.uid)
+        if pod.needs_port and pod.uid not in self.written:
+            self.nodes[pod.uid] = pod.node
+            if pod.uid not in self.retries.pending:
+                self.batch.add(pod.uid)
         self._flush_if_due()
 
     def delete(self, pod: ClusterPod) -> None:
@@ -159,6 +199,10 @@ class NeutronPortHandler:
         self.retries.pending.discard(pod.uid)
         self.batch.discard(pod.uid)
         self.written.discard(pod.uid)
+        self.named.pop(pod.uid, None)
+        self.nodes.pop(pod.uid, None)
+        self.inflight.pop(pod.uid, None)
+        self.report.forget(pod.uid)
         self.retries.release(pod, lambda: self.owned.release(
             pod, port, look_up=self.uncertain))
         self._flush_if_due()
@@ -173,12 +217,18 @@ class NeutronPortHandler:
                 self._create_and_write(uids, [])
 
     def resync(self, need: set[str]) -> None:
-        """One filtered list of our ports: adopt, de-duplicate and sweep;
-        then create the ports ``need`` still lacks and write the PodPorts
-        not yet written (see the module)."""
-        assert self.cloud is not None
+        """One filtered list of our ports: adopt, verify, de-duplicate and
+        sweep; then create the ports ``need`` still lacks and write the
+        PodPorts not yet written (see the module)."""
+        assert self.cloud is not None and self.client is not None
         self._swept_at = time.monotonic()
         try:
+            if not self._indexed:
+                self.named.update(self._podport_writer().index(self._beat))
+                self.named = {u: n for u, n in self.named.items()
+                              if u in self.pods}
+                self.written |= self.named.keys()
+                self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             # Only pods still without their PodPort wait for the next try.
@@ -187,66 +237,44 @@ class NeutronPortHandler:
             return
         self.uncertain = False
         self.retries.pending -= need    # failures below put them back
-        listed = self.pools.adopt(listed)   # pool ports: the pool's
-        listing = portresync.by_device(listed)
+        ours, proven = portresync.proven(listed, self.owned.tag)
         del listed
-        create, write = portresync.plan(need, self.pods, self.written, listing)
-        portresync.sweep(self.cloud, listing, self.pods, self._beat)
-        self._create_and_write(create, write)
+        ours = self.pools.adopt(ours)       # pool ports: the pool's
+        self.report.sweep_proven(proven)
+        listing = portresync.by_device(ours)
+        del ours
+        now = self.pace.now()
+        self.inflight = {u: t for u, t in self.inflight.items()
+                         if t > now and u in self.pods}
+        plan = portresync.plan(need, self.pods, self.written, listing,
+                               self.named, self.inflight, now)
+        for uid, _ in plan.write:
+            self.inflight.pop(uid, None)
+        self.retries.wait(plan.waiting)
+        incomplete, again = portverify.verify(
+            self.cloud, plan, self.pods, self.written, self.named,
+            portverify.Where(self.owned.network_id, self.subnet_id,
+                             self.owned.tag, lambda u: self.nodes.get(u, "")),
+            self.report, self._beat)
+        self.retries.wait(again)
+        if incomplete:          # the list proved wrong: no create, no sweep
+            self.retries.wait(plan.create)
+            plan.create = []
+        elif proven:
+            portresync.sweep(self.cloud, listing, self.pods, plan.keep,
+                             self._beat)
+        self._create_and_write(plan.create, plan.write)
 
     def _create_and_write(self, create: list[str],
                           write: list[tuple[str, osa.Port]]) -> None:
-        """Ports for ``create`` (in bulk), then PodPorts for those and for
-        ``write`` (ports that already existed)."""
-        assert self.cloud is not None
-        adopted = {uid for uid, _ in write}
-        served = self.pools.serve(create, self.pods, beat=self._beat)
-        write, create = write + served.taken, served.rest
+        """Pool ports first ([vif_pool], :mod:`.portpool`) for pods with no
+        create in flight; the rest as :class:`PortWrites` makes them."""
+        now = self.pace.now()
+        free = [u for u in create if self.inflight.get(u, 0.0) <= now]
+        served = self.pools.serve(free, self.pods, self.nodes, self._beat)
         for uid, error in served.failed.items():   # the claim may commit
             self.uncertain = True
             self.retries.failed([uid], error, self.pods)
-        devices = [(f"kuryr-{self.pods[u][0]}-{self.pods[u][1]}"[:255], u)
-                   for u in create if u in self.pods]
-        if devices:
-            try:
-                made, failed = portbatch.create(
-                    self.cloud, devices, network_id=self.owned.network_id,
-                    subnet_id=self.subnet_id, tag=self.owned.cluster_tag())
-            except OUTAGES as exc:         # the cluster tag: nothing made
-                made, failed = {}, dict.fromkeys(create, exc)
-            if made:
-                LOG.info("created %d of %d ports asked in bulk", len(made),
-                         len(devices))
-            for uid, error in failed.items():
-                if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
-                    self.uncertain = True       # the answer was lost
-                self.retries.failed([uid], error, self.pods)
-            for uid, port in made.items():
-                if uid in self.pods:
-                    ns, name, _ = self.pods[uid]
-                    self.pods[uid] = (ns, name, port.id)
-                    write.append((uid, port))
-        self._write(write, adopted)
-
-    def _write(self, write: list[tuple[str, osa.Port]],
-               adopted: set[str]) -> None:
-        assert self.client is not None
-        items = []
-        for uid, port in write:
-            if uid not in self.pods:
-                continue
-            try:
-                data = self.owned.data(uid, port)
-            except Exception as exc:  # noqa: BLE001 - counted per pod below
-                self.retries.failed([uid], exc, self.pods)
-                continue
-            items.append((uid, *self.pods[uid][:2], data))
-        if self._writer is None:
-            self._writer = PodPortWriter(self.client)
-        for uid, error in self._writer.write_all(items, self._beat,
-                                                  adopted=adopted).items():
-            if error is None:
-                self.written.add(uid)
-                self.retries.succeeded(uid)
-            else:
-                self.retries.failed([uid], error, self.pods)
+        rest = set(served.rest) | (set(create) - set(free))
+        super()._create_and_write([u for u in create if u in rest],
+                                  write + served.taken)

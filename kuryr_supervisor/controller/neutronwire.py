@@ -42,6 +42,21 @@ class QuotaExceeded(OpenStackRefused):
     """Neutron refused a port: the project's port quota is used up."""
 
 
+class SubnetFull(OpenStackRefused):
+    """Neutron refused a port: no address is left on the pod network
+    (409 ``IpAddressGenerationFailure``). A dependency's refusal, like a
+    full quota: never the controller's own fault."""
+
+
+def refined(exc: Exception) -> Exception:
+    """``exc``, or the :class:`SubnetFull` it is."""
+    if isinstance(exc, OpenStackRefused) and not isinstance(
+            exc, SubnetFull) and exc.status == 409 and \
+            "IpAddressGenerationFailure" in str(exc):
+        return SubnetFull(str(exc), 409)
+    return exc
+
+
 @dataclasses.dataclass(frozen=True)
 class Port:
     id: str
@@ -50,6 +65,18 @@ class Port:
     ip: ipaddress.IPv4Address | None
     subnet_id: str
     created_at: str
+    #: Neutron's status (DOWN, ACTIVE, BUILD, ERROR) and binding outcome.
+    status: str = ""
+    vif_type: str = ""
+    tags: tuple[str, ...] = ()
+
+    @property
+    def state(self) -> str:
+        """What a PodPort says of the port: ACTIVE, DOWN, BUILD, ERROR or
+        BINDING_FAILED (Neutron's ``binding:vif_type``)."""
+        if self.vif_type == "binding_failed":
+            return "BINDING_FAILED"
+        return self.status or "DOWN"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,4 +122,7 @@ def _decode_port(obj: Mapping[str, Any]) -> Port:
                 device_id=str(obj.get("device_id", "")),
                 ip=ipaddress.IPv4Address(first["ip_address"]) if first else None,
                 subnet_id=str(first.get("subnet_id", "")),
-                created_at=str(obj.get("created_at") or ""))
+                created_at=str(obj.get("created_at") or ""),
+                status=str(obj.get("status") or ""),
+                vif_type=str(obj.get("binding:vif_type") or ""),
+                tags=tuple(str(t) for t in obj.get("tags") or ()))

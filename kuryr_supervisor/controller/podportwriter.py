@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
@@ -48,8 +49,28 @@ _BEAT_EVERY = 0.2
 Item = tuple[str, str, str, podport.PortData]
 
 
+class Kept(Exception):
+    """The pod's PodPort names another port and is never rewritten (a
+    written PodPort is immutable); ``named`` is what it names."""
+
+    def __init__(self, named: tuple[str, str, str]) -> None:
+        super().__init__(f"the PodPort names port {named[0]}")
+        self.named = named
+
+
+def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
+    """(pod UID, (port id, IPv4 address, MAC)) a valid PodPort names."""
+    try:
+        data = podport.from_object(obj)
+    except ValueError:
+        return None
+    return data.pod_uid, (data.port_id, str(data.address.ip), data.mac)
+
+
 def write(client: k8s.K8sClient, namespace: str, name: str,
           data: podport.PortData) -> None:
+    """Create the PodPort, or replace an earlier pod's of the same name;
+    the pod's own PodPort is never changed (:class:`Kept`)."""
     obj = podport.body(namespace, name, data)
     try:
         client.create_podport(namespace, obj)
@@ -62,6 +83,9 @@ def write(client: k8s.K8sClient, namespace: str, name: str,
         raise k8s.K8sTemporary("PodPort vanished while being written")
     if podport.same(current, data):
         return
+    mine = named(current)
+    if mine is not None and mine[0] == data.pod_uid:
+        raise Kept(mine[1])
     obj["metadata"]["resourceVersion"] = (
         current.get("metadata") or {}).get("resourceVersion", "")
     client.replace_podport(namespace, name, obj)
@@ -98,6 +122,23 @@ class PodPortWriter:
             _, waiting = concurrent.futures.wait(waiting, timeout=_BEAT_EVERY)
         done.update((uid, future.exception()) for future, uid in futures.items())
         return done
+
+    def index(self, beat: Callable[[], None]) -> dict[str, tuple[str, str, str]]:
+        """Pod UID -> (port id, address, MAC) of every valid PodPort of the
+        cluster (paged); raises the API's error."""
+        out: dict[str, tuple[str, str, str]] = {}
+        token = ""
+        while True:
+            page, token = self.client.page_podports(limit=PAGE_SIZE,
+                                                    token=token)
+            for obj in page:
+                found = named(obj)
+                if found is not None:
+                    out[found[0]] = found[1]
+            del page
+            beat()
+            if not token:
+                return out
 
     def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
                   ) -> set[str]:

@@ -15,25 +15,50 @@ hundreds a second) land in one request. 100 ports bound one request: one
 DB transaction and IP allocation in Neutron, about 60 KiB of answer, one
 second of a slow Neutron; 10,000 pods are 100 requests.
 
+Pace: :func:`create` cuts the pods into requests sized from Neutron's
+measured time per port and sends :data:`IN_FLIGHT` at once, each with a
+timeout that grows with its size (:mod:`.portpace`): a real Neutron takes
+0.1-0.3 s a port, so a bulk of 100 needs tens of seconds, and a timeout
+shorter than that would only make the request's fate unknown. Each port
+is bound to its pod's node (``binding:host_id``).
+
 Failures, given that a bulk create is all or nothing: a chunk Neutron
 refuses (a 4xx, the port quota included) created nothing, so its ports are
 then created one by one: one bad request or the last of the quota holds
-back only its own pods. A chunk whose answer is lost (a timeout, a 5xx,
-garbage) may or may not exist: its pods get the error, and the caller looks
-their ports up in Neutron before creating again (no port doubled, none
-leaked). Once Neutron is out, the rest is not tried.
+back only its own pods. A chunk answered 5xx or garbage is over (Neutron
+answered) but may or may not exist: its pods get the error, and the caller
+looks their ports up before creating again. A chunk with no answer at all
+(a timeout, a dropped connection) may still commit for as long as Neutron
+works on it: its pods are handed back as *pending* with the time until
+which it may commit, and the caller creates nothing for them before then
+(no port doubled, none leaked). Once Neutron is out, the rest is not
+tried; a full quota or a full subnet stops the rest too.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from kuryr_supervisor.controller import neutronwire as wire
 from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.portpace import Pace
 
 #: Longest wait of a pod for others to share its request (seconds).
 WINDOW = 0.05
 #: Most ports in one bulk request.
 MAX_PORTS = 100
+#: Create requests at Neutron at once.
+IN_FLIGHT = 3
+#: Refusals after which no more ports are asked for.
+STOPS = (osa.QuotaExceeded, wire.SubnetFull)
+#: How often the waiting loop beats (seconds).
+_BEAT_EVERY = 0.2
+#: A request is given up this long after its timeout (its thread's own
+#: socket timeout fires first).
+_GRACE = 1.0
 
 
 class Batch:
@@ -75,57 +100,131 @@ class Batch:
         return uids
 
 
-Outcome = tuple[dict[str, osa.Port], dict[str, Exception]]
+@dataclasses.dataclass
+class Outcome:
+    """What a :func:`create` made: UID -> port; UID -> why not; and, for
+    the pods of a request whose answer was lost, UID -> until when (the
+    pace's clock) that request may still commit (see :mod:`.portpace`)."""
+
+    made: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
+    failed: dict[str, Exception] = dataclasses.field(default_factory=dict)
+    pending: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            network_id: str, subnet_id: str, tag: str,
-           size: int = MAX_PORTS) -> Outcome:
-    """Ports for ``devices`` ((port name, pod UID) pairs): (UID -> port
-    made, UID -> why not). See the module for the failure rules."""
-    made: dict[str, osa.Port] = {}
-    failed: dict[str, Exception] = {}
+           pace: Pace | None = None, in_flight: int = IN_FLIGHT,
+           hosts: Mapping[str, str] | None = None,
+           beat: Callable[[], None] = lambda: None,
+           on_made: Callable[[dict[str, osa.Port]], None] | None = None
+           ) -> Outcome:
+    """Ports for ``devices`` ((port name, pod UID) pairs), in requests
+    sized by ``pace``, ``in_flight`` at once, each bound to the pod's node
+    (``hosts``: UID -> node); ``on_made`` is called, in the caller's
+    thread, with the ports of each request as it is answered (their pods
+    need not wait for the slowest request). See the module for the
+    failure rules."""
+    pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
+                        batch_seconds=2.0, size=MAX_PORTS)
+    out = Outcome()
     tags = [tag] if tag else []
-    out: Exception | None = None           # Neutron is out: try no more
-    for start in range(0, len(devices), size):
-        chunk = devices[start:start + size]
-        if out is not None:
-            failed.update((uid, out) for _, uid in chunk)
-            continue
+    todo = list(devices)
+    stop: Exception | None = None        # Neutron is out: send no more
+    running: dict[concurrent.futures.Future[list[osa.Port]],
+                  tuple[list[tuple[str, str]], float, float]] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(
+        max_workers=max(1, in_flight), thread_name_prefix="port-create")
+    try:
+        while todo or running:
+            while todo and stop is None and \
+                    len(running) < pace.in_flight(in_flight):
+                size = pace.batch_size()
+                chunk, todo = todo[:size], todo[size:]
+                timeout = pace.timeout_for(len(chunk))
+                future = pool.submit(
+                    cloud.within(timeout).create_ports, network_id=network_id,
+                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts,
+                    direct=True)
+                running[future] = (chunk, pace.now(), timeout)
+            if stop is not None and todo:
+                out.failed.update((uid, stop) for _, uid in todo)
+                todo = []
+            if not running:
+                break
+            beat()
+            done, _ = concurrent.futures.wait(
+                running, timeout=_BEAT_EVERY,
+                return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in list(running):
+                chunk, sent, timeout = running[future]
+                late = pace.now() > sent + timeout + _GRACE
+                if future not in done and not late:
+                    continue
+                del running[future]
+                before = len(out.made)
+                error = _settle(cloud, future, chunk, sent, timeout, pace, out,
+                                network_id=network_id, subnet_id=subnet_id,
+                                tags=tags, hosts=hosts or {})
+                if error is not None and stop is None:
+                    stop = error
+                if on_made is not None and len(out.made) > before:
+                    on_made({uid: out.made[uid] for _, uid in chunk
+                             if uid in out.made})
+    finally:
+        pool.shutdown(wait=False)
+    out.made = {uid: out.made[uid] for _, uid in devices if uid in out.made}
+    return out
+
+
+def _settle(cloud: osa.OpenStack,
+            future: concurrent.futures.Future[list[osa.Port]],
+            chunk: list[tuple[str, str]], sent: float, timeout: float,
+            pace: Pace, out: Outcome, **where: Any) -> Exception | None:
+    """Record one request's outcome; the error that stops further
+    requests, if any."""
+    if not future.done():
+        exc: Exception = osa.OpenStackUnavailable(
+            f"Neutron POST /v2.0/ports (bulk of {len(chunk)}): no answer "
+            f"within {timeout:g}s")
+    else:
         try:
-            ports = cloud.create_ports(network_id=network_id,
-                                       subnet_id=subnet_id, devices=chunk,
-                                       tags=tags)
-        except osa.OpenStackRefused as exc:
-            out = _one_by_one(cloud, chunk, exc, made, failed,
-                              network_id=network_id, subnet_id=subnet_id,
-                              tags=tags)
-            continue
-        except Exception as exc:  # noqa: BLE001 - lost answer: handed back
-            out = exc
-            failed.update((uid, exc) for _, uid in chunk)
-            continue
-        made.update(zip((uid for _, uid in chunk), ports, strict=True))
-    return made, failed
+            ports = future.result()
+        except Exception as caught:  # noqa: BLE001 - sorted out below
+            exc = wire.refined(caught)
+        else:
+            pace.answered(len(chunk), pace.now() - sent)
+            out.made.update(zip((uid for _, uid in chunk), ports, strict=True))
+            return None
+    if isinstance(exc, osa.OpenStackRefused):
+        return _one_by_one(cloud, chunk, exc, out.made, out.failed, **where)
+    out.failed.update((uid, exc) for _, uid in chunk)
+    if getattr(exc, "status", 0) == 0:
+        # no answer at all: Neutron may still be working on it
+        until = pace.may_commit_until(sent, timeout)
+        out.pending.update((uid, until) for _, uid in chunk)
+    return exc
 
 
 def _one_by_one(cloud: osa.OpenStack, chunk: Sequence[tuple[str, str]],
                 refused: osa.OpenStackRefused, made: dict[str, osa.Port],
                 failed: dict[str, Exception], *, network_id: str,
-                subnet_id: str, tags: list[str]) -> Exception | None:
+                subnet_id: str, tags: list[str],
+                hosts: Mapping[str, str]) -> Exception | None:
     """After a refused bulk (nothing created): each port on its own.
     Returns the error that should stop further creates, if any."""
     if len(chunk) == 1:
         failed[chunk[0][1]] = refused
-        return refused if isinstance(refused, osa.QuotaExceeded) else None
+        return refused if isinstance(refused, STOPS) else None
     for i, (name, uid) in enumerate(chunk):
         try:
             made[uid] = cloud.create_port(network_id=network_id,
                                           subnet_id=subnet_id, name=name,
-                                          device_id=uid, tags=tags)
-        except osa.OpenStackRefused as exc:
+                                          device_id=uid, tags=tags,
+                                          host=hosts.get(uid, ""))
+        except osa.OpenStackRefused as caught:
+            exc = wire.refined(caught)
             failed[uid] = exc
-            if isinstance(exc, osa.QuotaExceeded):
+            if isinstance(exc, STOPS):
                 failed.update((u, exc) for _, u in chunk[i + 1:])
                 return exc
         except Exception as exc:  # noqa: BLE001 - lost answer: handed back

@@ -2,20 +2,30 @@
 
 The handler lists the controller's ports once per resync (never a GET per
 pod); these functions turn that list into work, as plain functions over
-the handler's state so they are tested without any server:
+the handler's state so they are tested without any server.
 
-- :func:`plan`: for each pod that needs a port, adopt the oldest it has
-  (its PodPort is rewritten unless already written with that port), or
-  put it down for creation;
-- :func:`sweep`: delete a pod's ports after its oldest (a race with a
-  second replica) and every port of a pod that is gone (deleted while no
-  controller ran). Only ports of the list are touched, and the list holds
-  only this cluster's (tag, network, project).
+The rules, so that a pod's address never changes under it:
+
+- A pod whose PodPort is written keeps the port its PodPort names (by id,
+  or by the PodPort's address and MAC: a vanished port made again as it
+  was). Its PodPort is never rewritten; any other port of that pod (a
+  late commit of a create whose answer was lost, a second replica's) is
+  a duplicate and is deleted.
+- If the list lacks that port, the list is not proof that it is gone
+  (Neutron answered an empty list once after a restart): the pod goes to
+  *verify*, and the handler asks Neutron for the port by id before it does
+  anything for that pod.
+- A pod without a PodPort adopts the oldest of its ports, or waits while a
+  create for it may still commit (*waiting*), or is put down for creation.
+- The sweep deletes only what the list proves is ours (:func:`proven`:
+  every port carries the cluster tag, so Neutron honoured the tag filter):
+  a kept pod's other ports, and every port of a pod that is gone.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from kuryr_supervisor.controller import openstack as osa
 
@@ -24,6 +34,8 @@ LOG = logging.getLogger(__name__)
 #: uid -> (namespace, name, port id or "")
 Pods = dict[str, tuple[str, str, str]]
 ByDevice = dict[str, list[osa.Port]]
+#: What a written PodPort names: (port id, IPv4 address, MAC).
+Named = tuple[str, str, str]
 
 
 def by_device(ports: Iterable[osa.Port]) -> ByDevice:
@@ -34,43 +46,91 @@ def by_device(ports: Iterable[osa.Port]) -> ByDevice:
     return out
 
 
+def proven(ports: list[osa.Port], tag: str) -> tuple[list[osa.Port], bool]:
+    """The ports that carry ``tag``, and whether all did: a list that
+    holds a port without it was not filtered by tag (a Neutron that
+    ignores the filter), so it proves nothing about what is ours."""
+    ours = [p for p in ports if tag in p.tags]
+    return ours, len(ours) == len(ports)
+
+
+def is_named(port: osa.Port, named: Named) -> bool:
+    port_id, ip, mac = named
+    return port.id == port_id or (
+        str(port.ip) == ip and port.mac.lower() == mac.lower())
+
+
+@dataclasses.dataclass
+class Plan:
+    create: list[str] = dataclasses.field(default_factory=list)
+    #: (pod, port) whose PodPort to write (a port adopted, not yet named)
+    write: list[tuple[str, osa.Port]] = dataclasses.field(default_factory=list)
+    #: pods whose named port the list lacks: ask Neutron by id first
+    verify: list[str] = dataclasses.field(default_factory=list)
+    #: pods whose create may still commit: nothing is done for them
+    waiting: list[str] = dataclasses.field(default_factory=list)
+    #: pod -> the one port it keeps (the sweep deletes its others)
+    keep: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
 def plan(need: Iterable[str], pods: Pods, written: set[str],
-         listed: ByDevice) -> tuple[list[str], list[tuple[str, osa.Port]]]:
-    """(pods to create a port for, (pod, adopted port) whose PodPort to
-    write). Updates ``pods`` (adopted port ids) and ``written`` (a pod
-    whose port changed or vanished is no longer written)."""
-    create: list[str] = []
-    write: list[tuple[str, osa.Port]] = []
+         listed: ByDevice, named: Mapping[str, Named],
+         inflight: Mapping[str, float], now: float) -> Plan:
+    """The work for the pods ``need`` (see the module). Updates ``pods``
+    (the port each keeps) and ``written`` (a pod whose PodPort must be
+    written is no longer written)."""
+    out = Plan()
     for uid in need:
         if uid not in pods:
             continue
-        ports = listed.get(uid)
-        ns, name, known = pods[uid]
-        if not ports:
-            written.discard(uid)
-            create.append(uid)
-        elif known != ports[0].id or uid not in written:
+        ports = listed.get(uid) or []
+        ns, name, _ = pods[uid]
+        mine = named.get(uid)
+        if mine is not None:
+            kept = [p for p in ports if is_named(p, mine)]
+            if kept:
+                pods[uid] = (ns, name, kept[0].id)
+                written.add(uid)
+                out.keep[uid] = kept[0].id
+            else:
+                out.verify.append(uid)
+            continue
+        if ports:
             written.discard(uid)
             pods[uid] = (ns, name, ports[0].id)
-            write.append((uid, ports[0]))
-    return create, write
+            out.write.append((uid, ports[0]))
+            out.keep[uid] = ports[0].id
+        elif inflight.get(uid, 0.0) > now:
+            out.waiting.append(uid)
+        else:
+            written.discard(uid)
+            out.create.append(uid)
+    return out
 
 
 def sweep(cloud: osa.OpenStack, listed: ByDevice, live: Pods,
-          beat: Callable[[], None]) -> None:
-    """Delete extra and leaked ports (see the module); an outage only
-    postpones it to the next resync."""
+          keep: Mapping[str, str], beat: Callable[[], None]) -> int:
+    """Delete a live pod's ports but the one it keeps (pods without a
+    decision are left alone) and every port of a pod that is gone; an
+    outage only postpones it to the next resync. The ports deleted."""
+    deleted = 0
     try:
         for device, ports in listed.items():
             alive = device in live
-            for port in ports[1:] if alive else ports:
+            if alive and device not in keep:
+                continue
+            for port in ports:
+                if alive and port.id == keep[device]:
+                    continue
                 cloud.delete_port(port.id)
+                deleted += 1
                 if alive:
-                    LOG.warning("pod %s had %d ports; deleted %s", device,
-                                len(ports), port.id)
+                    LOG.warning("pod %s had %d ports; deleted %s, kept %s",
+                                device, len(ports), port.id, keep[device])
                 else:
                     LOG.info("deleted leaked port %s (pod %s is gone)",
                              port.id, device)
                 beat()
     except osa.OpenStackError as exc:
         LOG.warning("port sweep postponed: %s", exc)
+    return deleted

@@ -4,7 +4,8 @@ The port handler's failure policy, in one place, so that what counts
 against its failure budget is decided here and nowhere else:
 
 - a Kubernetes, Keystone or Neutron outage (a timeout, a 5xx, an answer
-  that is not JSON), or an exhausted port quota, is not the handler's
+  that is not JSON), an exhausted port quota or a full pod subnet, is
+  not the handler's
   fault: the pod waits in :attr:`Retries.pending`, is retried with backoff
   (:data:`RETRY_MIN` doubling to :data:`RETRY_MAX` while pods still wait),
   and the log names the dependency once per outage;
@@ -26,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.neutronwire import SubnetFull
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 
@@ -34,7 +36,8 @@ LOG = logging.getLogger(__name__)
 #: First and longest wait before pods that failed are tried again (seconds).
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
 #: Errors that are a dependency's outage, not the handler's fault.
-OUTAGES = (osa.OpenStackUnavailable, osa.QuotaExceeded, k8s.K8sTemporary)
+OUTAGES = (osa.OpenStackUnavailable, osa.QuotaExceeded, SubnetFull,
+           k8s.K8sTemporary)
 
 
 class Retries:
@@ -59,6 +62,14 @@ class Retries:
         self._delay = (RETRY_MIN if not self.pending else
                        min(RETRY_MAX, self._delay * 2))
         self.at = self._clock() + self._delay
+
+    def wait(self, uids: Iterable[str]) -> None:
+        """``uids`` wait for the next round, at no one's fault (a create
+        that may still commit, a port list that proved incomplete)."""
+        uids = list(uids)
+        if uids and not self.pending:
+            self.at = self._clock() + self._delay
+        self.pending.update(uids)
 
     def failed(self, uids: Iterable[str], exc: BaseException,
                pods: Mapping[str, tuple[str, str, str]]) -> None:

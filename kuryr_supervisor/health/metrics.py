@@ -39,6 +39,7 @@ from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import (
     LATENCY_BUCKETS,
     TIMED_COMMANDS,
+    Fault,
     SharedState,
 )
 
@@ -99,6 +100,16 @@ class HealthCollector:
         for view in report.checks:
             ok.add_metric([view.name, view.kind.value], 1.0 if view.ok else 0.0)
         yield ok
+        faults = GaugeMetricFamily(PREFIX + "fault",
+                                   "1 while the fault is present (see "
+                                   "/status for what it means).",
+                                   labels=["fault"])
+        present = self.state.faults()
+        for fault in Fault:
+            if fault:
+                faults.add_metric([(fault.name or "").lower()],
+                                  1.0 if fault in present else 0.0)
+        yield faults
 
         yield GaugeMetricFamily(PREFIX + "cni_consecutive_failures",
                                 "Consecutive internal CNI ADD failures.",

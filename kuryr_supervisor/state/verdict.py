@@ -36,6 +36,10 @@ class Fault(enum.IntFlag):
     BRIDGE_KIND = 4     # the configured bridge name is another kind of link
     NET_ADMIN = 8       # netlink refused for lack of CAP_NET_ADMIN
     DISK_FULL = 16      # the state directory's file system is full or read-only
+    # Controller role (written by the neutron_port handler's process alone):
+    SUBNET_FULL = 32    # Neutron has no address left for a pod's port
+    SWEEP_UNPROVEN = 64  # Neutron ignored the tag filter: the sweep is off
+    PORT_LOST = 128     # a pod's port vanished and cannot be made again
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,10 +30,14 @@ def devices(count: int, prefix: str = "pod") -> list[tuple[str, str]]:
     return [(f"kuryr-ns-{prefix}{i}", f"uid-{prefix}{i}") for i in range(count)]
 
 
-def create(cloud: Cloud, devs: list[tuple[str, str]]) -> portbatch.Outcome:
+def create(cloud: Cloud, devs: list[tuple[str, str]], in_flight: int = 3
+           ) -> tuple[dict[str, osa.Port], dict[str, Exception]]:
     api, neutron = cloud
-    return portbatch.create(api, devs, network_id=neutron.network_id,
-                            subnet_id=neutron.subnet["id"], tag="kuryr-supervisor:c1")
+    out = portbatch.create(api, devs, network_id=neutron.network_id,
+                           subnet_id=neutron.subnet["id"], tag="kuryr-supervisor:c1",
+                           in_flight=in_flight)
+    assert out.pending == {}                 # every request was answered
+    return out.made, out.failed
 
 
 def one_port_each(neutron: FakeNeutron, uids: list[str]) -> bool:
@@ -45,8 +49,10 @@ def test_bulk_in_chunks_in_request_order(cloud: Cloud) -> None:
     devs = devices(250)
     made, failed = create(cloud, devs)
     assert failed == {}
-    assert neutron.bulk_sizes == [100, 100, 50]
-    assert neutron.counts()["POST /v2.0/ports"] == 3
+    # 10 alone measures Neutron, then 100 a request, 3 at once
+    assert neutron.bulk_sizes[0] == 10
+    assert sorted(neutron.bulk_sizes[1:]) == [40, 100, 100]
+    assert neutron.counts()["POST /v2.0/ports"] == 4
     assert list(made) == [uid for _, uid in devs]
     for name, uid in devs:
         [port] = neutron.ports_for(uid)
@@ -91,11 +97,11 @@ def test_lost_answer_handed_back_and_rest_not_tried(cloud: Cloud) -> None:
     _, neutron = cloud
     neutron.lose_bulk_answers = 1
     devs = devices(150)
-    made, failed = create(cloud, devs)
+    made, failed = create(cloud, devs, in_flight=1)
     assert made == {}
     assert set(failed) == {uid for _, uid in devs}
     assert all(isinstance(e, osa.OpenStackUnavailable) for e in failed.values())
-    assert neutron.bulk_sizes == [100]          # created, answer lost
+    assert neutron.bulk_sizes == [10]           # created, answer lost
     assert neutron.counts()["POST /v2.0/ports"] == 1
 
 
@@ -127,21 +133,52 @@ def test_batch_due_when_full_or_after_the_window() -> None:
     assert not batch.due() and "y" not in batch and "x" in batch
 
 
-def test_resync_plan_adopts_the_oldest_and_rewrites_only_what_changed() -> None:
+def test_resync_plan_keeps_what_a_podport_names() -> None:
+    """A pod without a PodPort adopts its oldest port; a pod whose PodPort
+    is written keeps the port it names (by id, or by address and MAC) and
+    is never rewritten; one whose named port is not listed is verified,
+    not re-created; one whose create may still commit waits."""
+    import ipaddress
+
     from kuryr_supervisor.controller import portresync
 
-    def port(pid: str, device: str, created: str) -> osa.Port:
-        return osa.Port(id=pid, mac="fa:16:3e:00:00:01", device_id=device, ip=None,
-                        subnet_id="s", created_at=created)
-    listed = portresync.by_device([port("b", "u1", "2"), port("a", "u1", "1"),
-                                   port("c", "u2", "1"), port("d", "u3", "1")])
+    def port(pid: str, device: str, created: str, ip: str = "10.0.0.9",
+             mac: str = "fa:16:3e:00:00:01") -> osa.Port:
+        return osa.Port(id=pid, mac=mac, device_id=device,
+                        ip=ipaddress.IPv4Address(ip), subnet_id="s",
+                        created_at=created)
+    listed = portresync.by_device([
+        port("b", "u1", "2"), port("a", "u1", "1"),
+        port("c", "u2", "1"), port("late", "u2", "0", ip="10.0.0.7", mac="fa:16:3e:00:00:07"),
+        port("new", "u5", "1", ip="10.0.0.5", mac="fa:16:3e:00:00:05")])
     assert [p.id for p in listed["u1"]] == ["a", "b"]
-    pods = {"u1": ("ns", "p1", ""), "u2": ("ns", "p2", "c"), "u3": ("ns", "p3", "old"),
-            "u4": ("ns", "p4", "gone")}
-    written = {"u2", "u3", "u4"}
-    create, write = portresync.plan(["u1", "u2", "u3", "u4", "not-a-pod"], pods,
-                                    written, listed)
-    assert create == ["u4"]                           # its port vanished
-    assert [(uid, p.id) for uid, p in write] == [("u1", "a"), ("u3", "d")]
-    assert written == {"u2"}                          # u2 already right
-    assert pods["u1"][2] == "a" and pods["u3"][2] == "d"
+    pods = {u: ("ns", f"p{u}", "") for u in ("u1", "u2", "u3", "u4", "u5", "u6")}
+    named = {"u2": ("c", "10.0.0.9", "fa:16:3e:00:00:01"),
+             "u3": ("gone", "10.0.0.3", "fa:16:3e:00:00:03"),
+             "u5": ("old", "10.0.0.5", "fa:16:3e:00:00:05")}
+    written = {"u2", "u3", "u5"}
+    out = portresync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
+                          written, listed, named, {"u4": 10.0, "u6": 1.0}, now=5.0)
+    assert [(uid, p.id) for uid, p in out.write] == [("u1", "a")]
+    assert out.keep == {"u1": "a", "u2": "c", "u5": "new"}   # not the older "late"
+    assert out.verify == ["u3"] and out.waiting == ["u4"] and out.create == ["u6"]
+    assert written == {"u2", "u3", "u5"}
+    assert pods["u1"][2] == "a" and pods["u2"][2] == "c" and pods["u5"][2] == "new"
+
+
+def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:
+    from kuryr_supervisor.controller import portpace
+    pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
+                         batch_seconds=2.0, size=100, clock=lambda: 0.0)
+    assert pace.batch_size() == portpace.FIRST and pace.in_flight(3) == 1
+    assert pace.timeout_for(10) == 10.0                   # 5 + 10 x 0.5
+    pace.answered(10, 2.5)                               # 0.25 s a port
+    assert pace.ewma == 0.25 and pace.batch_size() == 8 and pace.in_flight(3) == 3
+    assert pace.timeout_for(8) == 5.0 + 8 * 0.75          # 3 x the measure
+    assert pace.timeout_for(1000) == 120.0                # bounded
+    pace.answered(100, 0.1)                               # Neutron got fast
+    assert pace.ewma == pytest.approx(0.3 * 0.001 + 0.7 * 0.25)
+    for _ in range(30):
+        pace.answered(100, 0.1)
+    assert pace.batch_size() == 100                       # at most size
+    assert pace.may_commit_until(10.0, 9.0) == 10.0 + portpace.COMMIT_WAIT * 9.0

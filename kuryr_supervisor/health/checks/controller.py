@@ -30,9 +30,13 @@ from kuryr_supervisor.health.checks.components import (
     ComponentAliveCheck,
     down_reason,
 )
+from kuryr_supervisor.health.checks.faults import describe
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
 from kuryr_supervisor.health.checks.openstack import K8sWatchCheck, openstack_checks
-from kuryr_supervisor.state import LiveCause, SharedState, WorkerKind
+from kuryr_supervisor.state import Fault, LiveCause, SharedState, WorkerKind
+
+#: The fault bits the controller's port handler raises.
+CONTROLLER_FAULTS = (Fault.SUBNET_FULL, Fault.SWEEP_UNPROVEN, Fault.PORT_LOST)
 
 
 class HandlerFailuresCheck(FailureBudgetCheck):
@@ -81,6 +85,30 @@ class HandlersSyncedCheck(Check):
         return Result.passed()
 
 
+class NeutronPortsCheck(Check):
+    """Readiness ``neutron-ports``: what the port handler cannot fix, from
+    its fault bits. A full pod subnet fails it, naming the subnet (a
+    dependency's refusal: not ready, never not live, as a full quota); a
+    sweep that is off (Neutron ignores tag filters) or a port lost for good
+    only say so in its message (ports are still made; ``/metrics`` shows
+    each bit)."""
+
+    name = "neutron-ports"
+    kind = Kind.READINESS
+
+    def __init__(self, state: SharedState, conf: cfg.ConfigOpts) -> None:
+        self.state, self.conf = state, conf
+
+    def run(self, now: float) -> Result:
+        faults = self.state.faults()
+        notes = [describe(f, self.conf) for f in CONTROLLER_FAULTS
+                 if f in faults and f is not Fault.SUBNET_FULL]
+        if Fault.SUBNET_FULL in faults:
+            return Result.failed("; ".join(
+                [describe(Fault.SUBNET_FULL, self.conf), *notes]))
+        return Result.passed("; ".join(notes) or "ok")
+
+
 def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
                       master_pid: int, *, extra: Iterable[Check] = (),
                       proc_root: str = "/proc",
@@ -93,6 +121,7 @@ def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
                                        cgroup_root=cgroup_root)),
         RestartBudgetCheck(state, conf),
         HandlersSyncedCheck(state),
+        NeutronPortsCheck(state, conf),
         DrainingCheck(state),
         *extra,
     ]

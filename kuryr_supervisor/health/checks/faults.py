@@ -36,6 +36,17 @@ def describe(fault: Fault, conf: cfg.ConfigOpts) -> str:
     if fault is Fault.DISK_FULL:
         return (f"[ipam] state_dir {conf.ipam.state_dir} is full or "
                 "read-only; free space there")
+    if fault is Fault.SUBNET_FULL:
+        subnet = conf.controller.pod_subnet_id or (
+            f"of network {conf.controller.pod_network_id}")
+        return (f"pod subnet {subnet} has no free address "
+                "(Neutron IpAddressGenerationFailure); pods wait for ports")
+    if fault is Fault.SWEEP_UNPROVEN:
+        return ("Neutron does not honour the tag filter: the port sweep is "
+                "off (ports are still created)")
+    if fault is Fault.PORT_LOST:
+        return ("a pod's port vanished and Neutron refused to make it again "
+                "with the same address and MAC (see the pod's Events)")
     return fault.name or str(int(fault))
 
 

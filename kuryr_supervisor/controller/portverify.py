@@ -1,0 +1,106 @@
+"""A written PodPort's port the port list lacks: gone, or only not listed?
+
+A port list that lacks a port is never proof that it is gone: a Neutron
+just restarted answered the controller's filtered list once with 200 and
+no port at all. So before anything is done for such a pod, Neutron is
+asked for the port by id (:func:`verify`):
+
+- it exists: the list was incomplete; the pod keeps its port, and the
+  rest of this resync's pods to verify, create or sweep wait for a list
+  that can be trusted (one GET, not one per pod, proves the list wrong);
+- it is gone (404: an admin deleted it): it is made again with the same
+  fixed IP and MAC, the same device, tags and node, so the address the pod
+  holds stays reserved to it; the PodPort is left as it is (it names the
+  address and MAC, which did not change);
+- Neutron refuses that (the address or MAC was taken meanwhile, or policy
+  forbids choosing a MAC): the pod is reported (a Warning Event
+  ``PortLost``, the ``PORT_LOST`` fault in ``/status`` and ``/metrics``)
+  and left alone: no other port of it is touched, nothing is re-pointed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.portreport import PortReport
+from kuryr_supervisor.controller.portresync import Named, Plan, Pods
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where and how a port is made again."""
+
+    network_id: str
+    subnet_id: str
+    tag: str
+    hosts: Callable[[str], str]       # pod UID -> its node
+
+
+def verify(cloud: osa.OpenStack, plan: Plan, pods: Pods, written: set[str],
+           named: dict[str, Named], where: Where, report: PortReport,
+           beat: Callable[[], None]) -> tuple[bool, list[str]]:
+    """Settle ``plan.verify`` (see the module), filling ``plan.keep``.
+    Returns (whether the list proved incomplete, the pods to try again:
+    an outage, or not verified because the list was)."""
+    again: list[str] = []
+    incomplete = False
+    for i, uid in enumerate(plan.verify):
+        beat()
+        port_id, ip, mac = named[uid]
+        ns, name, _ = pods[uid]
+        try:
+            port = cloud.port(port_id)
+        except osa.OpenStackError as exc:
+            LOG.warning("pod %s/%s: port %s not verified: %s", ns, name,
+                        port_id, exc)
+            again += plan.verify[i:]
+            break
+        if port is not None:
+            LOG.warning("the port list lacked port %s of pod %s/%s, which "
+                        "Neutron still has: the list is not trusted this "
+                        "time", port_id, ns, name)
+            plan.keep[uid] = port.id
+            written.add(uid)
+            incomplete = True
+            again += plan.verify[i + 1:]
+            break
+        again += _remake(cloud, uid, (port_id, ip, mac), plan, pods, written,
+                         where, report)
+    return incomplete, again
+
+
+def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
+            pods: Pods, written: set[str], where: Where,
+            report: PortReport) -> list[str]:
+    """The port is gone: make it again as it was (see the module)."""
+    port_id, ip, mac = mine
+    ns, name, _ = pods[uid]
+    try:
+        port = cloud.create_port(
+            network_id=where.network_id, subnet_id=where.subnet_id,
+            name=f"kuryr-{ns}-{name}"[:255], device_id=uid,
+            tags=[where.tag] if where.tag else [], host=where.hosts(uid),
+            ip=ip, mac=mac)
+    except osa.OpenStackRefused as exc:
+        LOG.error("pod %s/%s: its port %s vanished and Neutron refused to "
+                  "make it again with %s and %s: %s; the pod is left alone",
+                  ns, name, port_id, ip, mac, exc)
+        report.fault_lost(uid, ns, name, f"port {port_id} vanished and "
+                          f"cannot be made again with address {ip} and MAC "
+                          f"{mac}: {exc}")
+        return []
+    except osa.OpenStackError as exc:
+        LOG.warning("pod %s/%s: port %s not made again yet: %s", ns, name,
+                    port_id, exc)
+        return [uid]
+    LOG.warning("pod %s/%s: its port %s vanished; made %s again with the "
+                "same address %s and MAC %s", ns, name, port_id, port.id,
+                ip, mac)
+    pods[uid] = (ns, name, port.id)
+    plan.keep[uid] = port.id
+    written.add(uid)
+    return []
