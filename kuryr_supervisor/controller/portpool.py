@@ -225,9 +225,11 @@ class PortPools:
         if self.board is None:
             return
         with self.lock:
+            # A disabled pool that never held a port is not shown.
             rows = [(key.label, dataclasses.replace(pool, free={},
                                                     claiming=set()),
-                     len(pool.free)) for key, pool in self.pools.items()]
+                     len(pool.free)) for key, pool in self.pools.items()
+                    if self.enabled or pool.free or pool.given_back]
         for row, (label, pool, free) in enumerate(rows):
             self.board.publish(
                 row, label, free=free, creating=pool.creating,

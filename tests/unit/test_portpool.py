@@ -171,3 +171,15 @@ def test_a_vanished_pool_port_falls_back_to_a_create(
     arrive(handler, pods)
     assert world.ported(pods)
     assert world.neutron.ports_for(pods[0]["metadata"]["uid"])[0]["id"] != gone
+
+
+def test_disabled_pool_makes_and_shows_nothing(
+        world: World, stopping: threading.Event) -> None:
+    world.conf.set_override("enabled", False, "vif_pool")
+    handler = running(world, stopping)
+    pods = world.add(2)
+    arrive(handler, pods)
+    time.sleep(0.5)
+    assert world.ported(pods) and world.neutron.updates == 0
+    assert world.neutron.bulk_sizes == [2]            # the pods' own create
+    assert handler.pools.board is not None and handler.pools.board.rows() == []
