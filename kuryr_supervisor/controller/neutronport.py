@@ -272,9 +272,11 @@ class NeutronPortHandler(PortWrites):
         now = self.pace.now()
         free = [u for u in create if self.inflight.get(u, 0.0) <= now]
         served = self.pools.serve(free, self.pods, self.nodes, self._beat)
-        for uid, error in served.failed.items():   # the claim may commit
-            self.uncertain = True
+        for uid, error in served.failed.items():
+            self.uncertain = uid in served.pending or self.uncertain
             self.retries.failed([uid], error, self.pods)
+        for uid, seconds in served.pending.items():   # the claim may commit
+            self.inflight[uid] = now + seconds
         rest = set(served.rest) | (set(create) - set(free))
         super()._create_and_write([u for u in create if u in rest],
                                   write + served.taken)

@@ -67,6 +67,8 @@ class PoolKey:
 class Pool:
     free: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
     claiming: set[str] = dataclasses.field(default_factory=set)
+    #: port id -> until when a claim whose answer was lost may commit
+    doubtful: dict[str, float] = dataclasses.field(default_factory=dict)
     creating: int = 0
     hits: int = 0
     misses: int = 0
@@ -78,6 +80,8 @@ class Served:
     taken: list[tuple[str, osa.Port]] = dataclasses.field(default_factory=list)
     rest: list[str] = dataclasses.field(default_factory=list)
     failed: dict[str, Exception] = dataclasses.field(default_factory=dict)
+    #: pods whose claim's answer was lost: seconds it may still commit
+    pending: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class PortPools:
@@ -128,10 +132,13 @@ class PortPools:
         for port in listed:
             (waiting if port.device_id == poolneutron.POOL_DEVICE
              else rest).append(port)
+        now = time.monotonic()
         with self.lock:
             pool = self.pool
+            pool.doubtful = {i: t for i, t in pool.doubtful.items() if t > now}
             new = [p for p in waiting
-                   if p.id not in pool.free and p.id not in pool.claiming]
+                   if p.id not in pool.free and p.id not in pool.claiming
+                   and p.id not in pool.doubtful]
             pool.free.update((p.id, p) for p in new)
         if new and not self.adopted.is_set():
             LOG.info("port pool %s: %d ports found in Neutron, kept",
@@ -174,22 +181,26 @@ class PortPools:
             self._claims = concurrent.futures.ThreadPoolExecutor(
                 max_workers=int(self.opts.ports_pool_claim_requests),
                 thread_name_prefix="pool-claim")
-        futures = {}
+        futures: dict[concurrent.futures.Future[osa.Port], tuple[str, str]] = {}
         for uid, port in pairs:
             name = f"kuryr-{pods[uid][0]}-{pods[uid][1]}"[:255]
             future = self._claims.submit(
                 poolneutron.claim, self.cloud, port.id, device_id=uid,
                 name=name, host=hosts.get(uid, ""))
             future.add_done_callback(self._claimed(port.id))
-            futures[future] = uid
+            futures[future] = (uid, port.id)
         end = time.monotonic() + self.cloud.deadline
         pending = set(futures)
         while pending and time.monotonic() < end:
             beat()
             _, pending = concurrent.futures.wait(pending, timeout=0.2)
         beat()
-        for future, uid in futures.items():
+        for future, (uid, port_id) in futures.items():
             self._outcome(future, uid, out)
+            if uid in out.pending:      # not handed out again meanwhile
+                with self.lock:
+                    self.pool.doubtful[port_id] = \
+                        time.monotonic() + out.pending[uid]
 
     def _claimed(self, port_id: str
                  ) -> Callable[[concurrent.futures.Future[osa.Port]], None]:
@@ -202,10 +213,12 @@ class PortPools:
 
     def _outcome(self, future: concurrent.futures.Future[osa.Port], uid: str,
                  out: Served) -> None:
+        window = 2 * float(self.cloud.deadline if self.cloud else 0.0)
         if not future.done():
             out.failed[uid] = osa.OpenStackUnavailable(
                 "Neutron PUT port (pool claim): no answer within "
-                f"{self.cloud.deadline if self.cloud else 0:g}s")
+                f"{window / 2:g}s")
+            out.pending[uid] = window
             return
         exc = future.exception()
         if exc is None:
@@ -219,6 +232,8 @@ class PortPools:
         else:
             out.failed[uid] = exc if isinstance(exc, Exception) \
                 else RuntimeError(str(exc))
+            if not isinstance(exc, osa.OpenStackRefused):
+                out.pending[uid] = window       # it may have been applied
 
     # -- figures -----------------------------------------------------------------------
     def publish(self) -> None:

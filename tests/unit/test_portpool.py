@@ -183,3 +183,30 @@ def test_disabled_pool_makes_and_shows_nothing(
     assert world.ported(pods) and world.neutron.updates == 0
     assert world.neutron.bulk_sizes == [2]            # the pods' own create
     assert handler.pools.board is not None and handler.pools.board.rows() == []
+
+
+def test_a_lost_claim_is_waited_for_not_doubled(
+        world: World, stopping: threading.Event) -> None:
+    """The claim's answer is lost (the update outlives the request
+    timeout) but Neutron applies it: the pod waits while it may commit,
+    then adopts that port; no second port is made for it."""
+    neutron = world.neutron
+    assert isinstance(neutron, PooledNeutron)
+    world.conf.set_override("openstack_timeout", 0.4, "controller")
+    world.conf.set_override("ports_pool_min", 2, "vif_pool")
+    world.conf.set_override("ports_pool_max", 2, "vif_pool")
+    handler = running(world, stopping)
+    wait_for(lambda: free(handler) == 2)
+    pool_ids = set(handler.pools.pool.free)
+    neutron.update_delay = 1.0
+    pods = world.add(1)
+    arrive(handler, pods)
+    assert not world.ported(pods)                     # the answer was lost
+    neutron.update_delay = 0.0
+    wait_for(lambda: (handler.tick(), world.ported(pods))[1], 20)
+    uid = pods[0]["metadata"]["uid"]
+    [port] = neutron.ports_for(uid)
+    assert port["id"] in pool_ids                     # the claimed one
+    assert neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
+    # Every other port is a pool port: none was made for the pod.
+    assert len(neutron.ports) == len(neutron.pool_ports()) + 1
