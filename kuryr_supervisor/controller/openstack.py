@@ -68,6 +68,10 @@ from kuryr_supervisor.kubernetes import fence
 
 LOG = logging.getLogger(__name__)
 
+#: Connections kept open to each of Keystone and Neutron (requests' own
+#: default, 10, is fewer than the controller's concurrent calls).
+CONNECTIONS = 32
+
 
 class OpenStack(NeutronApi):
     """The Keystone and Neutron calls the controller makes."""
@@ -111,6 +115,12 @@ class OpenStack(NeutronApi):
         # The session's timeout bounds token requests and discovery too.
         session = ks_loading.load_session_from_conf_options(
             conf, group, auth=auth, timeout=timeout)
+        # Concurrent callers (bulk creates in flight, pool claims) each
+        # keep their connection instead of opening and dropping one each.
+        from keystoneauth1 import session as ks_session
+        for scheme in ("https://", "http://"):
+            session.mount(scheme, ks_session.TCPKeepAliveAdapter(
+                pool_maxsize=CONNECTIONS))
         return cls(session, auth, timeout=timeout, login=LoginPolicy(
             float(conf.controller.token_renew_margin)))
 
