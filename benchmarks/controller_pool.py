@@ -164,8 +164,20 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
         code, body = daemon.get("/status")
         out["status_pools"] = json.loads(body).get("pools") if code == 200 else None
     out["neutron"] = cloud.requests(wall)
+    out["log"] = _warnings(daemon.log_path.read_text(errors="replace"))
     daemon.close()              # the next scenario runs alone
     return out
+
+
+def _warnings(log: str, most: int = 40) -> list[str]:
+    """The daemon's distinct warnings and errors (message text, first
+    ``most``), kept with the figures: the workspace is removed."""
+    seen: dict[str, None] = {}
+    for line in log.splitlines():
+        if " WARNING " in line or " ERROR " in line:
+            text = line.split(" [-] ", 1)[-1][:200]
+            seen.setdefault(text, None)
+    return list(seen)[:most]
 
 
 def _figures(kind: str, ref: dict[str, Any], warm: dict[str, Any]

@@ -15,10 +15,12 @@ GROUP = "vif_pool"
 OPTS: list[cfg.Opt] = [
     cfg.BoolOpt("enabled", default=False,
                 help="Keep ports made ahead of time for the neutron_port "
-                     "handler: a pod takes one with a single port update "
-                     "(device_id, name, binding:host_id) instead of waiting "
-                     "for a create. Off: no port is made ahead, and ports "
-                     "a pool left in Neutron are given back (deleted)."),
+                     "handler: a pod takes one at once (its PodPort written "
+                     "without waiting for Neutron; the port's device_id, "
+                     "name and binding:host_id updated in the background) "
+                     "instead of waiting for a create. Off: no port is made "
+                     "ahead, and ports a pool left in Neutron are given "
+                     "back (deleted)."),
     cfg.IntOpt("ports_pool_min", default=10, min=0, max=1000,
                help="Low-water mark: when fewer free ports than this remain "
                     "in a pool it is refilled in the background, a batch at "
@@ -40,8 +42,8 @@ OPTS: list[cfg.Opt] = [
                  help="Seconds between checks of every pool's size (a pool "
                       "that a pod took a port from is checked at once)."),
     cfg.IntOpt("ports_pool_claim_requests", default=16, min=1, max=64,
-               help="Port updates sent at once when a burst of pods takes "
-                    "ports from a pool."),
+               help="Port updates sent at once, in the background, when a "
+                    "burst of pods takes ports from a pool."),
 ]
 
 

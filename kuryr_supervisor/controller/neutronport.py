@@ -239,7 +239,7 @@ class NeutronPortHandler(PortWrites):
         self.retries.pending -= need    # failures below put them back
         ours, proven = portresync.proven(listed, self.owned.tag)
         del listed
-        ours = self.pools.adopt(ours)       # pool ports: the pool's
+        ours = self.pools.adopt(ours, self.pods, self.named)  # pool's
         self.report.sweep_proven(proven)
         listing = portresync.by_device(ours)
         del ours
@@ -271,12 +271,9 @@ class NeutronPortHandler(PortWrites):
         create in flight; the rest as :class:`PortWrites` makes them."""
         now = self.pace.now()
         free = [u for u in create if self.inflight.get(u, 0.0) <= now]
-        served = self.pools.serve(free, self.pods, self.nodes, self._beat)
-        for uid, error in served.failed.items():
-            self.uncertain = uid in served.pending or self.uncertain
-            self.retries.failed([uid], error, self.pods)
-        for uid, seconds in served.pending.items():   # the claim may commit
-            self.inflight[uid] = now + seconds
+        served = self.pools.serve(free, self.pods, self.nodes)
+        for uid, port in served.taken:
+            self.pods[uid] = (*self.pods[uid][:2], port.id)
         rest = set(served.rest) | (set(create) - set(free))
         super()._create_and_write([u for u in create if u in rest],
                                   write + served.taken)

@@ -47,7 +47,8 @@ def test_pool_in_status_and_metrics_and_kept_on_restart(
         for pod in pods:
             meta = pod["metadata"]
             spec = wait_until(lambda m=meta: cloud.podport("ns", m["name"]), 15)
-            [port] = cloud.neutron.ports_for(meta["uid"])
+            [port] = wait_until(
+                lambda m=meta: cloud.neutron.ports_for(m["uid"]), 15)
             assert spec["portId"] == port["id"]
             assert "kuryr-supervisor-pool" in port["tags"]   # from the pool
         wait_until(lambda: pool_ports(cloud) >= 5, 20)            # refilled
