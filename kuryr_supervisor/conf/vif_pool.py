@@ -41,9 +41,12 @@ OPTS: list[cfg.Opt] = [
                  max=3600.0,
                  help="Seconds between checks of every pool's size (a pool "
                       "that a pod took a port from is checked at once)."),
-    cfg.IntOpt("ports_pool_claim_requests", default=16, min=1, max=64,
+    cfg.IntOpt("ports_pool_claim_requests", default=4, min=1, max=64,
                help="Port updates sent at once, in the background, when a "
-                    "burst of pods takes ports from a pool."),
+                    "burst of pods takes ports from a pool: about the "
+                    "Neutron API's request threads (more only queue there, "
+                    "ahead of the controller's other calls); the pool is "
+                    "not refilled until they are applied."),
 ]
 
 

@@ -12,7 +12,10 @@ a port or a resync adopted the list, the thread looks at the pool:
   being made, nor more than the project's port quota has left (read
   before each batch).
 
-It starts only after the first resync adopted the pool ports already in
+While pods' claims are being applied (:mod:`.poolclaim`) it makes no
+port: those updates come first. It reads, once, the subnet a PodPort of a
+pool port needs, so the first pod of a burst does not wait for it. It
+starts only after the first resync adopted the pool ports already in
 Neutron (a restart keeps them, it does not make new ones), and it waits
 out failures (an outage, an exhausted quota) until its next turn, logging
 once per change. A bulk create whose answer was lost may still have made
@@ -40,6 +43,7 @@ class Refill:
                  owned: Any) -> None:
         self.pools, self.cloud, self.owned = pools, cloud, owned
         self._failing = ""
+        self._warm = False
 
     def run(self, stopping: threading.Event) -> None:
         opts = self.pools.opts
@@ -56,11 +60,29 @@ class Refill:
 
     def step(self, stopping: threading.Event) -> None:
         self.give_back()
-        while self.pools.enabled and not stopping.is_set():
+        self.warm()
+        # Pods first: their ports' updates go before a refill's creates
+        # (a real Neutron serves a few requests at a time).
+        while self.pools.enabled and not stopping.is_set() \
+                and not len(self.pools.claims):
             count = self.shortfall()
             if count <= 0:
                 return
             self.refill(count)
+
+    def warm(self) -> None:
+        """Read once what a PodPort of a pool port needs (its subnet), so
+        the first pod of a burst does not wait for it."""
+        if self._warm:
+            return
+        with self.pools.lock:
+            port = next(iter(self.pools.pool.free.values()), None)
+        if port is not None:
+            try:
+                self.owned.data(port.device_id, port)
+            except ValueError:
+                pass                    # reported when a pod needs it
+            self._warm = True
 
     def give_back(self) -> None:
         pools = self.pools
