@@ -91,6 +91,12 @@ class Timeout(TryAgain):
     """The operation did not finish within the client's time limit."""
 
 
+class PortBindingFailed(TryAgain):
+    """Neutron failed to bind the pod's port (``binding_failed``): code 11,
+    never counted; the sandbox is tried again, the controller reports the
+    pod (a Warning Event)."""
+
+
 class NotAvailable(CNIError):
     """STATUS: the plugin cannot take ADDs (spec code 50)."""
 

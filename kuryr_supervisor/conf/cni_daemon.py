@@ -48,6 +48,15 @@ OPTS = [
                  help="With address_source = podport: seconds ADD waits "
                       "for the controller's PodPort before failing with "
                       "code 11 (try again later)."),
+    cfg.BoolOpt("wait_for_active_port", default=False, mutable=True,
+                help="With address_source = podport: ADD also waits, "
+                     "within annotation_timeout, until the PodPort says "
+                     "the Neutron port is ACTIVE (as Kuryr's CNI waits for "
+                     "an active VIF). Off by default: the Linux bridge "
+                     "binding has no Neutron agent to make a port ACTIVE. "
+                     "A port Neutron failed to bind (BINDING_FAILED) gets "
+                     "CNI code 11 at once, naming it, never counted "
+                     "against the node's ADD failure budget."),
 ]
 
 

@@ -123,6 +123,14 @@ PORT_OPTS = [
     cfg.FloatOpt("port_create_timeout_max", default=120.0, min=1.0,
                  help="Longest timeout of one port create request "
                       "(seconds)."),
+    cfg.FloatOpt("port_status_interval", default=0.0, min=0.0, mutable=True,
+                 help="Seconds between asking Neutron, by id, for the "
+                      "status of ports made in the last two minutes that "
+                      "are not ACTIVE yet, so their PodPort says ACTIVE (or "
+                      "BINDING_FAILED) soon after Neutron does. 0 "
+                      "(default): statuses are written at each resync "
+                      "only. Set it (e.g. 1) with the CNI role's "
+                      "wait_for_active_port."),
 ]
 
 

@@ -66,10 +66,12 @@ from kuryr_supervisor.controller.podportwriter import PodPortWriter
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import Retries
+from kuryr_supervisor.controller.portstatus import PortStatus
 from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -104,6 +106,7 @@ class NeutronPortHandler(PortWrites):
                          batch_seconds=float(opts.port_batch_seconds),
                          size=portbatch.MAX_PORTS)
         self.report = PortReport(client, ctx.state)
+        self.status = PortStatus(self.report)
         self.retries = Retries(ctx)
         self.batch = portbatch.Batch()
         #: Neutron may hold ports we do not know of (a lost answer, or not
@@ -154,10 +157,15 @@ class NeutronPortHandler(PortWrites):
         """Heartbeat, then a due batch, retries and the periodic resync."""
         self._beat()
         self._flush_if_due()
+        if self.cloud is not None and self.client is not None:
+            self.status.poll(self.cloud, self.client, self.pods, float(
+                self.ctx.conf.controller.port_status_interval), self._beat)
         now = time.monotonic()
         if self.retries.due(now):
             self.resync(set(self.retries.pending))
             self.retries.tried()
+            if not self.retries.pending:        # nobody waits for an address
+                self.report.fault(Fault.SUBNET_FULL, False)
         elif self._swept_at and now - self._swept_at >= float(
                 self.ctx.conf.controller.resync_interval):
             self.resync({uid for uid, (_, _, port) in self.pods.items() if port})
@@ -203,6 +211,7 @@ class NeutronPortHandler(PortWrites):
         self.nodes.pop(pod.uid, None)
         self.inflight.pop(pod.uid, None)
         self.report.forget(pod.uid)
+        self.status.forget(pod.uid)
         self.retries.release(pod, lambda: self.owned.release(
             pod, port, look_up=self.uncertain))
         self._flush_if_due()
@@ -224,9 +233,11 @@ class NeutronPortHandler(PortWrites):
         self._swept_at = time.monotonic()
         try:
             if not self._indexed:
-                self.named.update(self._podport_writer().index(self._beat))
-                self.named = {u: n for u, n in self.named.items()
-                              if u in self.pods}
+                for uid, (mine, said) in self._podport_writer().index(
+                        self._beat).items():
+                    if uid in self.pods:
+                        self.named[uid] = mine
+                        self.status.said[uid] = said
                 self.written |= self.named.keys()
                 self._indexed = True
             listed = self.owned.listed()
@@ -263,6 +274,9 @@ class NeutronPortHandler(PortWrites):
         elif proven:
             portresync.sweep(self.cloud, listing, self.pods, plan.keep,
                              self._beat)
+        self.status.seen(self.client, self.pods, (
+            (uid, port) for uid, kept in plan.keep.items() if uid in self.named
+            for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self._create_and_write(plan.create, plan.write)
 
     def _create_and_write(self, create: list[str],

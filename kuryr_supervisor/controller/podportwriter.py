@@ -123,10 +123,11 @@ class PodPortWriter:
         done.update((uid, future.exception()) for future, uid in futures.items())
         return done
 
-    def index(self, beat: Callable[[], None]) -> dict[str, tuple[str, str, str]]:
-        """Pod UID -> (port id, address, MAC) of every valid PodPort of the
-        cluster (paged); raises the API's error."""
-        out: dict[str, tuple[str, str, str]] = {}
+    def index(self, beat: Callable[[], None]
+              ) -> dict[str, tuple[tuple[str, str, str], str]]:
+        """Pod UID -> ((port id, address, MAC), status.portStatus) of every
+        valid PodPort of the cluster (paged); raises the API's error."""
+        out: dict[str, tuple[tuple[str, str, str], str]] = {}
         token = ""
         while True:
             page, token = self.client.page_podports(limit=PAGE_SIZE,
@@ -134,7 +135,7 @@ class PodPortWriter:
             for obj in page:
                 found = named(obj)
                 if found is not None:
-                    out[found[0]] = found[1]
+                    out[found[0]] = (found[1], podport.port_status(obj))
             del page
             beat()
             if not token:

@@ -31,7 +31,7 @@ LOG = logging.getLogger(__name__)
 #: Pods remembered as told (per reason); older ones may be told again.
 MEMORY = 10_000
 #: The Events' reasons.
-REASONS = ("PortSubnetFull", "PortLost")
+REASONS = ("PortSubnetFull", "PortLost", "PortBindingFailed")
 
 
 class PortReport:

@@ -24,10 +24,17 @@ from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import OUTAGES, Retries
+from kuryr_supervisor.controller.portstatus import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
+
+
+def _no_binding(exc: Exception) -> bool:
+    """Neutron's policy refused ``binding:host_id`` (403)."""
+    return isinstance(exc, osa.OpenStackRefused) and exc.status == 403 \
+        and "binding:host_id" in str(exc)
 
 
 class PortWrites:
@@ -45,7 +52,10 @@ class PortWrites:
     pace: Pace
     retries: Retries
     report: PortReport
+    status: PortStatus
     uncertain: bool
+    #: binding:host_id is sent (until Neutron's policy refuses it)
+    bind_hosts: bool = True
     _writer: PodPortWriter | None
     _beat: Callable[[], None]
 
@@ -85,7 +95,8 @@ class PortWrites:
             out = portbatch.create(
                 self.cloud, devices, network_id=self.owned.network_id,
                 subnet_id=self.subnet_id, tag=self.owned.cluster_tag(),
-                pace=self.pace, hosts=self.nodes, beat=self._beat,
+                pace=self.pace, hosts=self.nodes if self.bind_hosts else {},
+                beat=self._beat,
                 in_flight=int(self.ctx.conf.controller.port_create_requests),
                 on_made=made)
         except OUTAGES as exc:         # the cluster tag: nothing made
@@ -100,6 +111,17 @@ class PortWrites:
             self.report.subnet_full(full, str(out.failed[full[0][0]]))
         elif out.made:
             self.report.fault(Fault.SUBNET_FULL, False)
+        if self.bind_hosts and any(_no_binding(e) for e in out.failed.values()):
+            # Neutron's policy keeps binding:host_id from this user: ports
+            # are made unbound rather than not at all (said once).
+            LOG.warning("Neutron refuses binding:host_id to the controller's "
+                        "user; ports are created without it (grant a role "
+                        "that may set it to bind them to their node)")
+            self.bind_hosts = False
+            self.retries.wait([u for u, e in out.failed.items()
+                               if _no_binding(e)])
+            out.failed = {u: e for u, e in out.failed.items()
+                          if not _no_binding(e)}
         for uid, error in out.failed.items():
             if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
                 self.uncertain = True       # the answer was lost
@@ -126,6 +148,7 @@ class PortWrites:
             elif error is None and uid in ports:
                 port = ports[uid]
                 self.named[uid] = (port.id, str(port.ip), port.mac.lower())
+                self.status.made(uid, port.id)
             if error is None:
                 self.written.add(uid)
                 self.nodes.pop(uid, None)

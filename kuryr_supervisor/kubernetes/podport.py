@@ -115,20 +115,49 @@ def _own(obj: Mapping[str, Any] | None, uid: str) -> PortData | None:
     return data
 
 
+#: What the controller says of the port in ``status.portStatus``.
+ACTIVE, BINDING_FAILED = "ACTIVE", "BINDING_FAILED"
+
+
+def port_status(obj: Mapping[str, Any]) -> str:
+    """``status.portStatus`` ("" when the controller has not said yet)."""
+    status = obj.get("status")
+    value = status.get("portStatus") if isinstance(status, Mapping) else ""
+    return str(value or "")
+
+
 def waiter(source: PodPortSource) -> Wait:
     """(namespace, name, pod uid, seconds) -> the pod's PodPort data,
     waiting up to ``seconds``: one list of that one name, then a watch
     from the list's resourceVersion, so the PodPort is seen the moment the
     controller writes it, with no polling. None when the time is up;
     :class:`Invalid` when the pod's PodPort does not hold up."""
+    wait = status_waiter(source, settled=False)
+
+    def data_only(namespace: str, name: str, uid: str,
+                  seconds: float) -> PortData | None:
+        found = wait(namespace, name, uid, seconds)
+        return found[0] if found is not None else None
+    return data_only
+
+
+StatusWait = Callable[[str, str, str, float], "tuple[PortData, str] | None"]
+
+
+def status_waiter(source: PodPortSource, *, settled: bool) -> StatusWait:
+    """As :func:`waiter`, the port's status beside its data; ``settled``:
+    wait until the status is :data:`ACTIVE` or :data:`BINDING_FAILED`."""
+    def accept(obj: Mapping[str, Any]) -> bool:
+        return not settled or port_status(obj) in (ACTIVE, BINDING_FAILED)
+
     def wait(namespace: str, name: str, uid: str,
-             seconds: float) -> PortData | None:
+             seconds: float) -> tuple[PortData, str] | None:
         deadline = time.monotonic() + seconds
         items, version = source.list_podport(namespace, name)
         for obj in items:
             found = _own(obj, uid)
-            if found is not None:
-                return found
+            if found is not None and accept(obj):
+                return found, port_status(obj)
         if seconds <= 0:
             return None
         stream = source.watch_podport(namespace, name, version, seconds)
@@ -137,8 +166,10 @@ def waiter(source: PodPortSource) -> Wait:
                 if event.type == "DELETED" or event.pod is None:
                     continue
                 found = _own(event.pod, uid)
-                if found is not None or time.monotonic() >= deadline:
-                    return found
+                if found is not None and accept(event.pod):
+                    return found, port_status(event.pod)
+                if time.monotonic() >= deadline:
+                    return None
         finally:
             stream.close()
         return None

@@ -81,6 +81,13 @@ class PodPortCalls(K8sTransport):
             "PUT", self._podports(namespace, name), body=dict(obj))
         return out
 
+    def patch_podport_status(self, namespace: str, name: str,
+                             status: Mapping[str, Any]) -> None:
+        """Merge ``status`` into the PodPort's status subresource."""
+        self._json("PATCH", self._podports(namespace, name) + "/status",
+                   body={"status": dict(status)},
+                   content_type="application/merge-patch+json")
+
     def delete_podport(self, namespace: str, name: str,
                        uid: str = "") -> bool:
         """Delete (with ``uid`` as precondition); False if already gone."""

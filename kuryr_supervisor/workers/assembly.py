@@ -84,18 +84,24 @@ def build_server_service(conf: cfg.ConfigOpts,
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
     # "annotation" is the deprecated name of "podport": the pod's own
     # annotation is never read (its owner can write it).
-    lookup = (podport_lookup(client) if conf.cni_daemon.address_source in
-              ("podport", "annotation") else None)
+    lookup = (podport_lookup(client, active=lambda: bool(
+        conf.cni_daemon.wait_for_active_port))
+        if conf.cni_daemon.address_source in ("podport", "annotation")
+        else None)
     return build_service(conf, state, pod_check=checker.check_pod,
                          subnet=subnet, lookup=lookup)
 
 
-def podport_lookup(client: k8s.K8sClient) -> Lookup:
+def podport_lookup(client: k8s.K8sClient, *,
+                   active: Callable[[], bool] = lambda: False) -> Lookup:
     """The pod's address from the PodPort the controller writes (never
     from anything the pod's owner can write), waiting on a watch of it. A
     runtime that leaves K8S_POD_UID out: the pod's UID is read from the
-    API, so the PodPort is still held to this pod."""
-    wait = podport.waiter(client)
+    API, so the PodPort is still held to this pod. ``active()`` (the
+    ``wait_for_active_port`` option): wait until the PodPort says the port
+    is ACTIVE; a port Neutron failed to bind is refused at once."""
+    waits = {False: podport.status_waiter(client, settled=False),
+             True: podport.status_waiter(client, settled=True)}
 
     def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
         api_uid = ""
@@ -105,12 +111,19 @@ def podport_lookup(client: k8s.K8sClient) -> Lookup:
                 return None
             api_uid = obj.uid
         try:
-            data = wait(pod.namespace, pod.name, pod.uid or api_uid, seconds)
+            found = waits[active()](pod.namespace, pod.name,
+                                    pod.uid or api_uid, seconds)
         except podport.Invalid as exc:
             raise errors.InvalidConfig(
                 f"PodPort {pod.namespace}/{pod.name} refused: {exc}") from exc
-        if data is None:
+        if found is None:
             return None
+        data, status = found
+        if status == podport.BINDING_FAILED:
+            raise errors.PortBindingFailed(
+                f"Neutron failed to bind port {data.port_id} of pod "
+                f"{pod.namespace}/{pod.name} (binding_failed); see the "
+                f"pod's Events")
         return FixedAddress(data.address, data.gateway, data.mac,
                             pod_uid=data.pod_uid, port_id=data.port_id,
                             api_uid=api_uid)

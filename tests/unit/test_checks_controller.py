@@ -155,3 +155,27 @@ def test_openstack_check_bounded_by_its_deadline() -> None:
     _time.sleep(0.1)
     result = check.run(_time.monotonic())
     assert not result.ok and "late" in result.message
+
+
+def test_neutron_ports_check_names_the_full_subnet(conf: cfg.ConfigOpts) -> None:
+    """A full subnet fails readiness naming it; a sweep that is off or a
+    lost port is said in the message without failing it; a fault cleared
+    clears the check."""
+    from kuryr_supervisor.health.checks.controller import NeutronPortsCheck
+    from kuryr_supervisor.state import Fault
+    conf.set_override("pod_subnet_id", "subnet-42", "controller")
+    state = SharedState.create(multiprocessing.get_context("fork"),
+                               active=controller_components(["neutron_port"]))
+    check = NeutronPortsCheck(state, conf)
+    assert check.run(0.0).ok and check.run(0.0).message == "ok"
+    state.set_fault(Fault.SWEEP_UNPROVEN, True)
+    result = check.run(0.0)
+    assert result.ok and "the port sweep is off" in result.message
+    state.set_fault(Fault.SUBNET_FULL, True)
+    result = check.run(0.0)
+    assert not result.ok
+    assert result.message.startswith("pod subnet subnet-42 has no free address")
+    assert "sweep is off" in result.message
+    state.set_fault(Fault.SUBNET_FULL, False)
+    state.set_fault(Fault.SWEEP_UNPROVEN, False)
+    assert check.run(0.0).message == "ok"

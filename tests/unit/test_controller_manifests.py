@@ -189,6 +189,9 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     assert current is not None
     obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     client.replace_podport("ns", "p", obj)
+    client.patch_podport_status("ns", "p", {"portStatus": "ACTIVE"})
+    from kuryr_supervisor.controller.portreport import pod_event
+    client.create_event("ns", pod_event(uid, "ns", "p", "PortLost", "gone"))
     client.delete_podport("ns", "p", uid=current["metadata"]["uid"])
     client.probe_watch(1)
     client.probe(1)
@@ -208,6 +211,12 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
             used.add(("", "namespaces", verbs[method]))
         elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
             used.add(("", "pods", verbs[method]))
+        elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
+            used.add(("", "events", verbs[method]))
+        elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"] and \
+                parts[-1] == "status":
+            used.add(("kuryr-supervisor.openstack.org", "podports/status",
+                      verbs[method]))
         elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"]:
             used.add(("kuryr-supervisor.openstack.org", "podports",
                       "list" if method == "GET" and parts[-1] == "podports"

@@ -107,3 +107,37 @@ def test_client_create_replace_delete(api: FakeAPI) -> None:
     assert client.delete_podport("ns", "web", uid=current["metadata"]["uid"])
     assert client.get_podport("ns", "web") is None
     assert client.delete_podport("ns", "web") is False
+
+
+def test_lookup_waits_for_an_active_port_and_refuses_a_failed_one(api: FakeAPI) -> None:
+    """[cni_daemon] wait_for_active_port: the address only once the
+    PodPort says ACTIVE; BINDING_FAILED is a clear, uncounted error."""
+    import ipaddress
+
+    from kuryr_supervisor import errors
+    from kuryr_supervisor.cni.ipam.records import PodRef
+    from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+    from kuryr_supervisor.workers.assembly import podport_lookup
+    pod = api.add_pod("ns", "web", "node-a")
+    uid = pod["metadata"]["uid"]
+    data = PortAnnotation(port_id="p1", pod_uid=uid, mac="fa:16:3e:00:00:01",
+                          address=ipaddress.IPv4Interface("10.0.0.5/24"),
+                          gateway=ipaddress.IPv4Address("10.0.0.1"))
+    client = api.client()
+    client.create_podport("ns", podport.body("ns", "web", data))
+    active = [True]
+    lookup = podport_lookup(client, active=lambda: active[0])
+    ref = PodRef(namespace="ns", name="web", uid=uid)
+    assert lookup(ref, 0.3) is None                     # no status yet
+    client.patch_podport_status("ns", "web", {"portStatus": "DOWN"})
+    assert lookup(ref, 0.3) is None
+    client.patch_podport_status("ns", "web", {"portStatus": "ACTIVE"})
+    found = lookup(ref, 0.3)
+    assert found is not None and found.address == data.address
+    client.patch_podport_status("ns", "web", {"portStatus": "BINDING_FAILED"})
+    with pytest.raises(errors.PortBindingFailed, match="failed to bind port p1"):
+        lookup(ref, 0.3)
+    assert not errors.PortBindingFailed("x").wire.counts_as_failure
+    active[0] = False                                    # the option off
+    client.patch_podport_status("ns", "web", {"portStatus": "DOWN"})
+    assert lookup(ref, 0.3) is not None

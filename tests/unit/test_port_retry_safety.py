@@ -292,3 +292,63 @@ def test_a_full_subnet_is_not_the_handlers_fault(tmp_path: Path) -> None:
         assert w.counts.total == 0
     finally:
         stop(w)
+
+
+def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
+    """Ports as Neutron wants them (bound to the pod's node, device_id the
+    pod's UID, the cluster tag) and their status in the PodPort: DOWN at
+    the resync, ACTIVE from the poll once Neutron says so; a port that
+    failed to bind is BINDING_FAILED with a Warning Event on the pod."""
+    w = make_world(tmp_path, port_status_interval=0.1)
+    try:
+        w.neutron.faults.bind = "DOWN"                  # no agent yet
+        pods = w.add(3)
+        handler = start(w, pods)
+        drive(handler, lambda: w.ported(pods), 10)
+        tag = f"kuryr-supervisor:{w.api.namespaces['kube-system']}"
+        for pod in pods:
+            [port] = w.neutron.ports_for(pod["metadata"]["uid"])
+            assert port["binding:host_id"] == "node-a"
+            assert port["device_owner"] == "compute:kuryr" and port["tags"] == [tag]
+        handler.resync(set(handler.pods))
+
+        def said(name: str) -> str:
+            return str((w.api.podports[("ns", name)].get("status") or {})
+                       .get("portStatus", ""))
+        assert [said(f"p{i}") for i in range(3)] == ["DOWN"] * 3
+        uid = pods[0]["metadata"]["uid"]
+        w.neutron.ports_for(uid)[0]["status"] = "ACTIVE"       # Neutron's
+        w.neutron.ports_for(pods[1]["metadata"]["uid"])[0][
+            "binding:vif_type"] = "binding_failed"
+        drive(handler, lambda: said("p0") == "ACTIVE" and
+              said("p1") == "BINDING_FAILED", 5)
+        assert said("p2") == "DOWN"
+        events = [e["reason"] for e in w.api.core_events.values()
+                  if e["involvedObject"]["name"] == "p1"]
+        assert events == ["PortBindingFailed"]
+        spec = specs(w)
+        handler.resync(set(handler.pods))            # nothing more to write
+        assert specs(w) == spec and w.counts.total == 0
+        # a restart reads what the PodPorts say: it writes nothing
+        writes = w.writes()
+        second = w.handler()
+        w.start(second)
+        assert w.writes() == writes
+    finally:
+        stop(w)
+
+
+def test_ports_made_unbound_when_policy_refuses_binding(tmp_path: Path) -> None:
+    """A controller user without a role that may set binding:host_id: the
+    ports are made without it (said once), nothing is counted."""
+    w = make_world(tmp_path)
+    try:
+        w.neutron.keystone.roles = ["member"]
+        pods = w.add(4)
+        handler = start(w, pods)
+        handler.retries.at = 0.0
+        drive(handler, lambda: w.ported(pods), 10)
+        assert not handler.bind_hosts and w.counts.total == 0
+        assert all(p["binding:host_id"] == "" for p in w.neutron.ports.values())
+    finally:
+        stop(w)
