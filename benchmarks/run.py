@@ -32,6 +32,7 @@ from benchmarks import (
     cni_latency,
     controller,
     controller_pool,
+    controller_real,
     controller_scale,
     controller_slow,
     fleet,
@@ -53,7 +54,8 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "recovery": recovery.run,
     "controller": controller.run, "controller-scale": controller_scale.run,
     "controller-pool": controller_pool.run,
-    "controller-slow": controller_slow.run, "fleet": fleet.run,
+    "controller-slow": controller_slow.run,
+    "controller-real": controller_real.run, "fleet": fleet.run,
 }
 
 

@@ -217,3 +217,25 @@ def test_binding_host_needs_a_role(ports: Ports) -> None:
     assert answer.status == 403, answer
     rest.request("DELETE", f"{ports.url}/{bound['id']}",
                  token=cloud.token()).expect(204)
+
+
+def test_what_the_controller_sees(ports: Ports) -> None:
+    """Its project's ports and the ports on its network, whoever owns
+    them; never another project's port elsewhere. Its quota counts its
+    own ports only."""
+    cloud = ports.cloud
+    quota_url = f"{cloud.neutron_url}/v2.0/quotas/{cloud.project_id}/details"
+    used = rest.request("GET", quota_url, token=cloud.token()).expect(200)
+    device = f"{ports.tag}-foreign"
+    mine = cloud.foreign_port(device, on_pod_network=True, tags=[ports.tag])
+    other = cloud.foreign_port(device, on_pod_network=False, tags=[ports.tag])
+    try:
+        seen = ports.list(device_id=device).expect(200)["ports"]
+        assert [p["id"] for p in seen] == [mine["id"]]
+        answer = rest.request("GET", f"{ports.url}/{other['id']}",
+                              token=cloud.token())
+        assert answer.status == 404, answer
+        after = rest.request("GET", quota_url, token=cloud.token()).expect(200)
+        assert after["quota"]["port"]["used"] == used["quota"]["port"]["used"]
+    finally:
+        cloud.admin("DELETE", f"/v2.0/ports/{other['id']}")
