@@ -63,11 +63,11 @@ from kuryr_supervisor.controller import (
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
+from kuryr_supervisor.controller.poolwrites import PooledWrites
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import Retries
 from kuryr_supervisor.controller.portstatus import PortStatus
-from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
@@ -79,7 +79,7 @@ LOG = logging.getLogger(__name__)
 _TRIM_FROM = 1000
 
 
-class NeutronPortHandler(PortWrites):
+class NeutronPortHandler(PooledWrites):
     """See the module docstring. ``client`` and ``cloud`` default to the
     configured Kubernetes and OpenStack adapters."""
 
@@ -278,16 +278,3 @@ class NeutronPortHandler(PortWrites):
             (uid, port) for uid, kept in plan.keep.items() if uid in self.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self._create_and_write(plan.create, plan.write)
-
-    def _create_and_write(self, create: list[str],
-                          write: list[tuple[str, osa.Port]]) -> None:
-        """Pool ports first ([vif_pool], :mod:`.portpool`) for pods with no
-        create in flight; the rest as :class:`PortWrites` makes them."""
-        now = self.pace.now()
-        free = [u for u in create if self.inflight.get(u, 0.0) <= now]
-        served = self.pools.serve(free, self.pods, self.nodes)
-        for uid, port in served.taken:
-            self.pods[uid] = (*self.pods[uid][:2], port.id)
-        rest = set(served.rest) | (set(create) - set(free))
-        super()._create_and_write([u for u in create if u in rest],
-                                  write + served.taken)

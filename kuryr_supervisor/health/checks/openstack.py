@@ -176,8 +176,10 @@ def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
 
     def deadline() -> float:
         return check_deadline(conf)
-    # The adapter's own whole-call bound is the check's, never longer.
-    cloud.deadline = min(cloud.deadline, deadline())
+    # The adapter's own whole-call bound is shorter than the check's, so
+    # a hung call fails inside the check with the adapter's words (naming
+    # Keystone or Neutron), before the check's own wait runs out.
+    cloud.deadline = min(cloud.deadline, 0.8 * deadline())
     return [KeystoneCheck(cloud, interval, deadline=deadline),
             NeutronCheck(cloud, lambda: str(opts.project_id), interval,
                          deadline=deadline)]
