@@ -29,8 +29,8 @@ POOL_DEVICE = "kuryr-supervisor-pool"
 #: Tag of every port made for a pool.
 POOL_TAG = "kuryr-supervisor-pool"
 #: Seconds of request timeout granted per port of a bulk create (a real
-#: Neutron takes 0.1-0.2 s a port, more under load).
-SECONDS_PER_PORT = 0.5
+#: Neutron takes 0.1-0.2 s a port idle, above 1 s on a busy machine).
+SECONDS_PER_PORT = 1.5
 
 
 def _sized(cloud: osa.OpenStack, ports: int) -> osa.OpenStack:

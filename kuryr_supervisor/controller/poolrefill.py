@@ -19,8 +19,9 @@ starts only after the first resync adopted the pool ports already in
 Neutron (a restart keeps them, it does not make new ones), and it waits
 out failures (an outage, an exhausted quota) until its next turn, logging
 once per change. A bulk create whose answer was lost may still have made
-its ports: the next resync finds and adopts them, and a pool that then
-holds too many gives the extra back.
+its ports: the thread lists the pool ports at its next turn and adopts
+them (so does every resync), and a pool that then holds too many gives
+the extra back.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ class Refill:
         self.pools, self.cloud, self.owned = pools, cloud, owned
         self._failing = ""
         self._warm = False
+        self._relist = False
 
     def run(self, stopping: threading.Event) -> None:
         opts = self.pools.opts
@@ -59,6 +61,7 @@ class Refill:
             self.pools.wake.clear()
 
     def step(self, stopping: threading.Event) -> None:
+        self.relist()
         self.give_back()
         self.warm()
         # Pods first: their ports' updates go before a refill's creates
@@ -69,6 +72,27 @@ class Refill:
             if count <= 0:
                 return
             self.refill(count)
+            self.warm()
+
+    def relist(self) -> None:
+        """After a bulk create whose answer was lost: the pool ports
+        Neutron holds (they may have been made), adopted now rather than
+        at the next resync. Ports a pod holds (a claim not yet applied)
+        are skipped: they are that pod's."""
+        if not self._relist:
+            return
+        ports = self.cloud.ports_of(poolneutron.POOL_DEVICE,
+                                    network_id=self.owned.network_id,
+                                    tag=self.owned.tag)
+        pools = self.pools
+        with pools.lock:
+            new = [p for p in ports if p.id not in pools.pool.free
+                   and not pools.claims.owner(p.id)]
+            pools.pool.free.update((p.id, p) for p in new)
+        self._relist = False
+        if new:
+            LOG.info("port pool %s: %d ports of a lost answer found, kept",
+                     pools.key.label, len(new))
 
     def warm(self) -> None:
         """Read once what a PodPort of a pool port needs (its subnet), so
@@ -128,6 +152,11 @@ class Refill:
                 self.cloud, network_id=self.owned.network_id,
                 subnet_id=pools.key.subnet_id, tag=self.owned.tag,
                 count=count)
+        except osa.OpenStackRefused:
+            raise                       # nothing was made
+        except Exception:
+            self._relist = True         # made or not: Neutron will say
+            raise
         finally:
             with pools.lock:
                 pools.pool.creating -= count

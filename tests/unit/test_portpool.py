@@ -223,3 +223,18 @@ def test_disabled_pool_makes_and_shows_nothing(
     assert world.ported(pods) and world.neutron.updates == 0
     assert world.neutron.bulk_sizes == [2]            # the pods' own create
     assert handler.pools.board is not None and handler.pools.board.rows() == []
+
+
+def test_a_lost_refill_answer_is_adopted_not_made_again(
+        world: World, stopping: threading.Event) -> None:
+    """Neutron makes a refill's ports but its answer is lost (500): the
+    pool finds them at its next turn; nothing is made twice or deleted."""
+    world.conf.set_override("ports_pool_min", 10, "vif_pool")
+    world.conf.set_override("ports_pool_max", 10, "vif_pool")
+    world.neutron.lose_bulk_answers = 1
+    handler = running(world, stopping)
+    wait_for(lambda: free(handler) == 10)
+    time.sleep(0.5)
+    assert world.neutron.bulk_sizes == [10]
+    assert len(world.neutron.pool_ports()) == 10
+    assert world.neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
