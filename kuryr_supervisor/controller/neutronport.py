@@ -33,7 +33,8 @@ a port created just before a kill is found by the next run's resync and
 adopted; a create whose answer was lost with no status (a timeout) may
 still commit, so its pods get no new create until it no longer can, and
 its late ports are adopted, or deleted as duplicates once the pod has
-another; a written PodPort is never changed (address, MAC, port id).
+another; a PodPort the CNI role has bound (``status.boundAt``) is never
+changed (address, MAC, port id).
 Per pod the handler keeps the UID, namespace, name and port id (one
 tuple), the UID in a set once its PodPort is written, and what that
 PodPort names.
@@ -92,7 +93,7 @@ class NeutronPortHandler(PooledWrites):
         #: uid -> (namespace, name, port id or "") of every live pod
         self.pods: dict[str, tuple[str, str, str]] = {}
         self.written: set[str] = set()            # uids with their PodPort
-        #: uid -> what its written PodPort names (immutable once written)
+        #: uid -> what its written PodPort names (kept; immutable once bound)
         self.named: dict[str, portresync.Named] = {}
         self._indexed = False                 # PodPorts not listed yet
         #: uid -> node, for pods still without a port (binding:host_id)
@@ -263,7 +264,7 @@ class NeutronPortHandler(PooledWrites):
             self.inflight.pop(uid, None)
         self.retries.wait(plan.waiting)
         incomplete, again = portverify.verify(
-            self.cloud, plan, self.pods, self.written, self.named,
+            self.cloud, self.client, plan, self.pods, self.written, self.named,
             portverify.Where(self.owned.network_id, self.subnet_id,
                              self.owned.tag, lambda u: self.nodes.get(u, "")),
             self.report, self._beat)

@@ -50,8 +50,9 @@ Item = tuple[str, str, str, podport.PortData]
 
 
 class Kept(Exception):
-    """The pod's PodPort names another port and is never rewritten (a
-    written PodPort is immutable); ``named`` is what it names."""
+    """The pod's PodPort names another port and is bound (the CNI role
+    recorded ``status.boundAt``): it is never rewritten; ``named`` is what
+    it names."""
 
     def __init__(self, named: tuple[str, str, str]) -> None:
         super().__init__(f"the PodPort names port {named[0]}")
@@ -69,8 +70,9 @@ def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
 
 def write(client: k8s.K8sClient, namespace: str, name: str,
           data: podport.PortData) -> None:
-    """Create the PodPort, or replace an earlier pod's of the same name;
-    the pod's own PodPort is never changed (:class:`Kept`)."""
+    """Create the PodPort, or replace an earlier pod's of the same name
+    or the pod's own while it is not bound; a bound one is never changed
+    (:class:`Kept`)."""
     obj = podport.body(namespace, name, data)
     try:
         client.create_podport(namespace, obj)
@@ -84,7 +86,8 @@ def write(client: k8s.K8sClient, namespace: str, name: str,
     if podport.same(current, data):
         return
     mine = named(current)
-    if mine is not None and mine[0] == data.pod_uid:
+    if mine is not None and mine[0] == data.pod_uid and \
+            podport.bound_at(current):
         raise Kept(mine[1])
     obj["metadata"]["resourceVersion"] = (
         current.get("metadata") or {}).get("resourceVersion", "")

@@ -8,7 +8,7 @@ The rules, so that a pod's address never changes under it:
 
 - A pod whose PodPort is written keeps the port its PodPort names (by id,
   or by the PodPort's address and MAC: a vanished port made again as it
-  was). Its PodPort is never rewritten; any other port of that pod (a
+  was). Its PodPort is not rewritten here; any other port of that pod (a
   late commit of a create whose answer was lost, a second replica's) is
   a duplicate and is deleted.
 - If the list lacks that port, the list is not proof that it is gone

@@ -8,10 +8,14 @@ asked for the port by id (:func:`verify`):
 - it exists: the list was incomplete; the pod keeps its port, and the
   rest of this resync's pods to verify, create or sweep wait for a list
   that can be trusted (one GET, not one per pod, proves the list wrong);
-- it is gone (404: an admin deleted it): it is made again with the same
+- it is gone (404: an admin deleted it) and the pod is bound (the PodPort
+  says ``status.boundAt``, read again now): it is made again with the same
   fixed IP and MAC, the same device, tags and node, so the address the pod
   holds stays reserved to it; the PodPort is left as it is (it names the
   address and MAC, which did not change);
+- it is gone and the pod is not bound yet (or the PodPort was never the
+  controller's: nothing a PodPort says is proof of a port): the pod gets a
+  new port, and its PodPort is rewritten;
 - Neutron refuses that (the address or MAC was taken meanwhile, or policy
   forbids choosing a MAC): the pod is reported (a Warning Event
   ``PortLost``, the ``PORT_LOST`` fault in ``/status`` and ``/metrics``)
@@ -26,6 +30,8 @@ from collections.abc import Callable
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portresync import Named, Plan, Pods
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import podport
 
 LOG = logging.getLogger(__name__)
 
@@ -40,12 +46,14 @@ class Where:
     hosts: Callable[[str], str]       # pod UID -> its node
 
 
-def verify(cloud: osa.OpenStack, plan: Plan, pods: Pods, written: set[str],
-           named: dict[str, Named], where: Where, report: PortReport,
+def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
+           pods: Pods, written: set[str], named: dict[str, Named],
+           where: Where, report: PortReport,
            beat: Callable[[], None]) -> tuple[bool, list[str]]:
-    """Settle ``plan.verify`` (see the module), filling ``plan.keep``.
-    Returns (whether the list proved incomplete, the pods to try again:
-    an outage, or not verified because the list was)."""
+    """Settle ``plan.verify`` (see the module), filling ``plan.keep`` and,
+    for pods not bound whose port is gone, ``plan.create``. Returns
+    (whether the list proved incomplete, the pods to try again: an outage,
+    or not verified because the list was)."""
     again: list[str] = []
     incomplete = False
     for i, uid in enumerate(plan.verify):
@@ -68,6 +76,19 @@ def verify(cloud: osa.OpenStack, plan: Plan, pods: Pods, written: set[str],
             incomplete = True
             again += plan.verify[i + 1:]
             break
+        try:
+            current = client.get_podport(ns, name)
+        except k8s.K8sError as exc:
+            LOG.warning("pod %s/%s: PodPort not read: %s", ns, name, exc)
+            again.append(uid)
+            continue
+        if current is None or not podport.bound_at(current):
+            LOG.info("pod %s/%s: port %s is gone and the pod is not bound: "
+                     "a new port", ns, name, port_id)
+            named.pop(uid, None)
+            written.discard(uid)
+            plan.create.append(uid)
+            continue
         again += _remake(cloud, uid, (port_id, ip, mac), plan, pods, written,
                          where, report)
     return incomplete, again

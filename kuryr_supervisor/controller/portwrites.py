@@ -5,7 +5,7 @@ each stays small: :class:`PortWrites` is the handler's base and holds the
 two steps every resync and every batch ends with. Creates run in requests
 sized and timed by :mod:`.portpace` (:mod:`.portbatch`); the PodPorts of
 each answered request are written at once, not after the slowest one.
-A written PodPort is never rewritten (:class:`~.podportwriter.Kept`): what
+A bound PodPort is never rewritten (:class:`~.podportwriter.Kept`): what
 it names is recorded instead, and the port just made becomes a duplicate
 the next resync deletes. A create whose answer was lost leaves its pods
 *in flight* until it may no longer commit; a full pod subnet is reported

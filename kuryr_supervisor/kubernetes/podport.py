@@ -126,6 +126,13 @@ def port_status(obj: Mapping[str, Any]) -> str:
     return str(value or "")
 
 
+def bound_at(obj: Mapping[str, Any]) -> str:
+    """``status.boundAt``: when the CNI role bound the pod ("" if not)."""
+    status = obj.get("status")
+    value = status.get("boundAt") if isinstance(status, Mapping) else ""
+    return str(value or "")
+
+
 def waiter(source: PodPortSource) -> Wait:
     """(namespace, name, pod uid, seconds) -> the pod's PodPort data,
     waiting up to ``seconds``: one list of that one name, then a watch

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import time
 from collections.abc import Callable
 
 from oslo_config import cfg
@@ -43,14 +44,16 @@ def locks_dir(conf: cfg.ConfigOpts) -> str:
 def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
                   pod_check: PodCheck | None = None,
                   subnet: SubnetProvider | None = None,
-                  lookup: Lookup | None = None) -> CNIService:
+                  lookup: Lookup | None = None,
+                  bound: Callable[[PodRef], None] | None = None) -> CNIService:
     """The CNI service as configured.
 
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
     ``subnet`` replaces [ipam] subnet, e.g. with the Node's podCIDR (return
     None while unknown: ADD then answers code 11, STATUS code 50);
     ``lookup`` makes addresses come from elsewhere (the controller's
-    PodPort) instead of the embedded IPAM.
+    PodPort) instead of the embedded IPAM, and ``bound`` tells that source
+    a pod holds its address.
     """
     settings = ipam_conf.settings(conf)
 
@@ -63,7 +66,7 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
         if lookup is None:
             return store
         return ExternalIpam(store, lookup, timeout=lambda: float(
-            conf.cni_daemon.annotation_timeout))
+            conf.cni_daemon.annotation_timeout), bound=bound)
 
     binding = BridgeBinding(conf.binding.bridge, conf.binding.mtu)
     return CNIService(
@@ -89,7 +92,8 @@ def build_server_service(conf: cfg.ConfigOpts,
         if conf.cni_daemon.address_source in ("podport", "annotation")
         else None)
     return build_service(conf, state, pod_check=checker.check_pod,
-                         subnet=subnet, lookup=lookup)
+                         subnet=subnet, lookup=lookup,
+                         bound=podport_bound(client) if lookup else None)
 
 
 def podport_lookup(client: k8s.K8sClient, *,
@@ -128,6 +132,16 @@ def podport_lookup(client: k8s.K8sClient, *,
                             pod_uid=data.pod_uid, port_id=data.port_id,
                             api_uid=api_uid)
     return lookup
+
+
+def podport_bound(client: k8s.K8sClient) -> Callable[[PodRef], None]:
+    """Record in the pod's PodPort that the pod holds its address
+    (``status.boundAt``, once): the controller never changes a bound
+    PodPort."""
+    def bound(pod: PodRef) -> None:
+        client.patch_podport_status(pod.namespace, pod.name, {
+            "boundAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    return bound
 
 
 #: The old name, kept for importers.

@@ -80,6 +80,10 @@ def test_pod_gets_its_neutron_address(tmp_path: Path, cloud: Cloud,
                 if a["family"] == "inet"} == {str(want)}
         routes = ip_json("-n", ns, "route", "show", "default")
         assert routes[0]["gateway"] == cloud.neutron.subnet["gateway_ip"]
+        # the CNI role recorded that the pod holds its address: from now
+        # on the controller never changes this PodPort
+        status = cloud.api.podports[("default", "web")].get("status") or {}
+        assert status.get("boundAt"), status
 
         # A pod the controller gives no port: code 11 after the timeout,
         # not counted against the failure budget.

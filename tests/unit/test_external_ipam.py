@@ -122,3 +122,27 @@ def test_uid_from_the_api_when_cni_args_has_none(tmp_path: Path) -> None:
         FIXED, api_uid="uid-9"), timeout=lambda: 1.0)
     with pytest.raises(errors.InvalidEnvironment):
         other.allocate("c2", "eth0", netns="/n", pod=no_uid)
+
+
+def test_a_plumbed_pod_is_told_to_the_source_once_bound(tmp_path: Path) -> None:
+    """Once the interface is plumbed the source hears the pod is bound
+    (the PodPort's status.boundAt); a failure to tell it fails no ADD."""
+    from kuryr_supervisor.cni.ipam.records import Plumbing
+    told: list[PodRef] = []
+    ipam = ExternalIpam(store(tmp_path), lambda pod, s: FIXED,
+                        timeout=lambda: 1.0, bound=told.append)
+    ipam.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert told == []                               # not plumbed yet
+    facts = Plumbing(host_ifname="veth1", host_mac="fa:16:3e:00:00:02",
+                     pod_mac="fa:16:3e:00:00:01", mtu=1500)
+    ipam.plumbed("c1", "eth0", netconf="d", plumbing=facts)
+    assert told == [POD]
+
+    def refuse(pod: PodRef) -> None:
+        raise RuntimeError("API down")
+    other = tmp_path / "other"
+    other.mkdir()
+    failing = ExternalIpam(store(other), lambda pod, s: FIXED,
+                           timeout=lambda: 1.0, bound=refuse)
+    failing.allocate("c2", "eth0", netns="/run/netns/y", pod=POD)
+    failing.plumbed("c2", "eth0", netconf="d", plumbing=facts)   # no raise

@@ -119,6 +119,15 @@ def start(w: World, pods: list[dict[str, Any]]) -> NeutronPortHandler:
     return handler
 
 
+def bind(w: World, pods: list[dict[str, Any]]) -> None:
+    """What the CNI role does once a pod holds its address."""
+    client = w.api.client()
+    for pod in pods:
+        client.patch_podport_status(pod["metadata"]["namespace"],
+                                    pod["metadata"]["name"],
+                                    {"boundAt": "2026-11-26T00:00:00Z"})
+
+
 def specs(w: World) -> dict[tuple[str, str], dict[str, Any]]:
     return {k: dict(v["spec"]) for k, v in w.api.podports.items()}
 
@@ -186,6 +195,7 @@ def test_a_vanished_port_is_made_again_as_it_was(world: World) -> None:
     pods = world.add(3)
     handler = start(world, pods)
     drive(handler, lambda: world.ported(pods), 10)
+    bind(world, pods)
     before = specs(world)
     uid = pods[1]["metadata"]["uid"]
     [old] = world.neutron.ports_for(uid)
@@ -205,6 +215,7 @@ def test_a_vanished_port_whose_address_is_taken_is_reported(world: World) -> Non
     pods = world.add(2)
     handler = start(world, pods)
     drive(handler, lambda: world.ported(pods), 10)
+    bind(world, pods)
     before = specs(world)
     uid = pods[0]["metadata"]["uid"]
     [old] = world.neutron.ports_for(uid)
@@ -221,6 +232,24 @@ def test_a_vanished_port_whose_address_is_taken_is_reported(world: World) -> Non
               if e["involvedObject"]["uid"] == uid]
     assert [e["reason"] for e in events] == ["PortLost"]
     assert events[0]["type"] == "Warning"
+
+
+def test_a_vanished_port_of_a_pod_not_bound_yet_is_replaced(world: World) -> None:
+    """Before the CNI role bound the pod, a PodPort is no proof of a port:
+    its port gone, the pod gets a new one and the PodPort says so."""
+    pods = world.add(2)
+    handler = start(world, pods)
+    drive(handler, lambda: world.ported(pods), 10)
+    bind(world, pods[1:])
+    uid = pods[0]["metadata"]["uid"]
+    [old] = world.neutron.ports_for(uid)
+    with world.neutron.lock:
+        world.neutron._remove(old["id"])
+    handler.resync(set(handler.pods))
+    assert world.ported(pods)
+    [new] = world.neutron.ports_for(uid)
+    assert world.api.podports[("ns", "p0")]["spec"]["portId"] == new["id"]
+    assert world.counts.total == 0
 
 
 def test_an_empty_port_list_changes_nothing(world: World) -> None:

@@ -16,6 +16,10 @@ configuration (:mod:`.validation`) before anything is recorded or bound; the
 address is recorded with the configured gateway (the bridge's address comes
 from configuration only).
 
+Once the pod's interface is plumbed, ``bound`` (when wired) records it in
+the source (the PodPort's ``status.boundAt``): from then on the controller
+never changes the pod's address, MAC or port.
+
 Failures: a pod not named in CNI_ARGS is the runtime's mistake (code 4); no
 address within the timeout is "try again later" (code 11); a refused port
 is code 7 (or 4, another pod's), logged once with the pod and the reason;
@@ -64,9 +68,11 @@ class ExternalIpam:
 
     def __init__(self, store: IpamStore, lookup: Lookup, *,
                  timeout: Callable[[], float],
-                 sleep: Callable[[float], object] = time.sleep) -> None:
+                 sleep: Callable[[float], object] = time.sleep,
+                 bound: Callable[[PodRef], None] | None = None) -> None:
         self.store = store
         self._lookup = lookup
+        self._bound = bound
         self._timeout = timeout
         self._sleep = sleep
         self._waiting = threading.local()
@@ -123,8 +129,22 @@ class ExternalIpam:
 
     def plumbed(self, container_id: str, ifname: str, *, netconf: str,
                 plumbing: Plumbing) -> None:
+        """Recorded; then the source is told the pod holds its address
+        (``bound``: the PodPort's ``status.boundAt``, after which the
+        controller never changes it). Telling it is best effort: the ADD
+        succeeded whatever the answer."""
         self.store.plumbed(container_id, ifname, netconf=netconf,
                            plumbing=plumbing)
+        if self._bound is None:
+            return
+        alloc = self.store.get(container_id, ifname)
+        if alloc is None:
+            return
+        try:
+            self._bound(alloc.pod)
+        except Exception as exc:  # noqa: BLE001 - never fails the ADD
+            LOG.warning("pod %s/%s: its binding not recorded in the PodPort: "
+                        "%s", alloc.pod.namespace, alloc.pod.name, exc)
 
     def close(self, *, final: bool = False) -> None:
         self.store.close(final=final)
