@@ -29,13 +29,14 @@ from kuryr_supervisor.conf import (
     metrics,
     secretfiles,
     supervisor,
+    vif_pool,
 )
 
 CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller)
+    cni_install, controller, vif_pool)
 
 
 class ConfigError(Exception):

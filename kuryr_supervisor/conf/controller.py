@@ -63,7 +63,14 @@ OPTS = [
                       "ports (leaked ports of gone pods are deleted)."),
     cfg.FloatOpt("token_renew_margin", default=120.0, min=1.0,
                  help="A Keystone token is renewed when it expires within "
-                      "this many seconds."),
+                      "this many seconds, but never more than half the "
+                      "token's lifetime before (a shorter-lived token is "
+                      "renewed at half its life, with one warning), so a "
+                      "token lifetime below this margin never makes the "
+                      "controller log in on every call. A refused login is "
+                      "retried with exponential backoff (1 s doubling to "
+                      "60 s, jittered), never at the rate of the calls, so "
+                      "a wrong password cannot trip an account lockout."),
     cfg.FloatOpt("openstack_check_interval", default=10.0, min=0.1,
                  mutable=True,
                  help="Seconds between readiness checks of Keystone and "

@@ -3,16 +3,22 @@
 A keystoneauth session bounds each socket operation, but one public call can
 chain several (version discovery, a token request, the Neutron request), and
 a dependency that trickles bytes never trips a per-operation timeout. So
-every public call of the adapter runs in the adapter's own thread under a
+every public call of the adapter runs in a thread of the adapter's under a
 whole-call ``deadline`` while the caller's thread keeps calling ``beat`` (a
 handler's or the HealthManager's heartbeat): a hung Keystone never makes a
 worker stale.
 
-Invariants: one thread per adapter; while a call that overran its deadline
-still hangs there, later calls fail at once as :class:`OpenStackUnavailable`
-(the dependency is known to hang) instead of queueing behind it; a call
-never waits more than ``deadline`` seconds, nor ``beat`` goes uncalled for
-more than :data:`BEAT_EVERY`.
+One call path per service (:class:`CallPath`: one thread and what hangs in
+it): Neutron's calls run on the adapter's default path, Keystone's on a
+path of its own (``_bounded(..., via=...)``), so a hung Neutron never
+fails a token request as "an earlier call still has no answer", and the
+Keystone check names Keystone only when Keystone is the one hanging.
+
+Invariants: one thread per path; while a call that overran its deadline
+still hangs on a path, later calls on that path fail at once as
+:class:`OpenStackUnavailable` (the dependency is known to hang) instead of
+queueing behind it; a call never waits more than ``deadline`` seconds, nor
+``beat`` goes uncalled for more than :data:`BEAT_EVERY`.
 """
 from __future__ import annotations
 
@@ -29,8 +35,30 @@ BEAT_EVERY = 0.2
 T = TypeVar("T")
 
 
+class CallPath:
+    """One service's thread and the call that overran its deadline there;
+    ``error`` is what a call that cannot be answered raises (a subclass
+    naming the service, e.g. Keystone's)."""
+
+    def __init__(self, name: str, error: type[OpenStackUnavailable]
+                 = OpenStackUnavailable) -> None:
+        self.name = name
+        self.error = error
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=name)
+        self.hung: concurrent.futures.Future[Any] | None = None
+
+    def submit(self, what: str, fn: Callable[..., T], *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future[T]:
+        if self.hung is not None and not self.hung.done():
+            raise self.error(f"{what}: an earlier call still has "
+                                       f"no answer")
+        self.hung = None
+        return self._pool.submit(fn, *args, **kwargs)
+
+
 class BoundedCalls:
-    """The adapter's thread, its deadline and its caller's beat."""
+    """The adapter's call paths, its deadline and its caller's beat."""
 
     def __init__(self, deadline: float, *,
                  thread_name: str = "openstack") -> None:
@@ -38,21 +66,16 @@ class BoundedCalls:
         self.deadline = deadline
         #: Called while a call waits; a worker sets its heartbeat here.
         self.beat: Callable[[], None] = lambda: None
-        self._pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=thread_name)
-        self._hung: concurrent.futures.Future[Any] | None = None
+        self._path = CallPath(thread_name)
 
     def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
-                 **kwargs: Any) -> T:
-        """``fn`` in the adapter's thread, within ``deadline``, beating.
-        One thread: while a call that timed out still hangs there, later
-        calls fail at once (the dependency is known to hang) instead of
-        queueing behind it."""
-        if self._hung is not None and not self._hung.done():
-            raise OpenStackUnavailable(f"{what}: an earlier call still has "
-                                       f"no answer")
-        self._hung = None
-        future = self._pool.submit(fn, *args, **kwargs)
+                 via: CallPath | None = None, **kwargs: Any) -> T:
+        """``fn`` on ``via`` (default: the adapter's own), within
+        ``deadline``, beating. While a call that timed out still hangs on
+        that path, later calls there fail at once (the dependency is known
+        to hang) instead of queueing behind it."""
+        path = via or self._path
+        future = path.submit(what, fn, *args, **kwargs)
         end = time.monotonic() + self.deadline
         while True:
             self.beat()
@@ -61,6 +84,6 @@ class BoundedCalls:
                 return future.result(timeout=max(0.0, min(BEAT_EVERY, left)))
             except concurrent.futures.TimeoutError:
                 if left <= BEAT_EVERY:
-                    self._hung = future
-                    raise OpenStackUnavailable(
+                    path.hung = future
+                    raise path.error(
                         f"{what}: no answer within {self.deadline:g}s") from None

@@ -5,7 +5,11 @@ Each handler process waits, beating, until its replica holds the Lease; a
 daemon thread then renews it every third of its duration, and if the lease
 cannot be renewed before it runs out the process exits at once (status 1),
 so the handlers of a replica that lost the lease never act beside the new
-leader's; the supervisor restarts the process as a follower.
+leader's; the supervisor restarts the process as a follower. Between two
+renewals the write fence (:mod:`kuryr_supervisor.kubernetes.fence`) stops
+a process that was paused past its lease before its first write: every
+Neutron write and PodPort write checks, without I/O, that the lease was
+renewed within its duration.
 
 The candidate is the replica, not the process: every handler process of one
 daemon uses the same identity (the pod name and the master's pid), so all
@@ -22,6 +26,7 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
+from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 
@@ -42,6 +47,8 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
                             namespace=opts.lease_namespace,
                             name=opts.lease_name, identity=identity(master_pid),
                             duration=int(opts.lease_duration))
+    # From now on this process writes only while it holds the lease.
+    fence.arm(elector.leading)
     interval = float(conf.supervisor.heartbeat_interval)
     next_try = 0.0
     waited = 0.0

@@ -57,17 +57,18 @@ from kuryr_supervisor.controller import (
     heap,
     ownedports,
     portbatch,
+    portpool,
     portresync,
     portverify,
 )
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import PodPortWriter
+from kuryr_supervisor.controller.poolwrites import PooledWrites
 from kuryr_supervisor.controller.portpace import Pace
 from kuryr_supervisor.controller.portreport import PortReport
 from kuryr_supervisor.controller.portretry import Retries
 from kuryr_supervisor.controller.portstatus import PortStatus
-from kuryr_supervisor.controller.portwrites import PortWrites
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
@@ -79,7 +80,7 @@ LOG = logging.getLogger(__name__)
 _TRIM_FROM = 1000
 
 
-class NeutronPortHandler(PortWrites):
+class NeutronPortHandler(PooledWrites):
     """See the module docstring. ``client`` and ``cloud`` default to the
     configured Kubernetes and OpenStack adapters."""
 
@@ -116,6 +117,8 @@ class NeutronPortHandler(PortWrites):
         self._beat: Callable[[], None] = lambda: None
         self._owned: ownedports.OwnedPorts | None = None
         self._writer: PodPortWriter | None = None
+        self.pools = portpool.PortPools(  # ports made ahead ([vif_pool])
+            ctx.conf, getattr(ctx.state, "pools", None))
 
     # -- running -----------------------------------------------------------------
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
@@ -127,6 +130,7 @@ class NeutronPortHandler(PortWrites):
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
         self.report.client = self.client
+        self.pools.start(self.cloud, self.owned, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),
@@ -247,6 +251,7 @@ class NeutronPortHandler(PortWrites):
         self.retries.pending -= need    # failures below put them back
         ours, proven = portresync.proven(listed, self.owned.tag)
         del listed
+        ours = self.pools.adopt(ours, self.pods, self.named)  # pool's
         self.report.sweep_proven(proven)
         listing = portresync.by_device(ours)
         del ours

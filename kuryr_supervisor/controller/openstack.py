@@ -6,16 +6,21 @@ token's service catalog (service type ``network``). Answers are decoded into
 the few fields the controller uses.
 
 Tokens: keystoneauth caches the token and authenticates again only when it
-expires within ``token_renew_margin`` seconds, so neither a request nor a
-readiness check costs a Keystone round trip while the token is fresh, and a
-token is renewed before it expires, not after a 401.
+expires within the renewal margin, so neither a request nor a readiness
+check costs a Keystone round trip while the token is fresh, and a token is
+renewed before it expires, not after a 401. Every login goes through
+:class:`~.tokenpolicy.LoginPolicy`: the margin is ``token_renew_margin``
+but never more than half the token's real lifetime, and refused logins
+back off. A call that could not get a token fails as
+:class:`KeystoneUnavailable`, whichever service it was for.
 
 Bounds: the session's timeout is ``[controller] openstack_timeout`` (or
 ``[neutron] timeout`` when that is shorter), so every socket operation of a
 Keystone token request, a version discovery and a Neutron call is bounded;
 and every public call runs under a whole-call deadline (``deadline``,
 default three timeouts: discovery, token, call) while the caller beats
-(:mod:`.bounded`). An answer that is not the JSON expected (a 200 of
+(:mod:`.bounded`), Keystone's calls and Neutron's on call paths of their
+own, so one hanging never fails the other's check. An answer that is not the JSON expected (a 200 of
 garbage) is an outage of the dependency, like a timeout, never a fault of
 the caller.
 
@@ -40,6 +45,7 @@ from typing import Any
 from oslo_config import cfg
 
 from kuryr_supervisor.conf import controller as controller_conf
+from kuryr_supervisor.controller.bounded import CallPath
 from kuryr_supervisor.controller.neutronapi import NeutronApi
 from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exported
     DEVICE_OWNER,
@@ -54,8 +60,17 @@ from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exporte
     Token,
     cluster_tag,
 )
+from kuryr_supervisor.controller.tokenpolicy import (  # noqa: F401 - re-exported
+    KeystoneUnavailable,
+    LoginPolicy,
+)
+from kuryr_supervisor.kubernetes import fence
 
 LOG = logging.getLogger(__name__)
+
+#: Connections kept open to each of Keystone and Neutron (requests' own
+#: default, 10, is fewer than the controller's concurrent calls).
+CONNECTIONS = 32
 
 
 class OpenStack(NeutronApi):
@@ -63,15 +78,24 @@ class OpenStack(NeutronApi):
 
     def __init__(self, session: Any, auth: Any, *, timeout: float = 5.0,
                  clock: Callable[[], float] = time.time,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None,
+                 login: LoginPolicy | None = None) -> None:
         from keystoneauth1 import adapter
-        super().__init__(deadline if deadline is not None else 3 * timeout)
+        super().__init__(deadline if deadline is not None else 3 * timeout,
+                         thread_name="neutron")
         self._session = session
         self._auth = auth
         self._neutron = adapter.Adapter(session=session, auth=auth,
                                         service_type="network")
         self.timeout = timeout
         self._clock = clock
+        self._keystone = CallPath("keystone", KeystoneUnavailable)
+        self.login = login or LoginPolicy(
+            float(getattr(auth, "MIN_TOKEN_LIFE_SECONDS", 120)))
+        # Every login, whichever call needs it, passes the policy.
+        self._get_auth_ref = auth.get_auth_ref
+        auth.get_auth_ref = self._log_in
+        auth.MIN_TOKEN_LIFE_SECONDS = self.login.margin
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> OpenStack:
@@ -85,21 +109,28 @@ class OpenStack(NeutronApi):
             raise OpenStackRefused(f"[neutron] auth options: {exc}") from exc
         if auth is None:
             raise OpenStackRefused("[neutron] auth_type is not set")
-        # keystoneauth renews a cached token this long before it expires.
-        auth.MIN_TOKEN_LIFE_SECONDS = int(conf.controller.token_renew_margin)
         timeout = float(conf.controller.openstack_timeout)
         if conf[group].timeout:
             timeout = min(timeout, float(conf[group].timeout))
         # The session's timeout bounds token requests and discovery too.
         session = ks_loading.load_session_from_conf_options(
             conf, group, auth=auth, timeout=timeout)
-        return cls(session, auth, timeout=timeout)
+        # Concurrent callers (bulk creates in flight, pool claims) each
+        # keep their connection instead of opening and dropping one each.
+        from keystoneauth1 import session as ks_session
+        for scheme in ("https://", "http://"):
+            session.mount(scheme, ks_session.TCPKeepAliveAdapter(
+                pool_maxsize=CONNECTIONS))
+        return cls(session, auth, timeout=timeout, login=LoginPolicy(
+            float(conf.controller.token_renew_margin)))
 
     # -- transport -----------------------------------------------------------
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> Any:
         from keystoneauth1 import exceptions as ks_exc
         what = f"Neutron {method} {path}"
+        if method != "GET":
+            fence.check(what)       # a replica that lost its lease: exits
         try:
             resp = self._neutron.request(path, method, raise_exc=False,
                                          timeout=self.timeout, **kwargs)
@@ -144,17 +175,40 @@ class OpenStack(NeutronApi):
     def token(self) -> Token:
         """The current token, authenticating only if there is none or it
         expires within the renewal margin."""
-        return self._bounded("Keystone token", self._token)
+        return self._bounded("Keystone token", self._token, via=self._keystone)
 
     def _token(self) -> Token:
         from keystoneauth1 import exceptions as ks_exc
         try:
             access = self._auth.get_access(self._session)
         except ks_exc.ClientException as exc:
-            raise OpenStackUnavailable(self._failure("Keystone", exc)) from exc
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise OpenStackUnavailable(f"Keystone answered garbage: "
-                                       f"{exc!r}") from exc
+            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
         expires = access.expires
         return Token(expires_at=expires.timestamp() if expires else 0.0,
                      project_id=access.project_id or "")
+
+    def _log_in(self, session: Any, **kwargs: Any) -> Any:
+        """keystoneauth's ``get_auth_ref`` under the login policy: backed
+        off after refusals, the renewal margin set from the new token's
+        lifetime; every failure leaves as :class:`KeystoneUnavailable`."""
+        from keystoneauth1 import exceptions as ks_exc
+        self.login.may_log_in()
+        try:
+            access = self._get_auth_ref(session, **kwargs)
+            issued, expires = access.issued, access.expires
+        except ks_exc.HttpError as exc:
+            if 400 <= (exc.http_status or 0) < 500:
+                self.login.refused(f"HTTP {exc.http_status}")
+                raise KeystoneUnavailable(f"Keystone refused the login: {exc}",
+                                          exc.http_status) from exc
+            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
+        except ks_exc.ClientException as exc:
+            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise KeystoneUnavailable(f"Keystone answered garbage: "
+                                      f"{exc!r}") from exc
+        self.login.succeeded()
+        self._auth.MIN_TOKEN_LIFE_SECONDS = self.login.token_issued(
+            issued.timestamp() if issued else None,
+            expires.timestamp() if expires else None, self._clock())
+        return access

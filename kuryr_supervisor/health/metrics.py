@@ -84,6 +84,7 @@ class HealthCollector:
         yield from (up, restarts, age, memory)
         yield from self._cni()
         yield from self._watch_and_ipam()
+        yield from _pools(self.state.pools.rows())
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
                                value={"version": version.version()})
 
@@ -164,6 +165,41 @@ class HealthCollector:
         yield GaugeMetricFamily(PREFIX + "ipam_allocated_addresses",
                                 "Addresses allocated to pods.",
                                 value=float(used))
+
+
+def _pools(rows: list[dict[str, Any]]) -> Iterator[Metric]:
+    """Each port pool's figures (the controller's neutron_port handler)."""
+    if not rows:
+        return
+    free = GaugeMetricFamily(PREFIX + "port_pool_free_ports",
+                             "Free ports in the pool.", labels=["pool"])
+    creating = GaugeMetricFamily(PREFIX + "port_pool_creating_ports",
+                                 "Pool ports being made.", labels=["pool"])
+    low = GaugeMetricFamily(PREFIX + "port_pool_low_water_ports",
+                            "Refill below this many free ports.",
+                            labels=["pool"])
+    high = GaugeMetricFamily(PREFIX + "port_pool_high_water_ports",
+                             "Never more free ports than this.",
+                             labels=["pool"])
+    hits = CounterMetricFamily(PREFIX + "port_pool_hits",
+                               "Pods given a port from the pool.",
+                               labels=["pool"])
+    misses = CounterMetricFamily(PREFIX + "port_pool_misses",
+                                 "Pods that found the pool empty.",
+                                 labels=["pool"])
+    given = CounterMetricFamily(PREFIX + "port_pool_given_back",
+                                "Pool ports deleted (pool shrunk or off).",
+                                labels=["pool"])
+    for row in rows:
+        label = [row["pool"]]
+        free.add_metric(label, row["free"])
+        creating.add_metric(label, row["creating"])
+        low.add_metric(label, row["low"])
+        high.add_metric(label, row["high"])
+        hits.add_metric(label, row["hits"])
+        misses.add_metric(label, row["misses"])
+        given.add_metric(label, row["given_back"])
+    yield from (free, creating, low, high, hits, misses, given)
 
 
 def _bound(bound: float) -> str:

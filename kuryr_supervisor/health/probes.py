@@ -185,6 +185,7 @@ class ProbeApp:
             "server": {"inflight": inflight, "capacity": capacity},
             "budgets": self.budgets(failures),
             "components": components, "checks": checks,
+            "pools": self.state.pools.rows(),
         }
 
     def budgets(self, failures: dict[Any, int]) -> dict[str, Any]:

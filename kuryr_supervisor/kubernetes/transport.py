@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Self
 import urllib3
 from oslo_config import cfg
 
+from kuryr_supervisor.kubernetes import fence, podport
 from kuryr_supervisor.kubernetes.config import make_configuration, node_name
 from kuryr_supervisor.kubernetes.wire import K8sTemporary, from_status
 
@@ -94,6 +95,10 @@ class K8sTransport:
             params = self._api.param_serialize(
                 method, path, query_params=query or [], header_params=headers,
                 body=body, auth_settings=["BearerToken"])
+            if method != "GET" and f"/{podport.PLURAL}" in path:
+                # As late as can be: a replica paused past its lease exits
+                # here rather than write beside the new leader.
+                fence.check(f"{method} {path}")
             resp = self._api.call_api(
                 *params, _request_timeout=timeout or (self.request_timeout,
                                                        self.request_timeout))

@@ -17,6 +17,7 @@ from kuryr_supervisor.state.components import (
     WorkerKind,
 )
 from kuryr_supervisor.state.counters import _M_IPAM_SIZE, _METRICS_SIZE, Counters
+from kuryr_supervisor.state.poolstats import PoolBoard
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
 
 Clock = Callable[[], float]
@@ -37,8 +38,11 @@ class SharedState(Counters):
     def __init__(self, slots: Any, globals_: Any, summary: Any,
                  metrics: Any = None, *,
                  clock: Clock = time.monotonic,
-                 active: tuple[Component, ...] = CNI_COMPONENTS) -> None:
+                 active: tuple[Component, ...] = CNI_COMPONENTS,
+                 pools: PoolBoard | None = None) -> None:
         self.active = active
+        #: Port pools' figures (written by the neutron_port handler).
+        self.pools = pools or PoolBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -63,7 +67,7 @@ class SharedState(Counters):
         metrics = ctx.RawArray("d", _METRICS_SIZE)
         metrics[_M_IPAM_SIZE] = -1.0
         return cls(slots, globals_, summary, metrics, clock=clock,
-                   active=active)
+                   active=active, pools=PoolBoard.create(ctx))
 
     def now(self) -> float:
         return self._clock()

@@ -6,8 +6,15 @@ restarting the controller cannot bring Keystone back. Each is an I/O check
 (run on the HealthManager's timer, never on a probe request) that reuses its
 last answer for ``interval`` seconds, so probes cost no request at all and
 the checks cost one request per interval. Keystone is asked only when the
-cached token is missing or expires within ``[controller] token_renew_margin``
-(keystoneauth's cache): the check renews the token before it expires.
+cached token is missing or expires within the renewal margin (keystoneauth's
+cache, the margin capped by :mod:`~kuryr_supervisor.controller.tokenpolicy`):
+the check renews the token before it expires; after a refused login it
+reports the backoff (when the next login is tried) instead of trying.
+
+Each check names only its own service: the adapter runs Keystone's calls
+and Neutron's on call paths of their own, so a hung Neutron leaves the
+Keystone check green, and a Neutron check that cannot get a token says
+that it could not ask, leaving the cause to the Keystone check.
 
 Bounded: the HealthManager runs these checks in its own loop, between its
 heartbeats, so a Keystone or Neutron that hangs must not hold it. Each
@@ -143,6 +150,10 @@ class NeutronCheck(_Cached):
         try:
             project = self._project() or self.cloud.token().project_id
             quota = self.cloud.port_quota(project)
+        except osa.KeystoneUnavailable:
+            # Keystone's own check names the cause; this one names only
+            # what it could not do.
+            return Result.failed("Neutron not asked: no token yet")
         except osa.OpenStackError as exc:
             return Result.failed(f"Neutron does not answer: {exc}")
         left = quota.left
@@ -165,8 +176,10 @@ def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
 
     def deadline() -> float:
         return check_deadline(conf)
-    # The adapter's own whole-call bound is the check's, never longer.
-    cloud.deadline = min(cloud.deadline, deadline())
+    # The adapter's own whole-call bound is shorter than the check's, so
+    # a hung call fails inside the check with the adapter's words (naming
+    # Keystone or Neutron), before the check's own wait runs out.
+    cloud.deadline = min(cloud.deadline, 0.8 * deadline())
     return [KeystoneCheck(cloud, interval, deadline=deadline),
             NeutronCheck(cloud, lambda: str(opts.project_id), interval,
                          deadline=deadline)]

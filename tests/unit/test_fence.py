@@ -1,0 +1,77 @@
+"""The write fence of a replica that leads through a Lease: a process
+whose lease lapsed exits at its next PodPort or Neutron write, before the
+request is sent; elsewhere (never armed) writes go through."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_unarmed_allows_and_lapsed_lease_exits_before_sending() -> None:
+    done = run("""
+        import http.server, threading, logging
+        logging.basicConfig()
+        from kuryr_supervisor.kubernetes import fence
+        from kuryr_supervisor.kubernetes.client import K8sClient
+        seen = []
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                seen.append(self.path)
+                self.send_response(201); self.send_header("Content-Length", "2")
+                self.end_headers(); self.wfile.write(b"{}")
+            def log_message(self, *a): pass
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        from oslo_config import cfg
+        from kuryr_supervisor.conf import kubernetes
+        conf = cfg.ConfigOpts()
+        kubernetes.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override("api_root", f"http://127.0.0.1:{srv.server_port}",
+                          "kubernetes")
+        client = K8sClient.from_conf(conf)
+        obj = {"metadata": {"name": "p"}, "spec": {}}
+        fence.check("nothing armed")
+        client.create_podport("ns", obj)          # unarmed: sent
+        leading = [True]
+        fence.arm(lambda: leading[0])
+        client.create_podport("ns", obj)          # leading: sent
+        print("sent", len(seen), flush=True)
+        leading[0] = False                         # the lease lapsed
+        client.create_podport("ns", obj)
+        print("not reached", flush=True)
+    """)
+    assert done.returncode == 1, done
+    assert "sent 2" in done.stdout and "not reached" not in done.stdout
+    assert "no longer holds the controller lease" in done.stderr
+
+
+def test_neutron_writes_fenced_reads_not(tmp_path: object) -> None:
+    done = run("""
+        import logging, pathlib, tempfile
+        logging.basicConfig()
+        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.kubernetes import fence
+        from tests.fixtures.openstack import FakeKeystone, FakeNeutron
+        from tests.unit.test_openstack import neutron_conf
+        keystone = FakeKeystone().start()
+        neutron = FakeNeutron(keystone).start()
+        api = osa.OpenStack.from_conf(neutron_conf(
+            pathlib.Path(tempfile.mkdtemp()), keystone))
+        fence.arm(lambda: False)
+        print("read", api.ports_of("x"), flush=True)   # reads go through
+        try:
+            api.create_port(network_id=neutron.network_id, subnet_id="",
+                            name="p", device_id="x")
+        finally:
+            print("posted", neutron.counts()["POST /v2.0/ports"], flush=True)
+    """)
+    assert done.returncode == 1, done
+    assert "read []" in done.stdout and "posted" not in done.stdout
+    assert "no longer holds the controller lease" in done.stderr
