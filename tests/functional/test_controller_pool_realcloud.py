@@ -79,3 +79,6 @@ def test_pool_on_a_real_neutron(tmp_path: Path, real_cloud: RealCloud,
         assert by_device() == before                   # nothing made
     finally:
         again.close()
+        # The cloud outlives this test: give its ports back.
+        for port in real_cloud.ports(tags=tag):
+            real_cloud.admin("DELETE", f"/v2.0/ports/{port['id']}")
