@@ -49,7 +49,10 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    opts: list[tuple[str, list[cfg.Opt]]] = []
+    """Every option, for the sample file and the option reference:
+    ``role`` (a command-line option, ``--role``, also read from
+    ``[DEFAULT]``) included."""
+    opts: list[tuple[str, list[cfg.Opt]]] = [("DEFAULT", [controller.ROLE_OPT])]
     for module in _MODULES:
         opts.extend(module.list_opts())
     return opts

@@ -35,7 +35,7 @@ OPTS: list[cfg.Opt] = [
                      "they still carry the kuryr-supervisor marker. Off by "
                      "default so a rolling upgrade keeps the node's CNI; the "
                      "uninstall path turns it on before deleting the "
-                     "DaemonSet (README: Uninstall)."),
+                     "DaemonSet (documentation: Operate, Uninstall)."),
     cfg.BoolOpt("force", default=False,
                 help="Overwrite a shim or conflist at the install paths that "
                      "kuryr-supervisor did not write (no kuryr-supervisor "

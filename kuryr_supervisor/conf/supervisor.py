@@ -51,7 +51,7 @@ OPTS = [
                     "processes) keeps every core busy. Lowering a nice "
                     "value needs CAP_SYS_NICE; without it the HealthManager "
                     "keeps the master's and says so once in the log: raise "
-                    "work_nice instead (README: CPU priority)."),
+                    "work_nice instead (documentation: Operate, CPU priority and memory)."),
     cfg.IntOpt("work_nice", default=0, min=-20, max=19,
                help="Nice value of the workers that do the node's work "
                     "(Server, Watcher, the controller's handlers). Raising "

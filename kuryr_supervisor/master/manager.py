@@ -84,7 +84,7 @@ def freeze_before_fork() -> None:
     collection first: the holes it would free are what a child's first
     allocations would fill, copying those pages). Workers restarted later
     are forked from the same frozen heap. Measured with the memory
-    benchmark (README); what growth is left is the Server's first use of
+    benchmark (docs: measurements); what growth is left is the Server's first use of
     its inherited heap (reference counts, allocator pools), not a leak.
     """
     gc.freeze()

@@ -10,7 +10,7 @@ HealthManager as soon as a probe arrives. Inside the daemon's own cgroup
 (a pod, a systemd unit) its competitors are the other workers, so raising
 their nice value (no privilege needed) is enough there; against processes
 outside the cgroup the cgroup's CPU weight decides (``CPUWeight=`` in the
-unit, CPU requests in the DaemonSet: README, CPU priority).
+unit, CPU requests in the DaemonSet: the docs, CPU priority and memory).
 
 Set once, by the worker itself at start (``setpriority`` on each of its
 threads):
