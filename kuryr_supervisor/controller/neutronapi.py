@@ -40,6 +40,9 @@ from kuryr_supervisor.controller.neutronwire import (
 PAGE_SIZE = 1000
 #: A list of more pages than this is a loop, not a port list.
 MAX_PAGES = 10_000
+#: A list whose marker port vanished is read again from its first page at
+#: most this many times (ports deleted faster than a list is read).
+MAX_RESTARTS = 3
 
 
 class NeutronApi(BoundedCalls):
@@ -59,9 +62,20 @@ class NeutronApi(BoundedCalls):
         makes it): each page one bounded call, a beat between pages."""
         ports: list[Port] = []
         query = dict(params, limit=str(PAGE_SIZE))
+        restarts = 0
         for _ in range(MAX_PAGES):
-            data = self._bounded("Neutron GET /v2.0/ports", self._call, "GET",
-                                 "/v2.0/ports", params=query)
+            try:
+                data = self._bounded("Neutron GET /v2.0/ports", self._call,
+                                     "GET", "/v2.0/ports", params=query)
+            except OpenStackRefused as exc:
+                # The marker port was deleted between two pages (a pod
+                # deleted meanwhile): Neutron answers 404. Start again.
+                if exc.status != 404 or "marker" not in query or \
+                        restarts >= MAX_RESTARTS:
+                    raise
+                restarts += 1
+                ports, query = [], dict(params, limit=str(PAGE_SIZE))
+                continue
             items = data.get("ports") if data else None
             if not isinstance(items, list):
                 raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
@@ -145,7 +159,25 @@ class NeutronApi(BoundedCalls):
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
-        return _port(data["port"])
+        port = _port(data["port"])
+        self._check_tags("Neutron POST /v2.0/ports", [port], tags)
+        return port
+
+    def _check_tags(self, what: str, ports: Sequence[Port],
+                    tags: Sequence[str]) -> None:
+        """Ports made without the tags asked for are found by no scoped
+        lookup again (a duplicate on the next try, out of the sweep's
+        reach): a Neutron that drops them on create lacks ML2's
+        ``tag_ports_during_bulk_creation`` extension driver. They are
+        deleted at once and the controller is not ready, naming it."""
+        if all(set(tags) <= set(p.tags) for p in ports):
+            return
+        for port in ports:
+            self.delete_port(port.id)
+        raise OpenStackUnavailable(
+            f"{what}: Neutron dropped the ports' tags on create; enable the "
+            "ML2 extension driver tag_ports_during_bulk_creation "
+            "([ml2] extension_drivers)")
 
     def within(self, timeout: float) -> NeutronApi:
         """This adapter with another per-request timeout, to be called
@@ -182,6 +214,7 @@ class NeutronApi(BoundedCalls):
         ports = [_port(p) for p in items]
         if [p.device_id for p in ports] != [d for _, d in devices]:
             raise OpenStackUnavailable(f"{what}: ports not in request order")
+        self._check_tags(what, ports, tags)
         return ports
 
     def delete_port(self, port_id: str) -> bool:

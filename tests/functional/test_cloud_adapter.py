@@ -166,11 +166,6 @@ def test_controller_through_an_outage(tmp_path: Path, real_cloud: RealCloud,
 # -- what the contract found that the adapter does not handle yet (fake
 #    only: the fault cannot be made on demand in the real Neutron) ---------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "adapter: Neutron answers 404 when the marker port was deleted between "
-    "two pages (a pod deleted meanwhile); NeutronApi._get_ports raises "
-    "OpenStackRefused and the whole list fails. It should start the list "
-    "again (bounded) or page on from the previous marker."))
 def test_list_survives_marker_port_deleted(tmp_path: Path,
                                            fake_cloud: FakeCloud) -> None:
     neutron = fake_cloud.neutron
@@ -193,13 +188,6 @@ def test_list_survives_marker_port_deleted(tmp_path: Path,
         p.id for p in made if p.id not in gone)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "adapter: a Neutron without ML2's tag_ports_during_bulk_creation "
-    "extension driver drops the tags given on create and answers "
-    "\"tags\": []; create_port(s) accepts the untagged port, which no "
-    "tag-scoped lookup finds again (a duplicate on the next retry, a leak "
-    "for the sweep). It should check the answer's tags and refuse, naming "
-    "the extension driver."))
 def test_create_refuses_dropped_tags(tmp_path: Path,
                                      fake_cloud: FakeCloud) -> None:
     fake_cloud.neutron.drop_create_tags = True
@@ -208,3 +196,10 @@ def test_create_refuses_dropped_tags(tmp_path: Path,
         api.create_port(network_id=fake_cloud.network_id, subnet_id="",
                         name="p", device_id="pod-1",
                         tags=[osa.cluster_tag("c1")])
+    # Bulk alike, and the untagged ports are not left behind.
+    with pytest.raises(osa.OpenStackError, match="tag_ports_during_bulk"):
+        api.create_ports(network_id=fake_cloud.network_id, subnet_id="",
+                         devices=[("p2", "pod-2"), ("p3", "pod-3")],
+                         tags=[osa.cluster_tag("c1")])
+    for device in ("pod-1", "pod-2", "pod-3"):
+        assert fake_cloud.neutron.ports_for(device) == []
