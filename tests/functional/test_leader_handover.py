@@ -5,8 +5,6 @@ exactly one port, named by its PodPort; the standby leads within
 ``lease_duration`` + 2 s; nobody writes without the lease."""
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import threading
 import time
@@ -19,12 +17,14 @@ import pytest
 
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures.controller import Cloud, controller_daemon
-from tests.fixtures.daemon import Daemon, session_pids, wait_until
+from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.leader import LEASE, signal_all
+from tests.fixtures.leader import holder as lease_holder
+from tests.fixtures.leader import leads as leads_api
 from tests.fixtures.openstack import FakeKeystone
 from tests.fixtures.poolcloud import PooledNeutron
 
-LEASE = ("kube-system", "kuryr-supervisor-controller")
 DURATION = 3
 ELECTION = {"controller": {"leader_election": True,
                            "lease_duration": DURATION,
@@ -54,19 +54,11 @@ def replicas(tmp_path: Path, cloud: Cloud) -> Iterator[list[Daemon]]:
 
 
 def holder(cloud: Cloud) -> str:
-    lease = cloud.api.leases.get(LEASE)
-    return str(lease["spec"].get("holderIdentity") or "") if lease else ""
+    return lease_holder(cloud.api)
 
 
 def leads(cloud: Cloud, d: Daemon) -> bool:
-    return holder(cloud).endswith(f"_{d.pid}")
-
-
-def signal_all(d: Daemon, sig: int) -> None:
-    """``sig`` to every process of the replica (master and workers)."""
-    for pid in session_pids(d.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+    return leads_api(cloud.api, d)
 
 
 def burst(cloud: Cloud, count: int, prefix: str) -> list[str]:
