@@ -1,7 +1,9 @@
 """Leader election for the controller's handler processes (``[controller]
 leader_election``): only one replica's handlers act.
 
-Each handler process waits, beating, until its replica holds the Lease; a
+Each handler process waits, beating, until its replica holds the Lease
+(asking at least every second, so that it leads within a second of the
+Lease running out, whatever ``lease_duration``); a
 daemon thread then renews it every third of its duration, and if the lease
 cannot be renewed before it runs out the process exits at once (status 1),
 so the handlers of a replica that lost the lease never act beside the new
@@ -22,6 +24,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from oslo_config import cfg
@@ -50,18 +53,18 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
     # From now on this process writes only while it holds the lease.
     fence.arm(elector.leading)
     interval = float(conf.supervisor.heartbeat_interval)
+    # By the clock, not by counting waits: an attempt's own time (an API
+    # call) must not push the next one later.
     next_try = 0.0
-    waited = 0.0
     while not stopping.is_set():
         beat()
-        if waited >= next_try:
+        if time.monotonic() >= next_try:
             if elector.try_acquire_or_renew():
                 threading.Thread(target=_keep, args=(elector, stopping),
                                  name="lease", daemon=True).start()
                 return True
-            next_try = waited + elector.retry_period
-        stopping.wait(interval)
-        waited += interval
+            next_try = time.monotonic() + elector.acquire_period
+        stopping.wait(min(interval, max(0.01, next_try - time.monotonic())))
     return False
 
 

@@ -36,7 +36,15 @@ class LeaderElector:
 
     @property
     def retry_period(self) -> float:
+        """How often the holder renews: three times within its lease."""
         return max(0.2, self.duration / 3)
+
+    @property
+    def acquire_period(self) -> float:
+        """How often a candidate asks. It leads at most this long after
+        the lease ran out, so at most 1 s, whatever the duration (a third
+        of the default 15 s would add 5 s to every handover)."""
+        return min(self.retry_period, 1.0)
 
     def leading(self) -> bool:
         """Still the leader: renewed within the lease duration."""

@@ -87,6 +87,23 @@ class Sampler:
                 self.sample()
 
 
+@pytest.fixture
+def replicas(tmp_path: Path, real_cloud: RealCloud, api: FakeAPI,
+             cluster: str) -> Iterator[list[Daemon]]:
+    """Two controller replicas with leader_election (not started)."""
+    opts = controller_options(
+        real_cloud, api.url,
+        controller={"cluster_id": cluster, "leader_election": True,
+                    "lease_duration": DURATION, "lease_namespace": LEASE[0]})
+    daemons = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        daemons.append(Daemon(tmp_path / name, opts))
+    yield daemons
+    for d in daemons:
+        d.close()
+
+
 def podport_writes(api: FakeAPI, since: float) -> int:
     return sum(1 for t, m, p, _ in list(api.requests)
                if t >= since and m in ("POST", "PUT", "PATCH", "DELETE")
@@ -94,17 +111,9 @@ def podport_writes(api: FakeAPI, since: float) -> int:
 
 
 def test_leader_killed_mid_burst_on_a_real_cloud(
-        tmp_path: Path, real_cloud: RealCloud, api: FakeAPI,
-        cluster: str) -> None:
+        real_cloud: RealCloud, api: FakeAPI, cluster: str,
+        replicas: list[Daemon]) -> None:
     tag = f"kuryr-supervisor:{cluster}"
-    opts = controller_options(
-        real_cloud, api.url,
-        controller={"cluster_id": cluster, "leader_election": True,
-                    "lease_duration": DURATION, "lease_namespace": LEASE[0]})
-    replicas = []
-    for name in ("a", "b"):
-        (tmp_path / name).mkdir()
-        replicas.append(Daemon(tmp_path / name, opts))
     # Another identity holds the Lease: both replicas are standbys.
     other = LeaderElector(api.client(), namespace=LEASE[0], name=LEASE[1],
                           identity="elsewhere_1", duration=DURATION)
@@ -181,5 +190,61 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
         assert second.status()["handlerFailures"] == 0
     finally:
         stop.set()
-        for d in replicas:
-            d.close()
+
+
+def test_paused_leader_writes_nothing_on_a_real_cloud(
+        real_cloud: RealCloud, api: FakeAPI, cluster: str,
+        replicas: list[Daemon]) -> None:
+    """SIGSTOP to every process of the leader in the middle of a burst of
+    60 pods, past its lease: the standby leads and ports every pod; on
+    SIGCONT the old leader makes no Neutron write (no port made, deleted
+    or updated) and changes no PodPort."""
+    tag = f"kuryr-supervisor:{cluster}"
+    first, second = replicas
+    first.start()
+    first.wait_ready(60)
+    wait_until(lambda: leads(api, first), 15, 0.05)
+    second.start()
+    second.wait_ready(60)
+    with Sampler(real_cloud, tag) as sampler:
+        pods = [api.add_pod("default", f"{cluster}-{i}", f"node-{i % 3}")
+                for i in range(60)]
+        uids = {p["metadata"]["uid"] for p in pods}
+        wait_until(lambda: len(api.podports) >= 5, 120, 0.05)
+        signal_all(first, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            at_stop = len(api.podports)
+            wait_until(lambda: leads(api, second), DURATION + 10, 0.05)
+            took = time.monotonic() - stopped
+            wait_until(lambda: len(api.podports) >= 60, 150, 0.1)
+            time.sleep(6)                       # a resync and its sweep
+            before = {p["id"]: (p["device_id"], p["revision_number"])
+                      for p in sampler.sample()}
+            specs = {k: (v["metadata"].get("resourceVersion"), dict(v["spec"]))
+                     for k, v in api.podports.items()}
+            since = time.monotonic()
+        finally:
+            signal_all(first, signal.SIGCONT)
+        time.sleep(DURATION + 2.0)
+        after = {p["id"]: (p["device_id"], p["revision_number"])
+                 for p in sampler.sample()}
+    print(f"\nSIGSTOP -> new leader {took:.2f} s; PodPorts at the stop "
+          f"{at_stop}/60; ports of ours {len(after)}, ever seen "
+          f"{len(sampler.seen)}, most per pod {sampler.most}")
+    assert at_stop < 60, "the burst was over before the pause"
+    assert took <= DURATION + 2, took
+    assert after == before, first.log()[-3000:]     # no Neutron write
+    assert {k: (v["metadata"].get("resourceVersion"), dict(v["spec"]))
+            for k, v in api.podports.items()} == specs
+    assert sampler.most == 1, sampler.doubled
+    assert {d for d, _ in after.values()} == uids and len(after) == 60
+    assert sampler.seen == set(after)               # nothing swept
+    for obj in api.podports.values():
+        assert after[obj["spec"]["portId"]][0] == obj["spec"]["podUid"]
+    assert leads(api, second)
+    # The old leader's handler exits on its fence or lease thread and
+    # comes back as a live follower.
+    wait_until(lambda: first.probe("/alive") == 200, 20)
+    assert leads(api, second)
+    print(f"PodPort writes after SIGCONT: {podport_writes(api, since)}")
