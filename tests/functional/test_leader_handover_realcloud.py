@@ -104,6 +104,10 @@ def replicas(tmp_path: Path, real_cloud: RealCloud, api: FakeAPI,
         d.close()
 
 
+def whole_log(d: Daemon) -> str:
+    return d.log_path.read_text(errors="replace")
+
+
 def podport_writes(api: FakeAPI, since: float) -> int:
     return sum(1 for t, m, p, _ in list(api.requests)
                if t >= since and m in ("POST", "PUT", "PATCH", "DELETE")
@@ -154,6 +158,9 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
             first, second = sorted(replicas, key=lambda d: not leads(api, d))
             # Kill the leader once some PodPorts are written, not all.
             wait_until(lambda: len(api.podports) >= 5, 120, 0.05)
+            # The standby's handlers never led while the leader wrote
+            # (they start acting only once their replica leads).
+            assert f"_{second.pid} leads (" not in whole_log(second)
             signal_all(first, signal.SIGKILL)
             killed = time.monotonic()
             at_kill = len(api.podports)
@@ -187,6 +194,7 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
         # No port was made and then deleted (a duplicate swept).
         assert sampler.seen == {p["id"] for p in ports}, \
             sampler.seen - {p["id"] for p in ports}
+        assert f"_{second.pid} leads (" in whole_log(second)
         assert second.status()["handlerFailures"] == 0
     finally:
         stop.set()
