@@ -11,7 +11,7 @@ worker stale.
 One call path per service (:class:`CallPath`: one thread and what hangs in
 it): Neutron's calls run on the adapter's default path, Keystone's on a
 path of its own (``_bounded(..., via=...)``), so a hung Neutron never
-fails a token request as "an earlier call still has no answer", and the
+fails a token request as "an earlier call still hangs", and the
 Keystone check names Keystone only when Keystone is the one hanging.
 
 Invariants: one thread per path; while a call that overran its deadline
@@ -47,12 +47,16 @@ class CallPath:
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=name)
         self.hung: concurrent.futures.Future[Any] | None = None
+        #: The deadline the hung call overran (seconds).
+        self.overran = 0.0
 
     def submit(self, what: str, fn: Callable[..., T], *args: Any,
                **kwargs: Any) -> concurrent.futures.Future[T]:
         if self.hung is not None and not self.hung.done():
-            raise self.error(f"{what}: an earlier call still has "
-                                       f"no answer")
+            # The same words as the call that overran: one phrase for one
+            # fault, whichever call meets it first.
+            raise self.error(f"{what}: no answer within {self.overran:g}s "
+                             "(an earlier call still hangs)")
         self.hung = None
         return self._pool.submit(fn, *args, **kwargs)
 
@@ -84,6 +88,6 @@ class BoundedCalls:
                 return future.result(timeout=max(0.0, min(BEAT_EVERY, left)))
             except concurrent.futures.TimeoutError:
                 if left <= BEAT_EVERY:
-                    path.hung = future
+                    path.hung, path.overran = future, self.deadline
                     raise path.error(
                         f"{what}: no answer within {self.deadline:g}s") from None

@@ -214,3 +214,25 @@ def test_hang_named_the_same_by_either_bound(
         api.port_quota(PROJECT_ID)
     assert "no answer within 0.3s" in str(err.value), err.value
     assert "timed out" not in str(err.value)
+
+
+def test_a_call_behind_a_hung_one_names_the_same_deadline() -> None:
+    """While a call that overran its deadline still hangs, a later call on
+    its path fails at once, in the words the overrun used."""
+    import threading
+
+    from kuryr_supervisor.controller.bounded import BoundedCalls
+    release = threading.Event()
+    calls = BoundedCalls(0.3)
+    try:
+        with pytest.raises(osa.OpenStackUnavailable,
+                           match=r"^first: no answer within 0.3s$"):
+            calls._bounded("first", release.wait, 30)
+        started = time.monotonic()
+        with pytest.raises(osa.OpenStackUnavailable,
+                           match=r"^second: no answer within 0.3s \(an "
+                                 r"earlier call still hangs\)$"):
+            calls._bounded("second", lambda: None)
+        assert time.monotonic() - started < 0.2      # at once, not queued
+    finally:
+        release.set()
