@@ -33,7 +33,8 @@ class Binding(Protocol):
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
-              gateway: ipaddress.IPv4Address, mac: str | None = None) -> Any: ...
+              gateway: ipaddress.IPv4Address, mac: str | None = None,
+              iface_id: str | None = None, owner: str = "") -> Any: ...
     def unplumb(self, *, container_id: str, ifname: str,
                 netns: str | None) -> None: ...
     def check(self, *, container_id: str, ifname: str, netns: str,
