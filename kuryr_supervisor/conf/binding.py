@@ -12,7 +12,7 @@ GROUP = "binding"
 _IFNAME = re.compile(r"^[^\s/:%]{1,15}$")
 
 # What ovs-vsctl is given: no option-like or quoted names, no spaces.
-_OVS_BRIDGE = re.compile(r"^[A-Za-z0-9_.\-]{1,15}$")
+_OVS_BRIDGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,14}$")
 _CONNECTION = re.compile(r"^(unix:/[^\s,]+|tcp:[0-9A-Za-z.\-\[\]:]+:\d{1,5})$")
 
 OPTS: list[cfg.Opt] = [
@@ -78,7 +78,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
             ".", ".."):
         raise ValueError(f"[binding] ovs_bridge {group.ovs_bridge!r} is not "
                          "a valid bridge name (1-15 letters, digits, "
-                         "'_', '.' or '-')")
+                         "'_', '.' or '-', not starting with '-' or '.')")
     if not _CONNECTION.match(group.ovsdb_connection):
         raise ValueError(f"[binding] ovsdb_connection "
                          f"{group.ovsdb_connection!r} is not "

@@ -28,7 +28,7 @@ import pytest
 from kuryr_supervisor.cni import netlink
 from kuryr_supervisor.cni.binding import BridgeBinding
 from tests.fixtures.controller import Cloud, controller_daemon, start_cloud
-from tests.fixtures.daemon import Daemon, wait_until
+from tests.fixtures.daemon import Daemon, run_once, wait_until
 from tests.fixtures.ovs import PrivateOVS
 from tests.functional.cni_harness import Namespaces, install_shim, ip_json, run_shim
 
@@ -59,9 +59,10 @@ def cni_daemon(workdir: Path, cloud: Cloud, ovs: PrivateOVS,
     return Daemon(workdir, {
         "kubernetes": {"api_root": cloud.api.url, "node_name": NODE,
                        "request_timeout": 1.0, "watch_timeout": 5,
-                       "api_check_interval": 0.2, "api_check_timeout": 0.5},
+                       "api_check_interval": 0.2, "api_check_timeout": 0.5,
+                       "reclaim_interval": 0.5},
         "cni_daemon": {"address_source": "podport",
-                       "annotation_timeout": 5.0},
+                       "annotation_timeout": 3.0},
         "ipam": {"subnet": cloud.neutron.subnet["cidr"],
                  "gateway": cloud.neutron.subnet["gateway_ip"]},
         "binding": {"driver": "ovs", "ovs_bridge": bridge, "mtu": MTU,
@@ -244,8 +245,15 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
         assert stale not in ports and foreign in ports
         assert BridgeBinding.host_ifname("ctr-b", "eth0") in ports
 
-        # DEL: the port and the veth go; a second DEL without netns is fine
+        # CHECK compares the iface-id with the pod's port (its PodPort)
         host_b = BridgeBinding.host_ifname("ctr-b", "eth0")
+        ovs.vsctl("set", "Interface", host_b, "external_ids:iface-id=other")
+        code, out = run_shim(shim, "CHECK", {**conf, "prevResult": results[1]},
+                             container_id="ctr-b",
+                             netns=f"/var/run/netns/{nss[1]}", args=pod_args(pods[1]))
+        assert code != 0 and "iface-id other is not the pod's port" in out["msg"], out
+
+        # DEL: the port and the veth go; a second DEL without netns is fine
         code, out = run_shim(shim, "DEL", conf, container_id="ctr-b",
                              netns=f"/var/run/netns/{nss[1]}", args=pod_args(pods[1]))
         assert code == 0, out
@@ -277,6 +285,12 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
                              netns=f"/var/run/netns/{ns_c}", args=pod_args(pod_c))
         assert code == 0, out
         assert host_c in ovs.vsctl("list-ports", bridge).split()
+
+        # The pod deleted in the API: the Watcher's reclaim removes its port
+        cloud.api.delete_pod("default", "ovs-c")
+        wait_until(lambda: host_c not in ovs.vsctl("list-ports", bridge).split(), 15)
+        assert not ip_json("link", "show", host_c)
+        assert cni.status()["cniFailures"] == 0
     finally:
         cni.close()
         controller.close()
@@ -284,3 +298,63 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
             subprocess.run(["ip", "link", "del",
                             BridgeBinding.host_ifname(f"ctr-{name}", "eth0")],
                            capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("bind", ["DOWN", "FAILED"])
+def test_a_port_that_is_not_active(tmp_path: Path, cloud: Cloud,
+                                   ovs: PrivateOVS, namespaces: Namespaces,
+                                   bind: str) -> None:
+    """ADD waits for ACTIVE after plumbing (on by default with ovs): a port
+    that stays DOWN gets code 11 naming it once annotation_timeout is up,
+    one that failed to bind at once; neither is counted, nothing is left
+    on the bridge or the host."""
+    bridge = "ksvi" + secrets.token_hex(4)
+    ovs.add_bridge(bridge)
+    cloud.neutron.faults.bind = bind
+    cloud.api.add_node(NODE)
+    controller = controller_daemon(tmp_path / "controller", cloud,
+                                   {"controller": {"port_status_interval": 0.3}})
+    cni = cni_daemon(tmp_path / "cni", cloud, ovs, bridge)
+    shim = install_shim(str(tmp_path))
+    try:
+        controller.start()
+        cni.start()
+        controller.wait_ready()
+        cni.wait_ready()
+        pod = cloud.api.add_pod("default", "ovs-down", NODE)
+        wait_until(lambda: cloud.podport("default", "ovs-down") is not None, 10)
+        ns = namespaces.create()
+        code, out = run_shim(shim, "ADD", netconf(cni), container_id="ctr-d",
+                             netns=f"/var/run/netns/{ns}", args=pod_args(pod))
+        [port] = cloud.neutron.ports_for(pod["metadata"]["uid"])
+        assert code != 0 and out["code"] == 11, out
+        if bind == "DOWN":
+            assert f"port {port['id']}" in out["msg"]
+            assert "is not ACTIVE" in out["msg"], out
+        else:
+            assert "failed to bind" in out["msg"], out
+        host = BridgeBinding.host_ifname("ctr-d", "eth0")
+        assert host not in ovs.vsctl("list-ports", bridge).split()
+        assert not ip_json("link", "show", host)
+        assert not ip_json("-n", ns, "link", "show", "eth0")
+        assert cni.status()["cniFailures"] == 0
+    finally:
+        cni.close()
+        controller.close()
+        subprocess.run(["ip", "link", "del",
+                        BridgeBinding.host_ifname("ctr-d", "eth0")],
+                       capture_output=True, check=False)
+
+
+@pytest.mark.parametrize("binding,named", [
+    ({"ovs_bridge": "br int"}, "[binding] ovs_bridge"),
+    ({"ovsdb_connection": "unix:run/db.sock"}, "[binding] ovsdb_connection"),
+])
+def test_bad_ovs_options_exit_78(tmp_path: Path, binding: dict[str, str],
+                                 named: str) -> None:
+    status, stderr, _ = run_once(tmp_path / "d", {
+        "kubernetes": {"api_root": "http://127.0.0.1:1", "node_name": NODE},
+        "cni_daemon": {"address_source": "podport"},
+        "binding": {"driver": "ovs", **binding}}, timeout=20)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert status == 78 and len(lines) == 1 and named in lines[0], stderr

@@ -19,8 +19,11 @@ class BridgeCheck(BindingBase):
 
     def check(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
-              gateway: ipaddress.IPv4Address) -> None:
-        """Raise PlumbingError naming every way the pod differs from plumb."""
+              gateway: ipaddress.IPv4Address,
+              iface_id: str | None = None) -> None:
+        """Raise PlumbingError naming every way the pod differs from plumb.
+        ``iface_id``: the pod's Neutron port, when known, for bindings whose
+        host end names it (not the Linux bridge's)."""
         nl = self._nl
         problems: list[str] = []
         try:
@@ -31,7 +34,8 @@ class BridgeCheck(BindingBase):
                         f"in netns {netns}")
                 pod = nl.get_link(ns, ifname)
                 pod_routes = nl.routes(ns)
-            host_problems = self._host_problems(container_id, ifname, pod)
+            host_problems = self._host_problems(container_id, ifname, pod,
+                                                iface_id)
         except _netlink.NetlinkError as exc:
             raise plumbing_error(f"check {container_id}/{ifname}",
                                  exc) from exc
@@ -51,7 +55,8 @@ class BridgeCheck(BindingBase):
                 f"check {container_id}/{ifname}: {'; '.join(problems)}")
 
     def _host_problems(self, container_id: str, ifname: str,
-                       pod: _netlink.Link) -> list[str]:
+                       pod: _netlink.Link,
+                       iface_id: str | None = None) -> list[str]:
         """How the host end differs: missing, off the bridge or down."""
         nl = self._nl
         host = self.host_ifname(container_id, ifname)

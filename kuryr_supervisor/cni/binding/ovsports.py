@@ -68,9 +68,11 @@ class OvsPorts(BridgeCheck):
         self.ovsdb = ovsdb
 
     def _host_problems(self, container_id: str, ifname: str,
-                       pod: _netlink.Link) -> list[str]:
+                       pod: _netlink.Link,
+                       iface_id: str | None = None) -> list[str]:
         """The host end is a port of the integration bridge whose
-        Interface is ours and names the pod's MAC and an iface-id."""
+        Interface is ours and names the pod's MAC and its port (``iface_id``
+        when known, else any)."""
         host = self.host_ifname(container_id, ifname)
         where = f"check {container_id}/{ifname}"
         try:
@@ -89,6 +91,9 @@ class OvsPorts(BridgeCheck):
             problems.append(f"interface {host} is not kuryr-supervisor's")
         elif not ids.get("iface-id"):
             problems.append(f"interface {host} has no iface-id")
+        elif iface_id and ids["iface-id"] != iface_id:
+            problems.append(f"interface {host} iface-id {ids['iface-id']} "
+                            f"is not the pod's port {iface_id}")
         elif ids.get("attached-mac", "").lower() != pod.mac.lower():
             problems.append(f"interface {host} attached-mac "
                             f"{ids.get('attached-mac')} != {pod.mac}")

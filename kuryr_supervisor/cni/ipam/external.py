@@ -150,6 +150,18 @@ class ExternalIpam:
         return dataclasses.replace(alloc, mac=fixed.mac,
                                    port_id=fixed.port_id or None)
 
+    def port_id(self, pod: PodRef) -> str | None:
+        """The pod's Neutron port as the source says now, without waiting
+        (for CHECK); None when unknown or unreadable (CHECK then checks
+        that some port is named, not which)."""
+        try:
+            fixed = self._lookup(pod, 0.0)
+        except Exception as exc:  # noqa: BLE001 - CHECK goes on without it
+            LOG.debug("pod %s/%s: its port not readable for CHECK: %s",
+                      pod.namespace, pod.name, exc)
+            return None
+        return (fixed.port_id or None) if fixed is not None else None
+
     def settle(self, alloc: Allocation) -> None:
         """After plumbing, before the ADD is recorded: wait (``activated``,
         when wired) until the pod's port is ACTIVE, within what is left of
