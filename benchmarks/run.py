@@ -38,6 +38,7 @@ from benchmarks import (
     cri,
     fleet,
     memory,
+    ovs_binding,
     probes,
     recovery,
     shim_cpu,
@@ -57,7 +58,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-pool": controller_pool.run,
     "controller-real": controller_real.run,
     "controller-slow": controller_slow.run, "fleet": fleet.run,
-    "cri": cri.run,
+    "cri": cri.run, "ovs-binding": ovs_binding.run,
 }
 
 
