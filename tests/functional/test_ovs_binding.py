@@ -253,8 +253,9 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
 
         # The pod deleted in the API: the Watcher's reclaim removes its port
         cloud.api.delete_pod("default", "ovs-c")
-        wait_until(lambda: host_c not in ovs.vsctl("list-ports", bridge).split(), 15)
-        assert not ip_json("link", "show", host_c)
+        # (the port leaves the bridge first, then the veth goes)
+        wait_until(lambda: host_c not in ovs.vsctl("list-ports", bridge).split()
+                   and not ip_json("link", "show", host_c), 15)
         assert cni.status()["cniFailures"] == 0
     finally:
         cni.close()
