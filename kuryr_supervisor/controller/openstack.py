@@ -44,6 +44,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
 from kuryr_supervisor.controller.bounded import CallPath
 from kuryr_supervisor.controller.neutronapi import NeutronApi
@@ -112,9 +113,13 @@ class OpenStack(NeutronApi):
         timeout = float(conf.controller.openstack_timeout)
         if conf[group].timeout:
             timeout = min(timeout, float(conf[group].timeout))
-        # The session's timeout bounds token requests and discovery too.
+        # The session's timeout bounds token requests and discovery too;
+        # its User-Agent names this replica on every request it sends
+        # (Keystone's logins, Neutron's calls).
         session = ks_loading.load_session_from_conf_options(
-            conf, group, auth=auth, timeout=timeout)
+            conf, group, auth=auth, timeout=timeout,
+            user_agent=useragent.user_agent("controller",
+                                            useragent.replica_name()))
         # Concurrent callers (bulk creates in flight, pool claims) each
         # keep their connection instead of opening and dropping one each.
         from keystoneauth1 import session as ks_session
