@@ -1,4 +1,10 @@
-"""The OpenStack adapter against Keystone and Neutron fakes over real HTTP."""
+"""The OpenStack adapter against Keystone and Neutron fakes over real HTTP.
+
+Fake only: these count the tokens Keystone issued and the requests Neutron
+served, or inject what a real cloud cannot show on demand (hangs, garbage,
+3 s tokens, another project's ports in the store). The adapter's calls
+against both clouds (ports, bulk, quota, a wrong password) and real
+outages: tests/functional/test_cloud_adapter.py."""
 from __future__ import annotations
 
 import time
