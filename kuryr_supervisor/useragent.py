@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 from kuryr_supervisor.version import version
 
@@ -39,10 +40,18 @@ def master_pid() -> int:
     return _master_pid if _master_pid is not None else os.getpid()
 
 
-def replica_name() -> str:
+def replica_name(environ: Mapping[str, str] = os.environ) -> str:
     """A controller replica's name: its pod's (Deployment pods get their
     name in ``POD_NAME``), else the host's."""
-    return os.environ.get("POD_NAME") or socket.gethostname()
+    return environ.get("POD_NAME") or socket.gethostname()
+
+
+def for_role(role: str, node: str,
+             environ: Mapping[str, str] = os.environ) -> str:
+    """The header of a daemon of ``role``: a controller replica named as
+    in its Lease, a CNI daemon by the node it serves (``node``)."""
+    return user_agent(role, replica_name(environ) if role == "controller"
+                      else node)
 
 
 def user_agent(role: str, name: str) -> str:

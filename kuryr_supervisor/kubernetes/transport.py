@@ -78,14 +78,12 @@ class K8sTransport:
     def from_conf(cls, conf: cfg.ConfigOpts,
                   environ: Mapping[str, str] = os.environ) -> Self:
         node = node_name(conf, environ)
-        # A controller replica is named as in its Lease; a CNI daemon by
-        # the node it serves. (A tool's conf may not hold [DEFAULT] role.)
+        # (A tool's configuration may not hold [DEFAULT] role.)
         role = str(conf.role) if "role" in conf else "cni"
-        name = useragent.replica_name() if role == "controller" else node
         return cls(make_configuration(conf, environ), node=node,
                    request_timeout=conf.kubernetes.request_timeout,
                    watch_timeout=conf.kubernetes.watch_timeout,
-                   user_agent=useragent.user_agent(role, name))
+                   user_agent=useragent.for_role(role, node, environ))
 
     def close(self) -> None:
         self._api.close()

@@ -61,7 +61,9 @@ def test_keystone_and_neutron_see_the_replica(
     keystone = FakeKeystone().start()
     neutron = FakeNeutron(keystone).start()
     try:
-        api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+        conf = neutron_conf(tmp_path, keystone)
+        conf.set_override("role", "controller")
+        api = osa.OpenStack.from_conf(conf)
         made = api.create_port(network_id=neutron.network_id,
                                subnet_id=neutron.subnet["id"], name="p",
                                device_id="uid-1")
@@ -79,6 +81,23 @@ def test_keystone_and_neutron_see_the_replica(
             (method, agent)
 
 
+def test_the_cni_roles_openstack_checks_name_the_node(
+        tmp_path: Path) -> None:
+    """Nested deployments check OpenStack from the CNI role too."""
+    keystone = FakeKeystone().start()
+    try:
+        conf = neutron_conf(tmp_path, keystone)
+        conf.set_override("role", "cni")
+        conf.set_override("node_name", "node-9", "kubernetes")
+        osa.OpenStack.from_conf(conf).token()
+    finally:
+        keystone.stop()
+    assert keystone.access
+    for _, _, _, agent in keystone.access:
+        m = AGENT.match(agent)
+        assert m and m.groups() == ("cni", "node-9", "4242"), agent
+
+
 def k8s_client(api: FakeAPI, role: str | None) -> k8s.K8sClient:
     conf = cfg.ConfigOpts()
     k8s_conf.register_opts(conf)
@@ -88,14 +107,13 @@ def k8s_client(api: FakeAPI, role: str | None) -> k8s.K8sClient:
     conf([], default_config_files=[])
     conf.set_override("api_root", api.url, "kubernetes")
     conf.set_override("node_name", "node-7", "kubernetes")
-    return k8s.K8sClient.from_conf(conf, environ={})
+    return k8s.K8sClient.from_conf(conf, environ={"POD_NAME": "ctl-2"})
 
 
 @pytest.mark.parametrize(("role", "name"), [
     (None, "node-7"), ("cni", "node-7"), ("controller", "ctl-2")])
 def test_the_api_server_sees_the_replica(
-        role: str | None, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("POD_NAME", "ctl-2")
+        role: str | None, name: str) -> None:
     api = FakeAPI().start()
     try:
         client = k8s_client(api, role)
