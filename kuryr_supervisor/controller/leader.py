@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
 
 from oslo_config import cfg
 
+from kuryr_supervisor import useragent
 from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.lease import LeaderElector
@@ -39,7 +39,7 @@ LOG = logging.getLogger(__name__)
 def identity(master_pid: int) -> str:
     """This replica: the pod name in Kubernetes (hostname), and the pid of
     its master (shared by all its handler processes)."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{master_pid}"
+    return f"{useragent.replica_name()}_{master_pid}"
 
 
 def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,

@@ -44,6 +44,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
 from kuryr_supervisor.controller.bounded import CallPath
 from kuryr_supervisor.controller.neutronapi import NeutronApi
@@ -65,6 +66,7 @@ from kuryr_supervisor.controller.tokenpolicy import (  # noqa: F401 - re-exporte
     LoginPolicy,
 )
 from kuryr_supervisor.kubernetes import fence
+from kuryr_supervisor.kubernetes.config import node_name
 
 LOG = logging.getLogger(__name__)
 
@@ -112,9 +114,14 @@ class OpenStack(NeutronApi):
         timeout = float(conf.controller.openstack_timeout)
         if conf[group].timeout:
             timeout = min(timeout, float(conf[group].timeout))
-        # The session's timeout bounds token requests and discovery too.
+        # The session's timeout bounds token requests and discovery too;
+        # its User-Agent names this replica on every request it sends
+        # (Keystone's logins, Neutron's calls; the CNI role's checks too).
+        role = str(conf.role) if "role" in conf else "controller"
+        node = node_name(conf) if role != "controller" else ""
         session = ks_loading.load_session_from_conf_options(
-            conf, group, auth=auth, timeout=timeout)
+            conf, group, auth=auth, timeout=timeout,
+            user_agent=useragent.for_role(role, node))
         # Concurrent callers (bulk creates in flight, pool claims) each
         # keep their connection instead of opening and dropping one each.
         from keystoneauth1 import session as ks_session

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Self
 import urllib3
 from oslo_config import cfg
 
+from kuryr_supervisor import useragent
 from kuryr_supervisor.kubernetes import fence, podport
 from kuryr_supervisor.kubernetes.config import make_configuration, node_name
 from kuryr_supervisor.kubernetes.wire import K8sTemporary, from_status
@@ -61,9 +62,14 @@ class K8sTransport:
     the subclasses' (see :class:`~.client.K8sClient`)."""
 
     def __init__(self, configuration: client.Configuration, *, node: str,
-                 request_timeout: float = 5.0, watch_timeout: int = 60) -> None:
+                 request_timeout: float = 5.0, watch_timeout: int = 60,
+                 user_agent: str = "") -> None:
         from kubernetes import client
         self._api = client.ApiClient(configuration)
+        if user_agent:
+            # Sent with every request: the API server's audit and access
+            # logs name the replica (see :mod:`kuryr_supervisor.useragent`).
+            self._api.user_agent = user_agent
         self.node = node
         self.request_timeout = request_timeout
         self.watch_timeout = watch_timeout
@@ -71,10 +77,13 @@ class K8sTransport:
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts,
                   environ: Mapping[str, str] = os.environ) -> Self:
-        return cls(make_configuration(conf, environ),
-                   node=node_name(conf, environ),
+        node = node_name(conf, environ)
+        # (A tool's configuration may not hold [DEFAULT] role.)
+        role = str(conf.role) if "role" in conf else "cni"
+        return cls(make_configuration(conf, environ), node=node,
                    request_timeout=conf.kubernetes.request_timeout,
-                   watch_timeout=conf.kubernetes.watch_timeout)
+                   watch_timeout=conf.kubernetes.watch_timeout,
+                   user_agent=useragent.for_role(role, node, environ))
 
     def close(self) -> None:
         self._api.close()

@@ -63,6 +63,42 @@ def test_adapter_ports(tmp_path: Path, any_cloud: AnyCloud) -> None:
             cloud.admin("DELETE", f"/v2.0/ports/{port['id']}")
 
 
+def test_adapter_scope(tmp_path: Path, any_cloud: AnyCloud) -> None:
+    """Lookups and the sweep's list filter by tag, network and project in
+    Neutron: another cluster's ports sharing the project are never seen,
+    nor another project's port outside the pod network; another
+    project's port on it is (Neutron shows it), but never as owned."""
+    cloud = any_cloud
+    api = adapter(tmp_path, cloud)
+    run = uuid.uuid4().hex[:8]
+    tag = osa.cluster_tag(f"scope-{run}")
+    device = f"scope-{run}"
+    made: list[str] = []
+    try:
+        mine = api.create_port(network_id=cloud.network_id, subnet_id="",
+                               name="m", device_id=device, tags=[tag])
+        made.append(mine.id)
+        made.append(api.create_port(
+            network_id=cloud.network_id, subnet_id="", name="c2",
+            device_id=device, tags=[osa.cluster_tag(f"scope-{run}-c2")]).id)
+        on_ours = cloud.foreign_port(device, on_pod_network=True, tags=[tag])
+        elsewhere = cloud.foreign_port(device, on_pod_network=False,
+                                       tags=[tag])
+        made += [on_ours["id"], elsewhere["id"]]
+        assert sorted(p.id for p in api.ports_of(
+            device, network_id=cloud.network_id, tag=tag)) == \
+            sorted([mine.id, on_ours["id"]])
+        assert [p.id for p in api.owned_ports(
+            network_id=cloud.network_id, tag=tag,
+            project_id=cloud.project_id)] == [mine.id]
+        # unscoped: every one it may see (not the one elsewhere)
+        assert sorted(p.id for p in api.ports_of(device)) == \
+            sorted(made[:3])
+    finally:
+        for port_id in made:
+            cloud.admin("DELETE", f"/v2.0/ports/{port_id}")
+
+
 def test_adapter_over_quota(tmp_path: Path, any_cloud: AnyCloud) -> None:
     cloud = any_cloud
     api = adapter(tmp_path, cloud)

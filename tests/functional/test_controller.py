@@ -1,5 +1,15 @@
 """The controller role: a real daemon (``role = controller``) against the
-Kubernetes API, Keystone and Neutron fakes over real HTTP on loopback."""
+Kubernetes API, Keystone and Neutron fakes over real HTTP on loopback.
+
+Fake only, each for a reason given in its docstring: a fault injected
+(a create delayed past a kill, a subnet without gateway), a Keystone
+whose tokens live 3 s (the session's real Keystone issues hour-long ones)
+and counts the tokens it issued, or a claim about the supervisor that no
+cloud changes (a stale handler, SIGTERM, the Lease between replicas: the
+real-cloud handover is test_leader_handover_realcloud.py). What the
+controller does to Neutron and the PodPorts runs against both clouds in
+test_controller_clouds.py.
+"""
 from __future__ import annotations
 
 import json
@@ -29,58 +39,10 @@ def ready_body(d: Daemon) -> tuple[int, str]:
     return d.get("/ready?verbose")
 
 
-def test_role_runs_handler_and_health(controller: Daemon) -> None:
-    controller.wait_ready()
-    status = controller.status()
-    assert sorted(status["components"]) == ["handler:neutron_port", "health"]
-    code, body = ready_body(controller)
-    assert code == 200
-    for check in ("k8s-watch", "keystone", "neutron", "handler-synced"):
-        assert f"[+]{check} ok" in body, body
-    assert "watcher" not in controller.get("/alive?verbose")[1]
-
-
-def test_pod_gets_port_then_loses_it(controller: Daemon, cloud: Cloud) -> None:
-    controller.wait_ready()
-    pod = cloud.api.add_pod("default", "web", "node-a")
-    uid = pod["metadata"]["uid"]
-    note = wait_until(lambda: cloud.podport("default", "web"), 10)
-    [port] = cloud.neutron.ports_for(uid)
-    assert note["portId"] == port["id"] and note["podUid"] == uid
-    assert note["mac"] == port["mac_address"]
-    assert note["address"] == port["fixed_ips"][0]["ip_address"] + "/24"
-    assert note["gateway"] == "10.20.0.1"
-    # host-network pods get no port
-    cloud.api.add_pod("default", "hn", "node-a", hostNetwork=True)
-    cloud.api.delete_pod("default", "web")
-    wait_until(lambda: not cloud.neutron.ports_for(uid), 10)
-    time.sleep(0.5)
-    assert cloud.neutron.ports == {}
-    assert controller.status()["handlerFailures"] == 0
-
-
-def test_pods_existing_at_start_and_leaked_ports(tmp_path: Path, cloud: Cloud) -> None:
-    """Pods that exist before the controller starts get ports; ports whose
-    pod is gone (deleted while no controller ran) are swept."""
-    existing = cloud.api.add_pod("ns1", "early", "node-a")
-    leaked = cloud.api.add_pod("ns1", "gone", "node-a")
-    d = controller_daemon(tmp_path, cloud)
-    d.start()
-    try:
-        wait_until(lambda: cloud.podport("ns1", "gone"), 20)
-        d.close()
-        cloud.api.delete_pod("ns1", "gone")          # while the controller is down
-        assert len(cloud.neutron.ports_for(leaked["metadata"]["uid"])) == 1
-        d.start()
-        wait_until(lambda: not cloud.neutron.ports_for(leaked["metadata"]["uid"]), 20)
-        assert len(cloud.neutron.ports_for(existing["metadata"]["uid"])) == 1
-    finally:
-        d.close()
-
-
 def test_handler_killed_mid_creation(controller: Daemon, cloud: Cloud) -> None:
     """SIGKILL between Neutron creating the port and the handler hearing of
-    it: the restarted handler adopts that port; none leaks or doubles."""
+    it: the restarted handler adopts that port; none leaks or doubles.
+    Fake only: the create is held 3 s on demand (``create_delay``)."""
     controller.wait_ready()
     cloud.neutron.create_delay = 3.0
     pod = cloud.api.add_pod("default", "slow", "node-a")
@@ -99,7 +61,9 @@ def test_handler_killed_mid_creation(controller: Daemon, cloud: Cloud) -> None:
 
 def test_keystone_down_not_ready_but_alive(tmp_path: Path, cloud: Cloud) -> None:
     """A Keystone outage shows when the token is due for renewal (within
-    token_renew_margin of its expiry): not ready, still alive."""
+    token_renew_margin of its expiry): not ready, still alive. Fake only:
+    3 s tokens; the real Keystone stopped is
+    test_cloud_adapter.py::test_controller_through_an_outage[keystone]."""
     cloud.keystone.token_lifetime = 3.0
     controller = controller_daemon(tmp_path, cloud,
                                    {"controller": {"token_renew_margin": 1.5}})
@@ -121,33 +85,9 @@ def test_keystone_down_not_ready_but_alive(tmp_path: Path, cloud: Cloud) -> None
         controller.close()
 
 
-def test_quota_exhausted_not_ready_named(controller: Daemon, cloud: Cloud) -> None:
-    controller.wait_ready()
-    cloud.api.add_pod("default", "a", "node-a")
-    wait_until(lambda: cloud.podport("default", "a"), 10)
-    cloud.neutron.port_limit = 1
-    before = time.time()
-    code, body = wait_until(lambda: (lambda r: r if r[0] != 200 else None)(
-        ready_body(controller)), 10)
-    assert "[-]neutron failed" in body and "port quota exhausted" in body, body
-    status = controller.status()
-    check = status["checks"]["neutron"]
-    assert "1 of 1 ports used" in check["message"]
-    from datetime import datetime
-    since = datetime.fromisoformat(check["since"].replace("Z", "+00:00"))
-    assert since.timestamp() >= before - 1
-    # a pod that cannot get a port waits; it is not the handler's failure
-    cloud.api.add_pod("default", "b", "node-a")
-    time.sleep(1.5)
-    assert cloud.podport("default", "b") is None
-    assert controller.probe("/alive") == 200
-    assert controller.status()["handlerFailures"] == 0
-    cloud.neutron.port_limit = 10
-    wait_until(lambda: cloud.podport("default", "b"), 40)
-    controller.wait_ready(10)
-
-
 def test_token_renewed_without_a_request_per_probe(tmp_path: Path, cloud: Cloud) -> None:
+    """Fake only: 3 s tokens, and the tokens Keystone issued and Neutron
+    refused are counted by the fakes."""
     cloud.keystone.token_lifetime = 3.0
     d = controller_daemon(tmp_path, cloud,
                           {"controller": {"token_renew_margin": 1.5}})
@@ -170,6 +110,7 @@ def test_token_renewed_without_a_request_per_probe(tmp_path: Path, cloud: Cloud)
 
 
 def test_handler_stale_is_named_and_restarted(controller: Daemon) -> None:
+    """Fake only: the supervisor's claim; no cloud changes it."""
     controller.wait_ready()
     handler = controller.worker_pids()["handler:neutron_port"]
     os.kill(handler, signal.SIGSTOP)     # the supervisor itself kills it
@@ -184,7 +125,9 @@ def test_handler_stale_is_named_and_restarted(controller: Daemon) -> None:
 
 def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
     """With leader_election, only the Lease holder's handlers act; when the
-    leader dies the other replica takes over once the lease runs out."""
+    leader dies the other replica takes over once the lease runs out.
+    Fake only: the Lease's claim; against the real cloud, with every
+    request attributed to its replica: test_leader_handover_realcloud.py."""
     election = {"controller": {"leader_election": True, "lease_duration": 2,
                                "lease_namespace": "kube-system"}}
     first = controller_daemon(tmp_path / "a", cloud, election)
@@ -216,7 +159,8 @@ def test_two_replicas_one_leader(tmp_path: Path, cloud: Cloud) -> None:
 def test_handler_failure_budget_exits_76(tmp_path: Path, cloud: Cloud) -> None:
     """Failures that are the handler's own (here: a subnet without gateway,
     so no annotation can be written) count; past handler_failures_count
-    liveness fails, and under the exit policy the master exits 76."""
+    liveness fails, and under the exit policy the master exits 76.
+    Fake only: the subnet loses its gateway on demand."""
     d = controller_daemon(tmp_path, cloud, {
         "controller": {"handler_failures_count": 2},
         "supervisor": {"worker_death_policy": "exit"}})
@@ -232,6 +176,7 @@ def test_handler_failure_budget_exits_76(tmp_path: Path, cloud: Cloud) -> None:
 
 
 def test_sigterm_drains_and_exits_0(controller: Daemon) -> None:
+    """Fake only: the supervisor's claim; no cloud changes it."""
     controller.wait_ready()
     controller.signal(signal.SIGTERM)
     assert controller.wait_exit(15) == 0, controller.log()

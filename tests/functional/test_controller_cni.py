@@ -1,6 +1,9 @@
 """Standalone Kubernetes: the controller role and the CNI role together,
 against the Kubernetes API, Keystone and Neutron fakes; a pod gets its
-Neutron port's address and MAC inside its network namespace."""
+Neutron port's address and MAC inside its network namespace.
+
+Fake only: a pod subnet of its own per test, routed in the test's
+namespaces (the real cloud's one subnet is shared by the session)."""
 from __future__ import annotations
 
 import ipaddress

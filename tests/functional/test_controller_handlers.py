@@ -1,7 +1,9 @@
 """One process per handler: a real controller daemon running two handlers
 (the built-in ``neutron_port`` and ``ticker``, a test handler installed
 through its entry point) against the fakes; each handler is named in the
-probes, and the supervisor acts on its process alone."""
+probes, and the supervisor acts on its process alone.
+
+Fake only: claims about handler processes, which no cloud changes."""
 from __future__ import annotations
 
 import os

@@ -13,6 +13,9 @@ setgid), and ``[ipam] state_dir`` the ConfigMap's, below it. The daemon
 becomes ready, creates a port and its PodPort for a pod, and stops on
 SIGTERM with 0; it refuses (78, one line) a state directory of another
 uid, and a disk-backed ``emptyDir`` (0777 without the sticky bit).
+
+Fake only: the claim is the daemon's files and privileges, which no cloud
+changes.
 """
 from __future__ import annotations
 

@@ -2,7 +2,11 @@
 a full pod subnet makes it not ready naming the subnet, live, with a
 Warning Event on each waiting pod and the fault in ``/metrics``; a
 Neutron that ignores tag filters leaves the sweep off, said in
-``/status`` and ``/metrics``, while pods still get their ports."""
+``/status`` and ``/metrics``, while pods still get their ports.
+
+Fake only: a pod subnet of 13 addresses made for the test (the real cloud's
+one subnet is shared by the session) and a Neutron that ignores tag
+filters (a fault no real Neutron shows on demand)."""
 from __future__ import annotations
 
 import time

@@ -72,12 +72,18 @@ def test_burst_one_port_each_and_restart_writes_nothing(
             assert ports[spec["portId"]]["binding:host_id"] == pod["spec"]["nodeName"]
         specs = {k: dict(v["spec"]) for k, v in api.podports.items()}
         daemon.close()
+        restarted = time.time()
         daemon.start()
         daemon.wait_ready(60)
         time.sleep(12)                            # two resyncs (5 s)
         after = {p["id"]: p["updated_at"] for p in ours(real_cloud)
                  if p["device_id"] in uids}
         assert after.keys() == ports.keys()       # none made, none deleted
+        # Neutron's access log: the restarted controller sent reads only.
+        sent = [(m, path) for _, m, path, agent in
+                real_cloud.neutron_access(restarted)
+                if agent.startswith("kuryr-supervisor/")]
+        assert sent and all(m == "GET" for m, _ in sent), sent
         assert {k: dict(v["spec"]) for k, v in api.podports.items()} == specs
         # the status subresource says what Neutron says (the test driver
         # binds node-* hosts at once)

@@ -6,6 +6,10 @@ the Kubernetes API, Keystone and Neutron fakes over real HTTP.
   makes no write to Neutron and none to the PodPorts.
 - The controller-scale benchmark's own phases at 300 pods (the code the
   benchmark runs): every pod one port, request counts; no timing asserted.
+
+Fake only: the bulk sizes follow the fake's time per port, and 300 pods
+would take the real Neutron minutes. A restart that writes nothing against
+the real cloud: test_controller_realcloud.py.
 """
 from __future__ import annotations
 

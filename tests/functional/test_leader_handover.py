@@ -2,7 +2,12 @@
 cloud: a standby that is ready and silent, a leader killed with SIGKILL in
 the middle of a burst, a leader paused past its lease. Every pod ends with
 exactly one port, named by its PodPort; the standby leads within
-``lease_duration`` + 2 s; nobody writes without the lease."""
+``lease_duration`` + 2 s; nobody writes without the lease.
+
+Who sent a request is read from its User-Agent, as the fakes logged it
+(``kuryr-supervisor/<version> (controller; <host>; pid <master pid>)``):
+the standby's requests are told apart from the leader's at Neutron and
+at the Kubernetes API, not inferred from the Lease."""
 from __future__ import annotations
 
 import signal
@@ -19,7 +24,7 @@ from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures.controller import Cloud, controller_daemon
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.fakeapi import FakeAPI
-from tests.fixtures.leader import LEASE, signal_all
+from tests.fixtures.leader import LEASE, signal_all, writers, writes_of
 from tests.fixtures.leader import holder as lease_holder
 from tests.fixtures.leader import leads as leads_api
 from tests.fixtures.openstack import FakeKeystone
@@ -159,6 +164,7 @@ def test_leader_killed_mid_burst_loses_nothing(
     standby leads within lease_duration + 2 s, every pod gets exactly one
     port, none is leaked and none was ever doubled (nothing to sweep)."""
     first, second = replicas
+    start_wall, start = time.time(), time.monotonic()
     first.start()
     first.wait_ready(30)
     wait_until(lambda: leads(cloud, first), 15)
@@ -168,7 +174,7 @@ def test_leader_killed_mid_burst_loses_nothing(
     uids = burst(cloud, 500, "k")
     wait_until(lambda: ported(cloud) >= 100, 60)
     signal_all(first, signal.SIGKILL)
-    killed = time.monotonic()
+    killed_wall, killed = time.time(), time.monotonic()
     assert ported(cloud) < 500, "the burst was over before the kill"
     wait_until(lambda: leads(cloud, second), DURATION + 10)
     took = time.monotonic() - killed
@@ -178,6 +184,29 @@ def test_leader_killed_mid_burst_loses_nothing(
     check_one_port_each(cloud, uids)
     deleted = cloud.neutron.counts()["DELETE /v2.0/ports/{id}"]
     assert deleted == 0, f"{deleted} duplicate ports were made and swept"
+    check_writers(replicas, [r for r in cloud.neutron.access
+                             if r[0] >= start_wall], killed_wall,
+                  [r for r in cloud.api.access if r[0] >= start], killed)
+
+
+def check_writers(replicas: list[Daemon], neutron: list[Any],
+                  killed_wall: float, k8s: list[Any], killed: float) -> None:
+    """By User-Agent: every request at Neutron and at the Kubernetes API
+    came from one of the replicas (``a``, the first leader, or ``b``);
+    until the kill only ``a`` wrote to Neutron or to a PodPort, after it
+    (past the requests already on the wire) only ``b``."""
+    assert set(writers(neutron, replicas)) == {"a", "b"}, \
+        writers(neutron, replicas)
+    assert set(writers(k8s, replicas)) == {"a", "b"}, writers(k8s, replicas)
+    for log, at, podports in ((neutron, killed_wall, False),
+                              (k8s, killed, True)):
+        before = writes_of([r for r in log if r[0] < at], podports=podports)
+        after = writes_of([r for r in log if r[0] > at + 0.5],
+                          podports=podports)
+        assert set(writers(before, replicas)) == {"a"}, \
+            ("the standby wrote", writers(before, replicas))
+        assert set(writers(after, replicas)) == {"b"}, \
+            ("after the handover", writers(after, replicas))
 
 
 def test_paused_leader_does_not_write_after_losing_the_lease(

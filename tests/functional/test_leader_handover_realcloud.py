@@ -4,7 +4,11 @@ and Neutron (MariaDB, several request threads) and one Kubernetes API fake
 identity holds the Lease; one leads; it is killed with SIGKILL (every
 process) in the middle of a burst of 100 pods. The standby leads within
 ``lease_duration`` + 2 s; every pod ends with exactly one port, named by its
-PodPort; no pod ever had two ports; no port of ours is left over.
+PodPort; no pod ever had two ports; no port of ours is left over. Who
+sent each request is read from its User-Agent in Neutron's access log (the
+fixture's serve.py writes one) and in the Kubernetes API fake's: neither
+standby writes to Neutron or to a PodPort while it waits, and after the
+kill only the new leader writes.
 
 The cloud is shared by the session: only ports tagged with this test's
 own cluster are counted, and all of them are deleted at the end."""
@@ -27,7 +31,14 @@ from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures.clouds import controller_options
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.fakeapi import FakeAPI
-from tests.fixtures.leader import LEASE, holder, leads, signal_all
+from tests.fixtures.leader import (
+    LEASE,
+    holder,
+    leads,
+    signal_all,
+    writers,
+    writes_of,
+)
 from tests.fixtures.realcloud import RealCloud
 
 pytestmark = pytest.mark.realcloud
@@ -129,6 +140,7 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
             other.try_acquire_or_renew()
     renewer = threading.Thread(target=renew, daemon=True)
     renewer.start()
+    start_wall, start = time.time(), time.monotonic()
     try:
         for d in replicas:
             d.start()
@@ -152,6 +164,7 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
             # Release the Lease: one replica leads and starts the burst.
             stop.set()
             renewer.join()
+            released_wall, released = time.time(), time.monotonic()
             wait_until(lambda: any(leads(api, d) for d in replicas),
                        DURATION + 10, 0.05)
             led = time.monotonic()
@@ -162,7 +175,7 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
             # (they start acting only once their replica leads).
             assert f"_{second.pid} leads (" not in whole_log(second)
             signal_all(first, signal.SIGKILL)
-            killed = time.monotonic()
+            killed_wall, killed = time.time(), time.monotonic()
             at_kill = len(api.podports)
             assert at_kill < 100, "the burst was over before the kill"
             wait_until(lambda: leads(api, second), DURATION + 10, 0.05)
@@ -196,8 +209,34 @@ def test_leader_killed_mid_burst_on_a_real_cloud(
             sampler.seen - {p["id"] for p in ports}
         assert f"_{second.pid} leads (" in whole_log(second)
         assert second.status()["handlerFailures"] == 0
+        ours = [first, second]           # "a" led first, "b" took over
+        check_writers(ours, real_cloud.neutron_access(start_wall),
+                      (released_wall, killed_wall), False)
+        check_writers(ours, [r for r in api.access if r[0] >= start],
+                      (released, killed), True)
     finally:
         stop.set()
+
+
+def check_writers(replicas: list[Daemon], access: list[Any],
+                  marks: tuple[float, float], podports: bool) -> None:
+    """By User-Agent, in one server's access log (Neutron's, or the
+    Kubernetes API's for PodPorts): both replicas (``a``: the first leader,
+    ``b``: the standby) sent requests; before the Lease was released
+    neither wrote; until the kill only ``a`` did; after it (past the
+    requests already on the wire) only ``b``."""
+    released, killed = marks
+    assert {"a", "b"} <= set(writers(access, replicas)), \
+        writers(access, replicas)
+    mine = [r for r in writes_of(access, podports=podports)
+            if writers([r], replicas).keys() <= {"a", "b"}]
+    waiting = writers([r for r in mine if r[0] < released], replicas)
+    leading = writers([r for r in mine if released <= r[0] < killed],
+                      replicas)
+    after = writers([r for r in mine if r[0] > killed + 0.5], replicas)
+    assert waiting == {}, ("a standby wrote", waiting)
+    assert set(leading) == {"a"}, ("the standby wrote", leading)
+    assert set(after) == {"b"}, ("after the handover", after)
 
 
 def test_paused_leader_writes_nothing_on_a_real_cloud(

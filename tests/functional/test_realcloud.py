@@ -1,17 +1,14 @@
 """The real cloud fixture itself: a real Keystone and Neutron answer, bind
-ports, enforce their policy, and a controller daemon ports a pod against
-them. (The contract both clouds share is tests/functional/test_cloud_contract.py.)"""
+ports and enforce their policy. (The contract both clouds share is
+tests/functional/test_cloud_contract.py; the controller daemon against both
+clouds, tests/functional/test_controller_clouds.py.)"""
 from __future__ import annotations
 
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from tests.fixtures.clouds import controller_options
-from tests.fixtures.daemon import Daemon, wait_until
-from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.daemon import wait_until
 from tests.fixtures.realcloud import RealCloud, rest
 
 pytestmark = pytest.mark.realcloud
@@ -93,28 +90,3 @@ def test_member_may_not_bind_nor_delete_compute_ports(
     assert answer.status == 403, answer
     rest.request("DELETE", f"{url}/{made['id']}",
                  token=real_cloud.token()).expect(204)
-
-
-def test_controller_ports_a_pod(tmp_path: Path, real_cloud: RealCloud) -> None:
-    api = FakeAPI().start()
-    daemon = Daemon(tmp_path, controller_options(real_cloud, api.url))
-    daemon.start()
-    try:
-        daemon.wait_ready(60)
-        pod = api.add_pod("default", f"web-{uuid.uuid4().hex[:8]}", "node-a")
-        uid = pod["metadata"]["uid"]
-        name = pod["metadata"]["name"]
-        note = wait_until(lambda: api.podports.get(("default", name)), 60)
-        [port] = real_cloud.ports(device_id=uid)
-        spec = note["spec"]
-        assert spec["portId"] == port["id"] and spec["podUid"] == uid
-        assert spec["mac"] == port["mac_address"]
-        assert spec["address"] == port["fixed_ips"][0]["ip_address"] + "/22"
-        assert spec["gateway"] == real_cloud.gateway
-        api.delete_pod("default", name)
-        wait_until(lambda: real_cloud.count_ports(device_id=uid) == 0, 60)
-        time.sleep(1)
-        assert daemon.status()["handlerFailures"] == 0
-    finally:
-        daemon.close()
-        api.stop()

@@ -1,4 +1,10 @@
-"""The OpenStack adapter against Keystone and Neutron fakes over real HTTP."""
+"""The OpenStack adapter against Keystone and Neutron fakes over real HTTP.
+
+Fake only: these count the tokens Keystone issued and the requests Neutron
+served, or inject what a real cloud cannot show on demand (hangs, garbage,
+3 s tokens). The adapter's calls against both clouds (ports, bulk, quota,
+the tag/network/project scope, a wrong password) and real outages:
+tests/functional/test_cloud_adapter.py."""
 from __future__ import annotations
 
 import time
@@ -140,26 +146,6 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
     assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
-
-
-def test_scope_tags_network_project(tmp_path: Path,
-                                    cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
-    """Lookups and the sweep's list filter by tag, network and project in
-    Neutron: another cluster's ports sharing the project are never seen."""
-    keystone, neutron = cloud
-    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
-    tag = osa.cluster_tag("c1")
-    mine = api.create_port(network_id=neutron.network_id, subnet_id="",
-                           name="m", device_id="pod-1", tags=[tag])
-    assert neutron.ports[mine.id]["tags"] == [tag]
-    neutron.add_foreign_port(device_id="pod-1", tags=["kuryr-supervisor:c2"])
-    neutron.add_foreign_port(device_id="pod-1", tags=[tag], network_id="other")
-    neutron.add_foreign_port(device_id="pod-1", tags=[tag],
-                             project_id="other-project")
-    assert len(api.ports_of("pod-1", network_id=neutron.network_id, tag=tag)) == 2
-    assert [p.id for p in api.owned_ports(network_id=neutron.network_id, tag=tag,
-                                          project_id=PROJECT_ID)] == [mine.id]
-    assert len(api.ports_of("pod-1")) == 4          # unscoped: all of them
 
 
 @pytest.mark.parametrize("which", ["keystone", "neutron"])
