@@ -2,7 +2,8 @@
 
 Kuryr's option names (``ports_pool_min``, ``ports_pool_max``,
 ``ports_pool_batch``, ``ports_pool_update_frequency``) with Kuryr's meaning,
-so a Kuryr operator finds the same knobs. Off by default, as Kuryr's
+so a Kuryr operator finds the same knobs, and Kuryr's pool key: network,
+subnet, project, security groups and the node its ports are bound to. Off by default, as Kuryr's
 ``vif_pool_driver = noop``: a pool holds ports (project quota, addresses of
 the pod subnet) that no pod uses, which an operator should choose to spend.
 """
@@ -24,14 +25,17 @@ OPTS: list[cfg.Opt] = [
     cfg.IntOpt("ports_pool_min", default=10, min=0, max=1000,
                help="Low-water mark: when fewer free ports than this remain "
                     "in a pool it is refilled in the background, a batch at "
-                    "a time. Size it to the largest burst of pods that "
-                    "should start without waiting for Neutron."),
+                    "a time. Pools are per node (ports bound to it), so "
+                    "this applies to each node: size it to the largest "
+                    "burst of pods one node should start without waiting "
+                    "for Neutron."),
     cfg.IntOpt("ports_pool_max", default=50, min=0, max=10000,
-               help="High-water mark: a pool never holds more free ports "
-                    "than this (ports beyond it, e.g. left from a larger "
-                    "setting, are deleted); 0 makes no port ahead and gives "
-                    "every free one back. Never more than the project's "
-                    "port quota has left."),
+               help="High-water mark: a pool (one per node) never holds "
+                    "more free ports than this (ports beyond it, e.g. left "
+                    "from a larger setting, are deleted); 0 makes no port "
+                    "ahead and gives every free one back. All pools "
+                    "together never take more than the project's port "
+                    "quota has left."),
     cfg.IntOpt("ports_pool_batch", default=10, min=1, max=100,
                help="Ports made by one bulk create when refilling. A real "
                     "Neutron takes 0.1-0.2 s a port whatever the batch, so "
@@ -41,6 +45,13 @@ OPTS: list[cfg.Opt] = [
                  max=3600.0,
                  help="Seconds between checks of every pool's size (a pool "
                       "that a pod took a port from is checked at once)."),
+    cfg.FloatOpt("ports_pool_node_idle", default=3600.0, min=0.0,
+                 max=30 * 86400.0,
+                 help="Seconds a node keeps its pool once it runs no pod on "
+                      "the pod network (drained, or deleted from the API: "
+                      "its pods are deleted with it); then the pool's ports "
+                      "are given back to Neutron, and the node's next pod "
+                      "starts a new pool. 0 keeps every node's pool."),
     cfg.IntOpt("ports_pool_claim_requests", default=4, min=1, max=64,
                help="Port updates sent at once, in the background, when a "
                     "burst of pods takes ports from a pool: about the "

@@ -36,8 +36,8 @@ its late ports are adopted, or deleted as duplicates once the pod has
 another; a PodPort the CNI role has bound (``status.boundAt``) is never
 changed (address, MAC, port id).
 Per pod the handler keeps the UID, namespace, name and port id (one
-tuple), the UID in a set once its PodPort is written, and what that
-PodPort names.
+tuple), the UID in a set once its PodPort is written, what that PodPort
+names, and (the pools') its node.
 
 Failures (:mod:`.portretry`): a Kubernetes, Keystone or Neutron outage,
 an exhausted port quota or a full pod subnet is not the handler's fault:
@@ -175,15 +175,17 @@ class NeutronPortHandler(PooledWrites):
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         old, need = self.pods, set()
         self.pods = {}
-        self.nodes = {}
+        self.nodes, placed = {}, []
         for pod in pods:
             self.pods[pod.uid] = (pod.namespace, pod.name,
                                   old.get(pod.uid, ("", "", ""))[2])
             if pod.needs_port:
                 need.add(pod.uid)
+                placed.append((pod.uid, pod.node))
                 if pod.uid not in self.written:
                     self.nodes[pod.uid] = pod.node
         del old
+        self.pools.nodes.replace(placed)        # nodes with pods: pools
         self.written &= self.pods.keys()
         self.named = {u: n for u, n in self.named.items() if u in self.pods}
         self.retries.pending &= need
@@ -197,6 +199,7 @@ class NeutronPortHandler(PooledWrites):
     def upsert(self, pod: ClusterPod) -> None:
         port = self.pods.get(pod.uid, ("", "", ""))[2]
         self.pods[pod.uid] = (pod.namespace, pod.name, port)
+        self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
         if pod.needs_port and pod.uid not in self.written:
             self.nodes[pod.uid] = pod.node
             if pod.uid not in self.retries.pending:
@@ -210,6 +213,7 @@ class NeutronPortHandler(PooledWrites):
         self.written.discard(pod.uid)
         self.named.pop(pod.uid, None)
         self.nodes.pop(pod.uid, None)
+        self.pools.placed(pod.uid, "")
         self.inflight.pop(pod.uid, None)
         self.report.forget(pod.uid)
         self.status.forget(pod.uid)

@@ -69,6 +69,9 @@ class Port:
     status: str = ""
     vif_type: str = ""
     tags: tuple[str, ...] = ()
+    #: ``binding:host_id`` (the node it is bound to; "" unbound, or not
+    #: shown to a caller Neutron's policy hides it from).
+    host: str = ""
 
     @property
     def state(self) -> str:
@@ -125,4 +128,5 @@ def _decode_port(obj: Mapping[str, Any]) -> Port:
                 created_at=str(obj.get("created_at") or ""),
                 status=str(obj.get("status") or ""),
                 vif_type=str(obj.get("binding:vif_type") or ""),
-                tags=tuple(str(t) for t in obj.get("tags") or ()))
+                tags=tuple(str(t) for t in obj.get("tags") or ()),
+                host=str(obj.get("binding:host_id") or ""))

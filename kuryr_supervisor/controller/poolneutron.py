@@ -4,11 +4,13 @@ pod, give one back.
 A pool port is one of the controller's ports (``device_owner``
 DEVICE_OWNER, the cluster tag, the pod network, the project) that no pod
 has yet: its ``device_id`` is :data:`POOL_DEVICE` and it also carries the
-tag :data:`POOL_TAG`. The resync lists it with the controller's other
-ports, and the pools, not the sweep, own it. A pod claims it with one
-``PUT`` setting ``device_id`` to the pod's UID, its name and, when the
-pod's node is known, ``binding:host_id``: from then on it is that pod's
-port like any other (the tag stays, saying where it came from).
+tag :data:`POOL_TAG`; it is made bound to the node whose pool it fills
+(``binding:host_id``) unless Neutron's policy refuses that. The resync
+lists it with the controller's other ports, and the pools, not the sweep,
+own it. A pod claims it with one ``PUT`` setting ``device_id`` to the
+pod's UID, its name and, when the port is not bound to the pod's node
+yet, ``binding:host_id``: from then on it is that pod's port like any
+other (the tag stays, saying where it came from).
 
 These calls run in the pools' own threads (the refill thread, the claim
 threads), straight over the adapter's transport: each request is bounded
@@ -41,11 +43,12 @@ def _sized(cloud: osa.OpenStack, ports: int) -> osa.OpenStack:
 
 
 def create(cloud: osa.OpenStack, *, network_id: str, subnet_id: str,
-           tag: str, count: int) -> list[osa.Port]:
-    """``count`` pool ports in one bulk create (all or nothing)."""
+           tag: str, count: int, host: str = "") -> list[osa.Port]:
+    """``count`` pool ports in one bulk create (all or nothing), bound to
+    node ``host`` when given."""
     tags = [t for t in (tag, POOL_TAG) if t]
     body = [cloud._port_body(network_id, subnet_id, "kuryr-pool",
-                             POOL_DEVICE, tags) for _ in range(count)]
+                             POOL_DEVICE, tags, host) for _ in range(count)]
     data = _sized(cloud, count)._call("POST", "/v2.0/ports", ok=(201,),
                                       json={"ports": body})
     items = data.get("ports") if data else None
@@ -69,6 +72,12 @@ def claim(cloud: osa.OpenStack, port_id: str, *, device_id: str, name: str,
         raise osa.OpenStackUnavailable(f"Neutron PUT port {port_id}: the "
                                        f"update was not applied")
     return port
+
+
+def binding_refused(exc: Exception) -> bool:
+    """Neutron's policy refused ``binding:host_id`` (403)."""
+    return isinstance(exc, osa.OpenStackRefused) and exc.status == 403 \
+        and "binding:host_id" in str(exc)
 
 
 def give_back(cloud: osa.OpenStack, port_ids: Sequence[str]) -> int:

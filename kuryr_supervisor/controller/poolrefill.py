@@ -1,17 +1,22 @@
 """The port pools' background thread: refill, and give back.
 
 Every ``ports_pool_update_frequency`` seconds, and at once when a pod took
-a port or a resync adopted the list, the thread looks at the pool:
+a port or a resync adopted the list, the thread looks at every pool (one
+per node that runs pods, :mod:`.poolnodes`; or the one unbound pool):
 
 - a pool holding more free ports than ``ports_pool_max`` (or any, when
-  the pool is disabled) gives the extra ones back to Neutron (deletes
-  them, newest first);
+  the pools are disabled, or its node has had no pod for
+  ``ports_pool_node_idle`` seconds) gives the extra ones back to Neutron
+  (deletes them, newest first); an idle node's pool then goes away;
 - a pool with fewer free ports than ``ports_pool_min`` is refilled, a
-  bulk create of ``ports_pool_batch`` ports at a time, until it holds
-  ``ports_pool_min`` again; never more than ``ports_pool_max`` free or
-  being made, nor more than the project's port quota has left (read
-  before each batch).
+  bulk create of ``ports_pool_batch`` ports at a time (bound to the
+  pool's node), until it holds ``ports_pool_min`` again; never more than
+  ``ports_pool_max`` free or being made in one pool, nor, over all pools,
+  more than the project's port quota has left (read before each round of
+  batches, one batch per pool and round, the emptiest pools first).
 
+A create refused because of ``binding:host_id`` (Neutron's policy: a
+member role) turns the pools unbound (:meth:`.portpool.PortPools.unbind`).
 While pods' claims are being applied (:mod:`.poolclaim`) it makes no
 port: those updates come first. It reads, once, the subnet a PodPort of a
 pool port needs, so the first pod of a burst does not wait for it. It
@@ -31,6 +36,7 @@ from typing import Any
 
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller import poolneutron
+from kuryr_supervisor.controller.poolkey import Pool, PoolKey
 from kuryr_supervisor.controller.portpool import PortPools
 
 LOG = logging.getLogger(__name__)
@@ -68,10 +74,20 @@ class Refill:
         # (a real Neutron serves a few requests at a time).
         while self.pools.enabled and not stopping.is_set() \
                 and not len(self.pools.claims):
-            count = self.shortfall()
-            if count <= 0:
+            work = self.shortfalls()
+            if not work:
                 return
-            self.refill(count)
+            left = self.cloud.port_quota(self._project()).left
+            for key, count in work:
+                if left is not None:
+                    if left <= 0:
+                        raise osa.QuotaExceeded(
+                            "the project's port quota is used up")
+                    count = min(count, left)
+                    left -= count
+                if not self.refill(key, count) or stopping.is_set() \
+                        or len(self.pools.claims):
+                    break
             self.warm()
 
     def relist(self) -> None:
@@ -84,15 +100,10 @@ class Refill:
         ports = self.cloud.ports_of(poolneutron.POOL_DEVICE,
                                     network_id=self.owned.network_id,
                                     tag=self.owned.tag)
-        pools = self.pools
-        with pools.lock:
-            new = [p for p in ports if p.id not in pools.pool.free
-                   and not pools.claims.owner(p.id)]
-            pools.pool.free.update((p.id, p) for p in new)
+        new = self.pools.keep(ports)
         self._relist = False
         if new:
-            LOG.info("port pool %s: %d ports of a lost answer found, kept",
-                     pools.key.label, len(new))
+            LOG.info("port pools: %d ports of a lost answer found, kept", new)
 
     def warm(self) -> None:
         """Read once what a PodPort of a pool port needs (its subnet), so
@@ -100,7 +111,8 @@ class Refill:
         if self._warm:
             return
         with self.pools.lock:
-            port = next(iter(self.pools.pool.free.values()), None)
+            port = next((p for pool in self.pools.pools.values()
+                         for p in pool.free.values()), None)
         if port is not None:
             try:
                 self.owned.data(port.device_id, port)
@@ -109,73 +121,96 @@ class Refill:
             self._warm = True
 
     def give_back(self) -> None:
+        """Ports above each pool's high-water mark (all of them when the
+        pools are off or the pool's node is idle) back to Neutron."""
         pools = self.pools
         high = int(pools.opts.ports_pool_max) if pools.enabled else 0
+        wanted = set(pools.wanted())
+        extra: list[tuple[PoolKey, list[str]]] = []
         with pools.lock:
-            pool = pools.pool
-            extra = list(pool.free)[high:] if len(pool.free) > high else []
-            for port_id in extra:
-                del pool.free[port_id]
-        if extra:
-            gone = poolneutron.give_back(self.cloud, extra[::-1])
+            for key, pool in list(pools.pools.items()):
+                idle = key not in wanted and key != pools.key
+                ids = list(pool.free)[0 if idle else high:]
+                for port_id in ids:
+                    del pool.free[port_id]
+                if ids:
+                    extra.append((key, ids))
+                # An idle node's pool goes; so does the unbound one of a
+                # bound mode (never refilled) once empty.
+                if not pool.free and not pool.creating and pools.enabled \
+                        and (idle or (key == pools.key and pools.bind)):
+                    del pools.pools[key]
+        for key, ids in extra:
+            gone = poolneutron.give_back(self.cloud, ids[::-1])
             with pools.lock:
-                pool.given_back += gone
+                left = pools.pools.get(key)
+                if left is not None:
+                    left.given_back += gone
             LOG.info("port pool %s: gave %d ports back to Neutron",
-                     pools.key.label, len(extra))
+                     key.label, len(ids))
 
-    def shortfall(self) -> int:
-        """Ports the next batch makes (0: none needed or none allowed)."""
+    def shortfalls(self) -> list[tuple[PoolKey, int]]:
+        """(pool, ports its next batch makes) of every pool below its
+        low-water mark, the emptiest first; the quota is not read here."""
         opts = self.pools.opts
+        low, high = int(opts.ports_pool_min), int(opts.ports_pool_max)
+        out = []
+        wanted = self.pools.wanted()
         with self.pools.lock:
-            pool = self.pools.pool
-            have = len(pool.free) + pool.creating
-        if have >= int(opts.ports_pool_min):
-            return 0
-        count = min(int(opts.ports_pool_batch),
-                    int(opts.ports_pool_max) - have)
-        if count <= 0:
-            return 0
-        left = self.cloud.port_quota(self._project()).left
-        if left is not None and left < count:
-            if left <= 0:
-                raise osa.QuotaExceeded("the project's port quota is used up")
-            count = left
-        return count
+            for key in wanted:
+                pool = self.pools.pools.setdefault(key, Pool())
+                have = len(pool.free) + pool.creating
+                count = min(int(opts.ports_pool_batch), high - have)
+                if have < low and count > 0:
+                    out.append((have, key, count))
+        return [(key, count) for _, key, count in sorted(
+            out, key=lambda t: (t[0], t[1].node))]
 
-    def refill(self, count: int) -> None:
+    def refill(self, key: PoolKey, count: int) -> bool:
+        """One batch for ``key``'s pool; False when the pools just turned
+        unbound (the keys changed)."""
         pools = self.pools
         with pools.lock:
-            pools.pool.creating += count
+            pool = pools.pools.setdefault(key, Pool())
+            pool.creating += count
         pools.publish()
         try:
             ports = poolneutron.create(
                 self.cloud, network_id=self.owned.network_id,
-                subnet_id=pools.key.subnet_id, tag=self.owned.tag,
-                count=count)
-        except osa.OpenStackRefused:
+                subnet_id=key.subnet_id, tag=self.owned.tag, count=count,
+                host=key.node)
+        except osa.OpenStackRefused as exc:
+            if key.node and poolneutron.binding_refused(exc):
+                with pools.lock:
+                    pool.creating -= count
+                pools.unbind(exc)       # nothing was made
+                return False
+            with pools.lock:
+                pool.creating -= count
             raise                       # nothing was made
         except Exception:
             self._relist = True         # made or not: Neutron will say
-            raise
-        finally:
             with pools.lock:
-                pools.pool.creating -= count
+                pool.creating -= count
+            raise
         with pools.lock:
-            pools.pool.free.update((p.id, p) for p in ports)
+            pool.creating -= count
+            target = pools.pools.setdefault(pools.key_for(key.node), Pool())
+            target.free.update((p.id, p) for p in ports)
         pools.publish()
-        LOG.debug("port pool %s: %d ports made", pools.key.label, count)
+        LOG.debug("port pool %s: %d ports made", key.label, count)
+        return True
 
     def _project(self) -> str:
         return str(self.owned.project_id) or self.cloud.token().project_id
 
     def _ok(self) -> None:
         if self._failing:
-            LOG.info("port pool %s: refilling again", self.pools.key.label)
+            LOG.info("port pools: refilling again")
             self._failing = ""
 
     def _failed(self, exc: Exception) -> None:
         what = type(exc).__name__
         if what != self._failing:
-            LOG.warning("port pool %s: not refilled: %s", self.pools.key.label,
-                        exc)
+            LOG.warning("port pools: not refilled: %s", exc)
             self._failing = what

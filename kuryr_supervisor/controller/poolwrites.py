@@ -31,3 +31,5 @@ class PooledWrites(PortWrites):
         rest = set(served.rest) | (set(create) - set(free))
         super()._create_and_write([u for u in create if u in rest],
                                   write + served.taken)
+        if not self.bind_hosts:         # Neutron refused binding:host_id
+            self.pools.unbind("a pod's port create was refused")

@@ -5,26 +5,37 @@ burst of pods waits for its last port in proportion to its size; a pool
 (Kuryr's idea) moves that wait ahead of the pods. Pools are keyed as
 Kuryr keys them (:class:`PoolKey`: network, subnet, project, security
 groups, node); this controller makes its pods' ports on one network,
-subnet and project with Neutron's default security group, and binds a
-port to its node when a pod claims it, so it keeps one pool.
+subnet and project with Neutron's default security group, so the node
+tells its pools apart: a pool port is made already bound to its node
+(``binding:host_id``), and a pod takes one from its own node's pool, with
+no rebinding. Which nodes get a pool: :mod:`.poolnodes`. When Neutron's
+policy refuses ``binding:host_id`` to the controller (403: a member role)
+the pools fall back to one unbound pool (the base key, node ""), warned
+once, and a claimed port gets its binding in its update, if at all.
+
+In bound mode the unbound pool holds only ports left unbound (made before
+pools were per node): they are handed out when a pod's node pool is empty
+(their update binds them), never refilled.
 
 What the neutron_port handler calls (a few lines of its own):
 
 - :meth:`PortPools.adopt` on every resync: the free pool ports in the
   list of the controller's ports are taken out of it (the sweep never sees
-  them) and re-adopted, so a restart keeps them instead of making new
-  ones; a pool port a pod holds stays in the list as that pod's;
-- :meth:`PortPools.serve` before a create: each pod gets a free port at
-  once, its PodPort is written like any other's, and the port's update
-  (``device_id``, name, binding) follows in the background
-  (:mod:`.poolclaim`); the pods left (a miss: the pool was empty) are
-  created as before;
+  them) and re-adopted, each into its node's pool (``binding:host_id``), so
+  a restart keeps them instead of making new ones; a pool port a pod holds
+  stays in the list as that pod's;
+- :meth:`PortPools.serve` before a create: each pod gets a free port of
+  its node's pool at once, its PodPort is written like any other's, and
+  the port's update (``device_id``, name) follows in the background
+  (:mod:`.poolclaim`); the pods left (a miss: their node's pool was
+  empty) are created as before, and the pool is refilled;
+- ``nodes`` (:class:`~.poolnodes.PoolNodes`), told where pods run;
 - :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.poolrefill`).
 
 Invariants: a free port is handed to one pod at most (taken out of the
 pool under the lock); a port that a claim holds or a written PodPort names
 is never free again; the figures go to ``/status`` and ``/metrics``
-(:mod:`kuryr_supervisor.state.poolstats`).
+(:mod:`kuryr_supervisor.state.poolstats`), one row per pool.
 """
 from __future__ import annotations
 
@@ -39,45 +50,17 @@ from oslo_config import cfg
 from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller import poolneutron
 from kuryr_supervisor.controller.poolclaim import Claims
+from kuryr_supervisor.controller.poolkey import (  # noqa: F401 - re-exported
+    Pods,
+    Pool,
+    PoolKey,
+    Served,
+    port_name,
+)
+from kuryr_supervisor.controller.poolnodes import PoolNodes
 from kuryr_supervisor.state.poolstats import PoolBoard
 
 LOG = logging.getLogger(__name__)
-
-#: uid -> (namespace, name, port id or "") as the handler keeps its pods
-Pods = Mapping[str, tuple[str, str, str]]
-
-
-@dataclasses.dataclass(frozen=True)
-class PoolKey:
-    network_id: str
-    subnet_id: str = ""
-    project_id: str = ""
-    security_groups: tuple[str, ...] = ()
-    node: str = ""
-
-    @property
-    def label(self) -> str:
-        parts = [self.network_id, self.subnet_id or "-",
-                 self.project_id or "-"]
-        if self.security_groups:
-            parts.append(",".join(self.security_groups))
-        return "/".join(parts) + (f"@{self.node}" if self.node else "")
-
-
-@dataclasses.dataclass
-class Pool:
-    free: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
-    creating: int = 0
-    hits: int = 0
-    misses: int = 0
-    given_back: int = 0
-
-
-@dataclasses.dataclass
-class Served:
-    taken: list[tuple[str, osa.Port]] = dataclasses.field(default_factory=list)
-    rest: list[str] = dataclasses.field(default_factory=list)
-
 
 class PortPools:
     """The handler's pools (see the module); ``board`` shows them."""
@@ -86,11 +69,15 @@ class PortPools:
                  *, key: PoolKey | None = None) -> None:
         self.opts = conf.vif_pool
         ctl = conf.controller
+        #: The base key (node ""): the unbound pool's.
         self.key = key or PoolKey(ctl.pod_network_id, ctl.pod_subnet_id,
                                   str(ctl.project_id))
         self.board = board
         self.lock = threading.Lock()
-        self.pools: dict[PoolKey, Pool] = {self.key: Pool()}
+        self.pools: dict[PoolKey, Pool] = {}
+        self.nodes = PoolNodes()
+        #: Pool ports are bound to their node (until Neutron refuses it).
+        self.bind = True
         #: Set when a pool may need work (a port taken, a list adopted).
         self.wake = threading.Event()
         #: The first resync's list was adopted: refilling may start.
@@ -102,9 +89,51 @@ class PortPools:
     def enabled(self) -> bool:
         return bool(self.opts.enabled) and int(self.opts.ports_pool_max) > 0
 
-    @property
-    def pool(self) -> Pool:
-        return self.pools[self.key]
+    def key_for(self, node: str) -> PoolKey:
+        """The pool of ``node``'s pods (the base key when unbound)."""
+        if self.bind and node:
+            return dataclasses.replace(self.key, node=node)
+        return self.key
+
+    def of(self, node: str = "") -> Pool:
+        """``node``'s pool as it is (an empty one if it has none)."""
+        with self.lock:
+            return self.pools.get(self.key_for(node)) or Pool()
+
+    def wanted(self) -> list[PoolKey]:
+        """The pools the refill keeps between the marks: one per node that
+        runs pods (:mod:`.poolnodes`), or the unbound one."""
+        if not self.bind:
+            return [self.key]
+        idle = float(self.opts.ports_pool_node_idle)
+        return [self.key_for(n) for n in self.nodes.wanted(idle)]
+
+    def placed(self, uid: str, node: str) -> None:
+        """Pod ``uid`` needs a port on ``node`` ("": no longer); a node
+        new here gets its pool filled at once."""
+        if not node:
+            self.nodes.leave(uid)
+        elif self.nodes.place(uid, node) and self.enabled:
+            self.wake.set()
+
+    def unbind(self, why: object) -> None:
+        """Neutron refuses ``binding:host_id``: one unbound pool from now
+        on, holding every free port (warned once)."""
+        with self.lock:
+            if not self.bind:
+                return
+            self.bind = False
+            # A batch in flight lands in the base pool when answered.
+            base = self.pools.setdefault(self.key, Pool())
+            for key in [k for k in self.pools if k != self.key]:
+                pool = self.pools.pop(key)
+                base.free.update(pool.free)
+                base.hits += pool.hits
+                base.misses += pool.misses
+                base.given_back += pool.given_back
+        LOG.warning("Neutron refuses binding:host_id to the controller "
+                    "(%s): one unbound port pool for every node, each "
+                    "port bound when a pod takes it, if at all", why)
 
     def start(self, cloud: osa.OpenStack, owned: Any,
               stopping: threading.Event) -> threading.Thread:
@@ -123,10 +152,11 @@ class PortPools:
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
               named: Mapping[str, tuple[str, str, str]] | None = None
               ) -> list[osa.Port]:
-        """``listed`` without its free pool ports, which are re-adopted.
-        A pool port a pod holds (claimed here, or named by its written
-        PodPort: ``named``, uid -> (port id, address, MAC)) stays in the
-        list as that pod's, and an update not yet applied is restarted."""
+        """``listed`` without its free pool ports, which are re-adopted
+        into their nodes' pools. A pool port a pod holds (claimed here, or
+        named by its written PodPort: ``named``, uid -> (port id, address,
+        MAC)) stays in the list as that pod's, and an update not yet
+        applied is restarted."""
         pods = pods or {}
         holder = {n[0]: uid for uid, n in (named or {}).items()}
         rest: list[osa.Port] = []
@@ -141,41 +171,63 @@ class PortPools:
                 continue
             rest.append(dataclasses.replace(port, device_id=uid))
             if uid in pods:
-                self.claims.submit(port.id, uid, _name(pods, uid), "")
-        with self.lock:
-            pool = self.pool
-            new = [p for p in waiting if p.id not in pool.free]
-            pool.free.update((p.id, p) for p in new)
+                self.claims.submit(port.id, uid, port_name(pods, uid), "")
+        new = self.keep(waiting)
         if new and not self.adopted.is_set():
-            LOG.info("port pool %s: %d ports found in Neutron, kept",
-                     self.key.label, len(new))
+            LOG.info("port pools: %d ports found in Neutron, kept", new)
         self.adopted.set()
         self.wake.set()
         return rest
 
+    def keep(self, ports: Iterable[osa.Port]) -> int:
+        """Free pool ports into their nodes' pools (known ones are left
+        where they are); how many were new."""
+        new = 0
+        with self.lock:
+            known = {pid for pool in self.pools.values() for pid in pool.free}
+            for port in ports:
+                if port.id in known or self.claims.owner(port.id):
+                    continue
+                key = self.key_for(port.host)
+                self.pools.setdefault(key, Pool()).free[port.id] = port
+                new += 1
+                if key.node:
+                    self.nodes.heard_of(key.node)
+        return new
+
     # -- pods ------------------------------------------------------------------------
     def serve(self, create: list[str], pods: Pods,
               hosts: Mapping[str, str] | None = None) -> Served:
-        """Pool ports for the pods ``create``, at once (see the module);
-        their updates follow in the background (:mod:`.poolclaim`)."""
+        """Pool ports for the pods ``create`` (``hosts``: UID -> node), at
+        once (see the module); their updates follow in the background
+        (:mod:`.poolclaim`). A pod's node gets a pool on first demand."""
         out = Served()
         if not self.enabled or not create or self.cloud is None:
             out.rest = list(create)
             return out
-        with self.lock:
-            pool = self.pool
-            for uid in create:
-                if uid in pods and pool.free:
-                    port = pool.free.pop(next(iter(pool.free)))
-                    out.taken.append((uid, port))
-                    pool.hits += 1
-                else:
-                    out.rest.append(uid)
-                    pool.misses += uid in pods
         hosts = hosts or {}
+        rebind: dict[str, str] = {}
+        with self.lock:
+            spare = self.pools.get(self.key) if self.bind else None
+            for uid in create:
+                if uid not in pods:
+                    out.rest.append(uid)
+                    continue
+                node = hosts.get(uid, "")
+                pool = self.pools.setdefault(self.key_for(node), Pool())
+                source = pool if pool.free or spare is None else spare
+                if not source.free:
+                    out.rest.append(uid)
+                    pool.misses += 1
+                    continue
+                port = source.free.pop(next(iter(source.free)))
+                out.taken.append((uid, port))
+                pool.hits += 1
+                if port.host != node:       # not bound to it yet
+                    rebind[uid] = node
         for uid, port in out.taken:
-            self.claims.submit(port.id, uid, _name(pods, uid),
-                               hosts.get(uid, ""))
+            self.claims.submit(port.id, uid, port_name(pods, uid),
+                               rebind.get(uid, ""))
         self.wake.set()
         self.publish()
         return out
@@ -186,19 +238,13 @@ class PortPools:
             return
         with self.lock:
             # A disabled pool that never held a port is not shown.
-            rows = [(key.label, dataclasses.replace(pool, free={}),
-                     len(pool.free)) for key, pool in self.pools.items()
+            rows = [(key, dataclasses.replace(pool, free={}),
+                     len(pool.free)) for key, pool in sorted(
+                         self.pools.items(), key=lambda kv: kv[0].node)
                     if self.enabled or pool.free or pool.given_back]
-        for row, (label, pool, free) in enumerate(rows):
-            self.board.publish(
-                row, label, free=free, creating=pool.creating,
-                hits=pool.hits, misses=pool.misses,
-                given_back=pool.given_back,
-                low=int(self.opts.ports_pool_min) if self.enabled else 0,
-                high=int(self.opts.ports_pool_max) if self.enabled else 0)
-
-
-def _name(pods: Pods, uid: str) -> str:
-    """The port's name once a pod holds it, as a created port's."""
-    ns, name = pods[uid][:2] if uid in pods else ("", uid)
-    return f"kuryr-{ns}-{name}"[:255]
+        low = int(self.opts.ports_pool_min) if self.enabled else 0
+        high = int(self.opts.ports_pool_max) if self.enabled else 0
+        self.board.publish_all([(key.label, {
+            "free": free, "creating": pool.creating, "hits": pool.hits,
+            "misses": pool.misses, "given_back": pool.given_back,
+            "low": low, "high": high}) for key, pool, free in rows])

@@ -167,31 +167,38 @@ class HealthCollector:
                                 value=float(used))
 
 
+#: Labels of the port pools' series: the pool key and its node.
+LABELS = ["pool", "node"]
+
+
 def _pools(rows: list[dict[str, Any]]) -> Iterator[Metric]:
-    """Each port pool's figures (the controller's neutron_port handler)."""
+    """Each port pool's figures (the controller's neutron_port handler):
+    one series per pool and figure, pools per node (``node`` label, ""
+    for the unbound pool), so bounded by the cluster's nodes (and by
+    :data:`~kuryr_supervisor.state.poolstats.MAX_POOLS`)."""
     if not rows:
         return
     free = GaugeMetricFamily(PREFIX + "port_pool_free_ports",
-                             "Free ports in the pool.", labels=["pool"])
+                             "Free ports in the pool.", labels=LABELS)
     creating = GaugeMetricFamily(PREFIX + "port_pool_creating_ports",
-                                 "Pool ports being made.", labels=["pool"])
+                                 "Pool ports being made.", labels=LABELS)
     low = GaugeMetricFamily(PREFIX + "port_pool_low_water_ports",
                             "Refill below this many free ports.",
-                            labels=["pool"])
+                            labels=LABELS)
     high = GaugeMetricFamily(PREFIX + "port_pool_high_water_ports",
                              "Never more free ports than this.",
-                             labels=["pool"])
+                             labels=LABELS)
     hits = CounterMetricFamily(PREFIX + "port_pool_hits",
                                "Pods given a port from the pool.",
-                               labels=["pool"])
+                               labels=LABELS)
     misses = CounterMetricFamily(PREFIX + "port_pool_misses",
                                  "Pods that found the pool empty.",
-                                 labels=["pool"])
+                                 labels=LABELS)
     given = CounterMetricFamily(PREFIX + "port_pool_given_back",
                                 "Pool ports deleted (pool shrunk or off).",
-                                labels=["pool"])
+                                labels=LABELS)
     for row in rows:
-        label = [row["pool"]]
+        label = [row["pool"], row.get("node", "")]
         free.add_metric(label, row["free"])
         creating.add_metric(label, row["creating"])
         low.add_metric(label, row["low"])

@@ -1,9 +1,14 @@
 """Port pools in the neutron_port handler, in this process, against the
 Kubernetes API fake and a Neutron fake that updates ports, over real HTTP:
-a pod takes a pool port with one update; the pool refills in batches up
-to its low-water mark, never past its high-water mark or the quota; the
-sweep and a restart keep pool ports; a smaller or disabled pool gives its
-ports back."""
+a pod takes a pool port of its node's pool with one update; the pool
+refills in batches up to its low-water mark, never past its high-water
+mark or the quota; the sweep and a restart keep pool ports; a smaller or
+disabled pool gives its ports back. Per-node pools: tests/unit/
+test_portpool_nodes.py.
+
+Pools are per node and made on first demand: each test's node (``node-a``)
+runs a resident pod when the handler lists, so its pool is filled at once
+(the resident pod gets a port made, before the pools start)."""
 from __future__ import annotations
 
 import threading
@@ -54,8 +59,17 @@ def wait_for(what: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def running(world: World, stopping: threading.Event) -> NeutronPortHandler:
+def resident(world: World, *nodes: str) -> None:
+    """A pod on each node (once): the list gives the node its pool."""
+    for node in nodes:
+        if ("ns", f"resident-{node}") not in world.api.pods:
+            world.api.add_pod("ns", f"resident-{node}", node)
+
+
+def running(world: World, stopping: threading.Event,
+            nodes: tuple[str, ...] = ("node-a",)) -> NeutronPortHandler:
     """A handler listed, its refill thread started (as ``run`` does)."""
+    resident(world, *nodes)
     handler = world.handler()
     handler.pools.board = PoolBoard()
     world.start(handler)
@@ -64,8 +78,8 @@ def running(world: World, stopping: threading.Event) -> NeutronPortHandler:
     return handler
 
 
-def free(handler: NeutronPortHandler) -> int:
-    return len(handler.pools.pool.free)
+def free(handler: NeutronPortHandler, node: str = "node-a") -> int:
+    return len(handler.pools.of(node).free)
 
 
 def posts(world: World) -> int:
@@ -78,28 +92,28 @@ def test_pods_take_pool_ports_and_the_pool_refills(
     assert isinstance(neutron, PooledNeutron)
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 20)
-    assert neutron.bulk_sizes == [10, 10]            # batches of 10
+    assert neutron.bulk_sizes == [1, 10, 10]         # resident; batches of 10
     pool_ids = {p["id"] for p in neutron.pool_ports()}
     assert all("kuryr-supervisor-pool" in p["tags"] for p in neutron.pool_ports())
     before = posts(world)
     pods = world.add(15)
     arrive(handler, pods)
-    assert len(world.api.podports) == 15              # at once
+    assert len(world.api.podports) == 1 + 15          # at once
     wait_for(lambda: world.ported(pods))              # updates applied
     assert neutron.updates == 15
     taken = {neutron.ports_for(p["metadata"]["uid"])[0]["id"] for p in pods}
     assert taken <= pool_ids                          # each a pool port
     assert posts(world) - before <= 2                 # refills only
     wait_for(lambda: free(handler) >= 20 and
-             handler.pools.pool.creating == 0)         # refilled
+             handler.pools.of("node-a").creating == 0)  # refilled
     time.sleep(0.3)
     assert free(handler) == 25                        # 5 left + 2 batches
     assert len(neutron.pool_ports()) == 25
-    assert len(neutron.ports) == 40                   # 15 pods + 25 free
+    assert len(neutron.ports) == 41                   # 16 pods + 25 free
     handler.pools.publish()
     row = handler.pools.board.rows()[0] if handler.pools.board else {}
-    assert (row["hits"], row["misses"], row["free"], row["low"],
-            row["high"]) == (15, 0, 25, 20, 30), row
+    assert (row["node"], row["hits"], row["misses"], row["free"], row["low"],
+            row["high"]) == ("node-a", 15, 0, 25, 20, 30), row
 
 
 def test_empty_pool_misses_and_creates(world: World,
@@ -113,7 +127,7 @@ def test_empty_pool_misses_and_creates(world: World,
     pods = world.add(12)
     arrive(handler, pods)
     wait_for(lambda: world.ported(pods))
-    pool = handler.pools.pool
+    pool = handler.pools.of("node-a")
     assert (pool.hits, pool.misses) == (5, 7)
     wait_for(lambda: free(handler) == 5)              # refilled, to max
 
@@ -144,7 +158,7 @@ def test_smaller_or_disabled_pool_gives_ports_back(
     world.conf.set_override("enabled", False, "vif_pool")
     handler.pools.wake.set()
     wait_for(lambda: world.neutron.pool_ports() == [])
-    wait_for(lambda: handler.pools.pool.given_back == 20)
+    wait_for(lambda: handler.pools.of("node-a").given_back == 20)
     assert free(handler) == 0
     pods = world.add(3)
     arrive(handler, pods)                             # off: created as ever
@@ -155,10 +169,10 @@ def test_refill_stays_within_the_quota(world: World,
                                        stopping: threading.Event) -> None:
     world.neutron.port_limit = 13
     handler = running(world, stopping)
-    wait_for(lambda: free(handler) == 13)
+    wait_for(lambda: free(handler) == 12)             # 13 - resident's
     time.sleep(0.5)
     assert len(world.neutron.ports) == 13
-    assert world.neutron.bulk_sizes == [10, 3]
+    assert world.neutron.bulk_sizes == [1, 10, 2]
 
 
 def test_a_vanished_pool_port_is_replaced(
@@ -171,7 +185,7 @@ def test_a_vanished_pool_port_is_replaced(
     world.conf.set_override("ports_pool_max", 1, "vif_pool")
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 1)
-    gone = next(iter(handler.pools.pool.free.values()))
+    gone = next(iter(handler.pools.of("node-a").free.values()))
     poolneutron.give_back(handler.cloud, [gone.id])   # deleted by hand
     pods = world.add(1)
     arrive(handler, pods)
@@ -195,7 +209,7 @@ def test_a_slow_update_holds_no_pod_and_survives_a_restart(
     world.conf.set_override("ports_pool_max", 2, "vif_pool")
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 2)
-    pool_ids = set(handler.pools.pool.free)
+    pool_ids = set(handler.pools.of("node-a").free)
     neutron.update_delay = 1.5
     pods = world.add(1)
     started = time.monotonic()
@@ -204,12 +218,12 @@ def test_a_slow_update_holds_no_pod_and_survives_a_restart(
     spec = world.api.podports[("ns", "p0")]["spec"]
     assert spec["portId"] in pool_ids
     again = running(world, stopping)                  # restart meanwhile
-    assert spec["portId"] not in again.pools.pool.free
+    assert spec["portId"] not in again.pools.of("node-a").free
     assert again.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
     wait_for(lambda: world.ported(pods))
     assert neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
     # Every other port is a pool port: none was made for the pod.
-    assert len(neutron.ports) == len(neutron.pool_ports()) + 1
+    assert len(neutron.ports) == len(neutron.pool_ports()) + 2  # + resident
 
 
 def test_disabled_pool_makes_and_shows_nothing(
@@ -220,7 +234,7 @@ def test_disabled_pool_makes_and_shows_nothing(
     arrive(handler, pods)
     time.sleep(0.5)
     assert world.ported(pods) and world.neutron.updates == 0
-    assert world.neutron.bulk_sizes == [2]            # the pods' own create
+    assert world.neutron.bulk_sizes == [1, 2]         # the pods' own creates
     assert handler.pools.board is not None and handler.pools.board.rows() == []
 
 
@@ -234,6 +248,6 @@ def test_a_lost_refill_answer_is_adopted_not_made_again(
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 10)
     time.sleep(0.5)
-    assert world.neutron.bulk_sizes == [10]
+    assert world.neutron.bulk_sizes == [1, 10]
     assert len(world.neutron.pool_ports()) == 10
     assert world.neutron.counts()["DELETE /v2.0/ports/{id}"] == 0

@@ -1,0 +1,57 @@
+"""The port pools' records: a pool's key, a pool, what serving pods gave.
+
+Kept apart from :mod:`.portpool` (which pools exist, who takes what) so
+the refill and the figures speak of keys and pools without the handler.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from kuryr_supervisor.controller import openstack as osa
+
+#: uid -> (namespace, name, port id or "") as the handler keeps its pods
+Pods = Mapping[str, tuple[str, str, str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolKey:
+    """What a pool port is made for, as Kuryr keys pools; ``node`` is the
+    node its ports are bound to ("": unbound)."""
+
+    network_id: str
+    subnet_id: str = ""
+    project_id: str = ""
+    security_groups: tuple[str, ...] = ()
+    node: str = ""
+
+    @property
+    def label(self) -> str:
+        parts = [self.network_id, self.subnet_id or "-",
+                 self.project_id or "-"]
+        if self.security_groups:
+            parts.append(",".join(self.security_groups))
+        return "/".join(parts) + (f"@{self.node}" if self.node else "")
+
+
+@dataclasses.dataclass
+class Pool:
+    """One key's free ports (id -> port) and figures."""
+
+    free: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
+    creating: int = 0
+    hits: int = 0
+    misses: int = 0
+    given_back: int = 0
+
+
+@dataclasses.dataclass
+class Served:
+    taken: list[tuple[str, osa.Port]] = dataclasses.field(default_factory=list)
+    rest: list[str] = dataclasses.field(default_factory=list)
+
+
+def port_name(pods: Pods, uid: str) -> str:
+    """The port's name once a pod holds it, as a created port's."""
+    ns, name = pods[uid][:2] if uid in pods else ("", uid)
+    return f"kuryr-{ns}-{name}"[:255]

@@ -1,0 +1,123 @@
+"""The port pools' pure parts: which nodes get a pool (:mod:`poolnodes`,
+on a clock of the test's), the pool key per node, and the figures' rows
+(one per pool, a ``node`` label, folded past the board's size)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from oslo_config import cfg
+
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller.poolkey import PoolKey
+from kuryr_supervisor.controller.poolnodes import PoolNodes
+from kuryr_supervisor.controller.portpool import PortPools
+from kuryr_supervisor.health.metrics import _pools
+from kuryr_supervisor.state import poolstats
+from kuryr_supervisor.state.poolstats import PoolBoard
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_node_has_a_pool_while_it_runs_pods_and_idle_seconds_after() -> None:
+    clock = Clock()
+    nodes = PoolNodes(clock)
+    assert nodes.place("u1", "a") is True           # first demand
+    assert nodes.place("u2", "a") is False
+    assert nodes.place("u3", "b") is True
+    assert nodes.place("u1", "a") is False          # an update: same node
+    assert nodes.wanted(60) == ["a", "b"]
+    nodes.leave("u3")                               # b: no pod from now
+    clock.now += 59
+    assert nodes.wanted(60) == ["a", "b"]
+    clock.now += 2
+    assert nodes.wanted(60) == ["a"]                 # b idle: pool goes
+    assert nodes.place("u4", "b") is True            # b's pool again
+    nodes.leave("u4")
+    clock.now += 1000
+    assert nodes.wanted(0) == ["a", "b"]             # 0: kept forever
+    nodes.leave("unknown")                           # harmless
+
+
+def test_a_list_replaces_every_pod_and_starts_the_wait_of_emptied_nodes(
+        ) -> None:
+    clock = Clock()
+    nodes = PoolNodes(clock)
+    nodes.replace([("u1", "a"), ("u2", "b"), ("u3", "")])
+    assert nodes.wanted(10) == ["a", "b"]
+    clock.now += 5
+    nodes.replace([("u1", "a"), ("u9", "c")])        # b's pods gone
+    clock.now += 6
+    assert nodes.wanted(10) == ["a", "b", "c"]       # b waits since +5
+    clock.now += 5
+    assert nodes.wanted(10) == ["a", "c"]
+    nodes.heard_of("d")                              # a restart's pool port
+    nodes.heard_of("a")                              # has pods: no wait
+    clock.now += 9
+    assert nodes.wanted(10) == ["a", "c", "d"]
+    clock.now += 2
+    assert nodes.wanted(10) == ["a", "c"]
+
+
+def test_a_pod_moving_node_moves_its_count() -> None:
+    nodes = PoolNodes(Clock())
+    nodes.place("u1", "a")
+    nodes.place("u1", "b")
+    assert nodes.wanted(1) == ["a", "b"]             # a: just left
+    nodes.place("u1", "")                            # no node: ignored
+    assert nodes.wanted(1) == ["a", "b"]
+
+
+def pools(tmp_path: Path) -> PortPools:
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    (tmp_path / "c.conf").write_text(
+        "[controller]\npod_network_id = net\npod_subnet_id = sub\n"
+        "project_id = proj\n[vif_pool]\nenabled = true\n"
+        "ports_pool_node_idle = 30\n")
+    conf(["--config-file", str(tmp_path / "c.conf")], default_config_files=[])
+    return PortPools(conf, PoolBoard())
+
+
+def test_the_key_names_the_node_until_binding_is_refused(
+        tmp_path: Path) -> None:
+    p = pools(tmp_path)
+    assert p.key == PoolKey("net", "sub", "proj")
+    assert p.key_for("n1") == PoolKey("net", "sub", "proj", node="n1")
+    assert p.key_for("n1").label == "net/sub/proj@n1"
+    assert p.key_for("") == p.key
+    p.placed("u1", "n1")
+    p.placed("u2", "n2")
+    assert p.wanted() == [p.key_for("n1"), p.key_for("n2")]
+    p.pools[p.key_for("n1")] = p.of("n1")
+    p.pools[p.key_for("n1")].hits = 3
+    p.unbind("403")
+    assert p.bind is False
+    assert p.key_for("n1") == p.key and p.wanted() == [p.key]
+    assert list(p.pools) == [p.key] and p.of("n2").hits == 3
+    p.unbind("again")                               # once
+
+
+def test_board_rows_carry_the_node_and_fold_past_their_number() -> None:
+    board = PoolBoard()
+    rows = [(f"net/sub/proj@node-{i:04d}", {"free": 1.0, "hits": 2.0})
+            for i in range(poolstats.MAX_POOLS + 10)]
+    board.publish_all(rows)
+    got = board.rows()
+    assert len(got) == poolstats.MAX_POOLS
+    assert got[0]["pool"] == "net/sub/proj" and got[0]["node"] == "node-0000"
+    assert got[-1]["node"] == "other"
+    assert (got[-1]["free"], got[-1]["hits"]) == (11, 22)   # 11 folded
+    board.publish_all(rows[:2] + [("net/sub/proj", {"free": 4.0})])
+    got = board.rows()
+    assert [r["node"] for r in got] == ["node-0000", "node-0001", ""]
+    families = {f.name: f for f in _pools(got)}
+    free = families["kuryr_supervisor_port_pool_free_ports"]
+    assert [s.labels for s in free.samples][1:] == [
+        {"pool": "net/sub/proj", "node": "node-0001"},
+        {"pool": "net/sub/proj", "node": ""}]
