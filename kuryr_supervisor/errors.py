@@ -112,6 +112,17 @@ class PortBindingFailed(TryAgain):
     pod (a Warning Event)."""
 
 
+class OvsdbUnavailable(TryAgain):
+    """Open vSwitch's database did not answer within its timeout, or the
+    integration bridge is missing: code 11, never counted (readiness
+    ``ovsdb`` names it; restarting the daemon cannot fix it)."""
+
+
+class PortNotActive(TryAgain):
+    """The pod's Neutron port did not become ACTIVE within ADD's wait:
+    code 11, never counted (the network's agent, not the node, is late)."""
+
+
 class NotAvailable(CNIError):
     """STATUS: the plugin cannot take ADDs (spec code 50)."""
 

@@ -11,7 +11,8 @@ Invariants (the container's lock is held by the caller):
 - A fresh ADD costs one write more than allocating: the plumbing facts and
   the netconf digest, recorded after plumbing. Whatever fails, the ADD
   leaves nothing: a failed plumb releases the address, a failed record
-  also deletes the veth.
+  (or a port that does not become ACTIVE, when the address source waits
+  for that after plumbing) also deletes the veth.
 - A second ADD of a ``plumbed`` attachment in the same netns with the same
   netconf digest (:func:`results.netconf_digest`) is answered from the
   record, rendered in the new request's cniVersion; nothing is touched.
@@ -56,17 +57,20 @@ def add(ipam: Ipam, binding: Binding, request: Request,
             return replay(request, existing, digest), False
         repair(ipam, binding, request, existing)
         alloc = ipam.allocate(cid, ifname, netns=request.netns, pod=pod)
-    fixed_mac = {"mac": alloc.mac} if alloc.mac else {}
+    fixed: dict[str, str] = {"mac": alloc.mac} if alloc.mac else {}
+    if alloc.port_id:
+        fixed.update(iface_id=alloc.port_id, owner=pod.uid or alloc.pod.uid)
     try:
         plumbed = binding.plumb(
             container_id=cid, ifname=ifname, netns=request.netns,
-            address=alloc.address, gateway=alloc.gateway, **fixed_mac)
+            address=alloc.address, gateway=alloc.gateway, **fixed)
     except BaseException:
         _release_quietly(ipam, cid, ifname)
         raise
     facts = Plumbing(plumbed.host_ifname, plumbed.host_mac, plumbed.pod_mac,
                      plumbed.mtu)
     try:
+        _settle(ipam, alloc)
         ipam.plumbed(cid, ifname, netconf=digest, plumbing=facts)
     except BaseException:
         _unplumb_quietly(binding, cid, ifname)
@@ -120,6 +124,15 @@ def _render(request: Request, alloc: Allocation,
         request, host_ifname=facts.host_ifname, host_mac=facts.host_mac,
         pod_mac=facts.pod_mac, mtu=facts.mtu, address=alloc.address,
         gateway=alloc.gateway)
+
+
+def _settle(ipam: Ipam, alloc: Allocation) -> None:
+    """An address source that knows the port's status (the PodPort) waits
+    here, plumbed, until it is ACTIVE (``ExternalIpam.settle``); the
+    embedded IPAM has no port and no wait."""
+    settle = getattr(ipam, "settle", None)
+    if settle is not None:
+        settle(alloc)
 
 
 def _release_quietly(ipam: Ipam, cid: str, ifname: str) -> None:

@@ -53,11 +53,13 @@ def check(ipam: Ipam, binding: Binding, request: Request,
     if alloc.address != expected:
         raise errors.CheckFailed(
             f"prevResult says {expected}, the reservation is {alloc.address}")
+    port_of = getattr(ipam, "port_id", None)   # the PodPort's, when it has one
+    iface_id = port_of(alloc.pod) if port_of is not None else None
     try:
         binding.check(
             container_id=request.container_id, ifname=request.ifname,
             netns=request.netns, address=alloc.address,
-            gateway=alloc.gateway)
+            gateway=alloc.gateway, iface_id=iface_id)
     except errors.PlumbingError as exc:
         # The pod differs from its prevResult: a finding, not a fault.
         raise errors.CheckFailed(exc.msg, exc.details) from exc

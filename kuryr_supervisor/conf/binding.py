@@ -1,4 +1,5 @@
-"""[binding]: the embedded bridge binding (bridge name, MTU)."""
+"""[binding]: how a pod's interface is plugged (a Linux bridge or Open
+vSwitch's integration bridge), its MTU, and the OVSDB connection."""
 from __future__ import annotations
 
 import re
@@ -10,14 +11,49 @@ GROUP = "binding"
 # which the ip tool treats as an alias separator and '%' (a name template).
 _IFNAME = re.compile(r"^[^\s/:%]{1,15}$")
 
+# What ovs-vsctl is given: no option-like or quoted names, no spaces.
+_OVS_BRIDGE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,14}$")
+_CONNECTION = re.compile(r"^(unix:/[^\s,]+|tcp:[0-9A-Za-z.\-\[\]:]+:\d{1,5})$")
+
 OPTS: list[cfg.Opt] = [
+    cfg.StrOpt("driver", default="bridge", choices=[
+        ("bridge", "a node-local Linux bridge ([binding] bridge) holding "
+                   "the gateway address; no Neutron agent sees the pods"),
+        ("ovs", "Open vSwitch's integration bridge ([binding] ovs_bridge): "
+                "the pod's host end is a port whose Interface carries "
+                "external_ids:iface-id=<Neutron port id>, so the node's "
+                "OVN controller or OVS agent binds the Neutron port. Needs "
+                "[cni_daemon] address_source = podport (Kubernetes mode)")],
+               help="How a pod's veth is plugged on the host."),
     cfg.StrOpt("bridge", default="kuryr0",
                help="Linux bridge the pods' host veth ends are attached to; "
                     "it holds the [ipam] gateway address. Created if "
                     "missing."),
     cfg.IntOpt("mtu", default=1500, min=68, max=65535,
                help="MTU of both ends of every pod veth. Set it to the "
-                    "node's uplink MTU minus any encapsulation overhead."),
+                    "node's uplink MTU minus any encapsulation overhead "
+                    "(with driver = ovs: the Neutron network's MTU)."),
+    cfg.StrOpt("ovs_bridge", default="br-int",
+               help="With driver = ovs: the integration bridge the pods' "
+                    "host veth ends are added to. Never created by the "
+                    "daemon: OVN's controller or the OVS agent owns it."),
+    cfg.StrOpt("ovsdb_connection", default="unix:/run/openvswitch/db.sock",
+               help="With driver = ovs: the local ovsdb-server, "
+                    "unix:<absolute path> or tcp:<host>:<port>."),
+    cfg.FloatOpt("ovsdb_timeout", default=5.0, min=1.0, max=120.0,
+                 help="With driver = ovs: seconds any one OVSDB call may "
+                      "take; a call that takes longer fails the CNI "
+                      "request with code 11 (not counted against the ADD "
+                      "failure budget) and the readiness check ovsdb."),
+    cfg.StrOpt("ovs_tx_checksum_off", default="auto",
+               choices=[("auto", "off when the integration bridge's "
+                                 "datapath_type is netdev (userspace)"),
+                        ("true", "always switch it off"),
+                        ("false", "never touch it")],
+               help="With driver = ovs: switch transmit checksum offload "
+                    "off on the pod's interface. OVS's userspace datapath "
+                    "never completes a partial checksum, so without this "
+                    "TCP between pods fails (ICMP works)."),
 ]
 
 
@@ -30,8 +66,26 @@ def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
 
 
 def validate(conf: cfg.ConfigOpts) -> None:
-    bridge = conf[GROUP].bridge
+    group = conf[GROUP]
+    bridge = group.bridge
     if not _IFNAME.match(bridge) or bridge in (".", ".."):
         raise ValueError(f"[binding] bridge {bridge!r} is not a valid "
                          "interface name (1-15 characters, no space, '/' "
                          "or ':')")
+    if group.driver != "ovs":
+        return
+    if not _OVS_BRIDGE.match(group.ovs_bridge) or group.ovs_bridge in (
+            ".", ".."):
+        raise ValueError(f"[binding] ovs_bridge {group.ovs_bridge!r} is not "
+                         "a valid bridge name (1-15 letters, digits, "
+                         "'_', '.' or '-', not starting with '-' or '.')")
+    if not _CONNECTION.match(group.ovsdb_connection):
+        raise ValueError(f"[binding] ovsdb_connection "
+                         f"{group.ovsdb_connection!r} is not "
+                         "unix:<absolute path> or tcp:<host>:<port>")
+    source = getattr(conf.cni_daemon, "address_source", "podport")
+    role = getattr(conf, "role", "cni")
+    if role == "cni" and source not in ("podport", "annotation"):
+        raise ValueError("[binding] driver = ovs needs [cni_daemon] "
+                         "address_source = podport: the OVS port's iface-id "
+                         "is the pod's Neutron port")

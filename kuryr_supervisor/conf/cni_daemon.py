@@ -48,15 +48,19 @@ OPTS = [
                  help="With address_source = podport: seconds ADD waits "
                       "for the controller's PodPort before failing with "
                       "code 11 (try again later)."),
-    cfg.BoolOpt("wait_for_active_port", default=False, mutable=True,
+    cfg.BoolOpt("wait_for_active_port", default=None, mutable=True,
+                sample_default="<auto>",
                 help="With address_source = podport: ADD also waits, "
                      "within annotation_timeout, until the PodPort says "
                      "the Neutron port is ACTIVE (as Kuryr's CNI waits for "
-                     "an active VIF). Off by default: the Linux bridge "
-                     "binding has no Neutron agent to make a port ACTIVE. "
-                     "A port Neutron failed to bind (BINDING_FAILED) gets "
-                     "CNI code 11 at once, naming it, never counted "
-                     "against the node's ADD failure budget."),
+                     "an active VIF). Unset (auto): on with [binding] "
+                     "driver = ovs (the node's OVN controller or OVS agent "
+                     "binds the port), off with the Linux bridge binding "
+                     "(no Neutron agent ever makes its ports ACTIVE). A "
+                     "port still not ACTIVE when the time is up, or one "
+                     "Neutron failed to bind (BINDING_FAILED, at once), "
+                     "gets CNI code 11 naming it, never counted against "
+                     "the node's ADD failure budget."),
 ]
 
 
@@ -66,3 +70,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [(GROUP, OPTS)]
+
+
+def wait_for_active(conf: cfg.ConfigOpts) -> bool:
+    """``wait_for_active_port`` as it applies: unset means on with the OVS
+    binding, off with the Linux bridge one (read on every ADD: mutable)."""
+    value = conf[GROUP].wait_for_active_port
+    if value is None:
+        return bool(conf.binding.driver == "ovs")
+    return bool(value)

@@ -18,13 +18,19 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni import binding as bindings
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.binding import BridgeBinding
 from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
-from kuryr_supervisor.cni.ipam.external import ExternalIpam, FixedAddress, Lookup
+from kuryr_supervisor.cni.ipam.external import (
+    Activated,
+    ExternalIpam,
+    FixedAddress,
+    Lookup,
+)
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import Ipam, LazyIpam
 from kuryr_supervisor.cni.service import CNIService, PodCheck
+from kuryr_supervisor.conf import cni_daemon as cni_conf
 from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
@@ -45,7 +51,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
                   pod_check: PodCheck | None = None,
                   subnet: SubnetProvider | None = None,
                   lookup: Lookup | None = None,
-                  bound: Callable[[PodRef], None] | None = None) -> CNIService:
+                  bound: Callable[[PodRef], None] | None = None,
+                  activated: Activated | None = None) -> CNIService:
     """The CNI service as configured.
 
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
@@ -53,7 +60,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
     None while unknown: ADD then answers code 11, STATUS code 50);
     ``lookup`` makes addresses come from elsewhere (the controller's
     PodPort) instead of the embedded IPAM, and ``bound`` tells that source
-    a pod holds its address.
+    a pod holds its address; ``activated`` waits, once the pod is plumbed,
+    until its port is ACTIVE.
     """
     settings = ipam_conf.settings(conf)
 
@@ -66,9 +74,10 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
         if lookup is None:
             return store
         return ExternalIpam(store, lookup, timeout=lambda: float(
-            conf.cni_daemon.annotation_timeout), bound=bound)
+            conf.cni_daemon.annotation_timeout), bound=bound,
+            activated=activated)
 
-    binding = BridgeBinding(conf.binding.bridge, conf.binding.mtu)
+    binding = bindings.from_conf(conf)
     return CNIService(
         LazyIpam(open_store, subnet or (lambda: settings.subnet)), binding,
         ContainerLocks(locks_dir(conf)), state,
@@ -87,13 +96,21 @@ def build_server_service(conf: cfg.ConfigOpts,
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
     # "annotation" is the deprecated name of "podport": the pod's own
     # annotation is never read (its owner can write it).
-    lookup = (podport_lookup(client, active=lambda: bool(
-        conf.cni_daemon.wait_for_active_port))
+    # With OVS the port becomes ACTIVE only once it is plugged (the node's
+    # agent claims it from the bridge): waited for after plumbing. The
+    # Linux bridge binding keeps waiting before.
+    after = conf.binding.driver == "ovs"
+    lookup = (podport_lookup(client, active=lambda: (
+        cni_conf.wait_for_active(conf) and not after))
         if conf.cni_daemon.address_source in ("podport", "annotation")
         else None)
+    activated = (podport_activated(
+        client, enabled=lambda: cni_conf.wait_for_active(conf))
+        if lookup is not None and after else None)
     return build_service(conf, state, pod_check=checker.check_pod,
                          subnet=subnet, lookup=lookup,
-                         bound=podport_bound(client) if lookup else None)
+                         bound=podport_bound(client) if lookup else None,
+                         activated=activated)
 
 
 def podport_lookup(client: k8s.K8sClient, *,
@@ -132,6 +149,51 @@ def podport_lookup(client: k8s.K8sClient, *,
                             pod_uid=data.pod_uid, port_id=data.port_id,
                             api_uid=api_uid)
     return lookup
+
+
+def podport_activated(client: k8s.K8sClient, *,
+                      enabled: Callable[[], bool] = lambda: True
+                      ) -> Activated:
+    """Wait, after plumbing, until the pod's PodPort says its port is
+    ACTIVE (the controller keeps the status from Neutron; the node holds
+    no OpenStack credentials). Every failure is code 11, never counted:
+    BINDING_FAILED at once, not ACTIVE within ``seconds`` naming the last
+    status seen, the API unreachable."""
+    wait = podport.status_waiter(client, settled=True)
+
+    def activated(pod: PodRef, port_id: str, seconds: float) -> None:
+        if not enabled():
+            return
+        where = f"port {port_id} of pod {pod.namespace}/{pod.name}"
+        try:
+            found = wait(pod.namespace, pod.name, pod.uid, seconds)
+            last = "" if found else _last_status(client, pod)
+        except podport.Invalid as exc:
+            raise errors.InvalidConfig(
+                f"PodPort {pod.namespace}/{pod.name} refused: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - the API is down: not ours
+            raise errors.TryAgain(f"{where}: cannot read its PodPort to see "
+                                  f"whether it is ACTIVE: {exc}") from exc
+        if found is None:
+            raise errors.PortNotActive(
+                f"{where} is not ACTIVE after {seconds:.1f} s (PodPort "
+                f"status {last or 'not reported'}); is the node's OVN "
+                "controller or OVS agent running and is the port bound "
+                "to this node?")
+        data, status = found
+        if data.port_id != port_id:
+            raise errors.PortNotActive(
+                f"{where}: the PodPort now names port {data.port_id}")
+        if status == podport.BINDING_FAILED:
+            raise errors.PortBindingFailed(
+                f"Neutron failed to bind {where} (binding_failed); see the "
+                "pod's Events")
+    return activated
+
+
+def _last_status(client: k8s.K8sClient, pod: PodRef) -> str:
+    items, _ = client.list_podport(pod.namespace, pod.name)
+    return podport.port_status(items[0]) if items else "no PodPort"
 
 
 def podport_bound(client: k8s.K8sClient) -> Callable[[PodRef], None]:

@@ -73,7 +73,8 @@ class BridgeBinding(BridgeCheck, HostEnds):
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
               gateway: ipaddress.IPv4Address,
-              mac: str | None = None) -> PlumbResult:
+              mac: str | None = None, iface_id: str | None = None,
+              owner: str = "") -> PlumbResult:
         """Create and configure the pod's interface; all or nothing.
 
         Four netlink round trips: the veth pair is born final (names, MTU,
@@ -81,7 +82,9 @@ class BridgeBinding(BridgeCheck, HostEnds):
         one request, then the pod end's index, then its address, default
         route and loopback in one datagram. The MACs are chosen here (the
         pod's is ``mac`` when given, e.g. its Neutron port's), so no
-        read-back is needed.
+        read-back is needed. ``iface_id`` and ``owner`` (the pod's port and
+        UID) are for bindings a Neutron agent sees; a Linux bridge has no
+        use for them.
         """
         nl = self._nl
         host = self.host_ifname(container_id, ifname)

@@ -19,10 +19,12 @@ class BridgeCheck(BindingBase):
 
     def check(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
-              gateway: ipaddress.IPv4Address) -> None:
-        """Raise PlumbingError naming every way the pod differs from plumb."""
+              gateway: ipaddress.IPv4Address,
+              iface_id: str | None = None) -> None:
+        """Raise PlumbingError naming every way the pod differs from plumb.
+        ``iface_id``: the pod's Neutron port, when known, for bindings whose
+        host end names it (not the Linux bridge's)."""
         nl = self._nl
-        host = self.host_ifname(container_id, ifname)
         problems: list[str] = []
         try:
             with nl.open_netns(netns) as nsfd, nl.handle(nsfd) as ns:
@@ -32,10 +34,8 @@ class BridgeCheck(BindingBase):
                         f"in netns {netns}")
                 pod = nl.get_link(ns, ifname)
                 pod_routes = nl.routes(ns)
-            with nl.handle() as ipr:
-                host_link = (nl.get_link(ipr, host)
-                             if nl.link_index(ipr, host) is not None else None)
-                bridge_idx = nl.link_index(ipr, self.bridge)
+            host_problems = self._host_problems(container_id, ifname, pod,
+                                                iface_id)
         except _netlink.NetlinkError as exc:
             raise plumbing_error(f"check {container_id}/{ifname}",
                                  exc) from exc
@@ -49,15 +49,28 @@ class BridgeCheck(BindingBase):
         if not any(r.dst is None and r.gateway == gateway
                    and r.oif == pod.index for r in pod_routes):
             problems.append(f"no default route via {gateway} on {ifname}")
-        if host_link is None:
-            problems.append(f"host end {host} is missing")
-        elif bridge_idx is None or host_link.master != bridge_idx:
-            problems.append(f"host end {host} is not on bridge {self.bridge}")
-        elif not host_link.up:
-            problems.append(f"host end {host} is down")
+        problems.extend(host_problems)
         if problems:
             raise errors.PlumbingError(
                 f"check {container_id}/{ifname}: {'; '.join(problems)}")
+
+    def _host_problems(self, container_id: str, ifname: str,
+                       pod: _netlink.Link,
+                       iface_id: str | None = None) -> list[str]:
+        """How the host end differs: missing, off the bridge or down."""
+        nl = self._nl
+        host = self.host_ifname(container_id, ifname)
+        with nl.handle() as ipr:
+            host_link = (nl.get_link(ipr, host)
+                         if nl.link_index(ipr, host) is not None else None)
+            bridge_idx = nl.link_index(ipr, self.bridge)
+        if host_link is None:
+            return [f"host end {host} is missing"]
+        if bridge_idx is None or host_link.master != bridge_idx:
+            return [f"host end {host} is not on bridge {self.bridge}"]
+        if not host_link.up:
+            return [f"host end {host} is down"]
+        return []
 
     def _which_exists(self, container_id: str, ifname: str, netns: str,
                       exc: _netlink.NetlinkError) -> errors.CNIError:

@@ -66,6 +66,11 @@ class FixedAddress:
 #: is unreachable (ADD keeps trying, with backoff, until its own deadline).
 Lookup = Callable[[PodRef, float], "FixedAddress | None"]
 
+#: ``(pod, port id, seconds)``: return once the source says the port is
+#: ACTIVE; raise a CNI error (code 11, never counted) when it is not within
+#: ``seconds`` or failed to bind.
+Activated = Callable[[PodRef, str, float], None]
+
 
 class ExternalIpam:
     """See the module docstring."""
@@ -74,10 +79,12 @@ class ExternalIpam:
                  timeout: Callable[[], float],
                  sleep: Callable[[float], object] = time.sleep,
                  links: Callable[[], dict[str, str]] = local_macs,
-                 bound: Callable[[PodRef], None] | None = None) -> None:
+                 bound: Callable[[PodRef], None] | None = None,
+                 activated: Activated | None = None) -> None:
         self.store = store
         self._lookup = lookup
         self._bound = bound
+        self._activated = activated
         self._timeout = timeout
         self._sleep = sleep
         self._links = links
@@ -89,6 +96,7 @@ class ExternalIpam:
 
     def wait_for(self, pod: PodRef) -> FixedAddress:
         deadline = time.monotonic() + self._timeout()
+        self._waiting.deadline = deadline
         delay, problem = _RETRY_FIRST, "no address announced yet"
         while True:
             try:
@@ -139,7 +147,33 @@ class ExternalIpam:
             raise
         LOG.debug("%s/%s takes %s (%s) from its port", container_id, ifname,
                   fixed.address, fixed.mac)
-        return dataclasses.replace(alloc, mac=fixed.mac)
+        return dataclasses.replace(alloc, mac=fixed.mac,
+                                   port_id=fixed.port_id or None)
+
+    def port_id(self, pod: PodRef) -> str | None:
+        """The pod's Neutron port as the source says now, without waiting
+        (for CHECK); None when unknown or unreadable (CHECK then checks
+        that some port is named, not which)."""
+        try:
+            fixed = self._lookup(pod, 0.0)
+        except Exception as exc:  # noqa: BLE001 - CHECK goes on without it
+            LOG.debug("pod %s/%s: its port not readable for CHECK: %s",
+                      pod.namespace, pod.name, exc)
+            return None
+        return (fixed.port_id or None) if fixed is not None else None
+
+    def settle(self, alloc: Allocation) -> None:
+        """After plumbing, before the ADD is recorded: wait (``activated``,
+        when wired) until the pod's port is ACTIVE, within what is left of
+        this ADD's wait. Its agent only binds the port once it is plugged
+        (OVN's controller claims it from the bridge), so this cannot be
+        waited for before plumbing."""
+        if self._activated is None or not alloc.port_id:
+            return
+        deadline = getattr(self._waiting, "deadline", None)
+        left = (self._timeout() if deadline is None
+                else deadline - time.monotonic())
+        self._activated(alloc.pod, alloc.port_id, max(1.0, left))
 
     def _macs_in_use(self, pod: PodRef) -> dict[str, str]:
         """MAC -> who: this node's links, other pods' attachments (the

@@ -52,6 +52,9 @@ class Allocation:
     pod: PodRef
     created: float
     mac: str | None = None   # the pod's MAC when the address source fixes it
+    #: the pod's Neutron port when the address source names it (not stored:
+    #: only ADD, which just looked it up, needs it)
+    port_id: str | None = None
     state: str = PLUMBED
     netconf: str | None = None
     plumbing: Plumbing | None = None

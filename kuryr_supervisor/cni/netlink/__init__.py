@@ -27,7 +27,7 @@ under the same errno-keeping errors.
 
 Parts: :mod:`.base` (errors, namespaces, the Link record), :mod:`.rtnl`
 (the raw hot path), :mod:`.links` (raw reads, the bridge and the liveness
-probe) and :mod:`.pyroute` (pyroute2 handles and decoding for CHECK and GC,
+probe), :mod:`.ethtool` (transmit checksum offload, by ioctl) and :mod:`.pyroute` (pyroute2 handles and decoding for CHECK and GC,
 imported lazily). Callers use this package's
 names only.
 """
@@ -45,6 +45,7 @@ from kuryr_supervisor.cni.netlink.base import (
     WrongLinkKind,
     open_netns,
 )
+from kuryr_supervisor.cni.netlink.ethtool import tx_checksum
 from kuryr_supervisor.cni.netlink.links import (
     addresses,
     ensure_bridge,
@@ -103,5 +104,5 @@ __all__ = [
     "create_veth", "delete_link", "ensure_bridge", "get_link", "handle",
     "link_index", "link_kind", "list_links", "move_link", "new_veth",
     "open_netns", "pod_index", "probe", "random_mac", "read_link",
-    "remove_link", "routes", "rtnl", "set_link",
+    "remove_link", "routes", "rtnl", "set_link", "tx_checksum",
 ]

@@ -179,10 +179,10 @@ def rtnl(netns: int | None = None) -> Iterator[Rtnl]:
 
 
 def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,
-             peer_mac: str, peer_netns: int, master: int) -> None:
+             peer_mac: str, peer_netns: int, master: int | None) -> None:
     """Create a veth pair in one request, names, MTU and MACs final: the
-    host end up and enslaved to ``master``, the peer born (down) in
-    ``peer_netns``. The peer cannot be born up: the kernel opens it before
+    host end up and enslaved to ``master`` (None: no master, e.g. a port
+    Open vSwitch will take), the peer born (down) in ``peer_netns``. The peer cannot be born up: the kernel opens it before
     it has a peer (ENOTCONN); :func:`configure_pod` brings it up.
 
     The kernel does it all or nothing: a name taken on either side fails
@@ -196,7 +196,8 @@ def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,
             + _attr(_IFLA_INFO_DATA, _attr(_VETH_INFO_PEER, peer_msg)))
     body = (_IFINFO.pack(0, 0, 0, _IFF_UP, _IFF_UP) + _name(host)
             + _u32(_IFLA_MTU, mtu) + _mac(host_mac)
-            + _u32(_IFLA_MASTER, master) + _attr(_IFLA_LINKINFO, info))
+            + (_u32(_IFLA_MASTER, master) if master is not None else b"")
+            + _attr(_IFLA_LINKINFO, info))
     with translated(f"create veth {host}/{peer}"):
         nl.request((_RTM_NEWLINK, _F_CREATE | _F_EXCL, body))
 

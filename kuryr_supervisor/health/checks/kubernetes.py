@@ -70,4 +70,7 @@ def extra_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:
     if conf.controller.openstack_checks:     # nested: the CNI role uses Neutron too
         from kuryr_supervisor.health.checks.openstack import openstack_checks
         checks.extend(openstack_checks(conf))
+    if conf.binding.driver == "ovs":
+        from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
+        checks.append(OvsdbCheck(conf))
     return checks

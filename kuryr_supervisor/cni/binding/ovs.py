@@ -1,0 +1,182 @@
+"""ADD and DEL of the Open vSwitch binding (``[binding] driver = ovs``).
+
+A pod's veth pair as in the bridge binding, but the host end has no Linux
+master: it becomes a port of the integration bridge whose Interface carries
+``external_ids`` ``iface-id`` (the pod's Neutron port), ``attached-mac``,
+``iface-status=active``, ``vm-uuid`` (the pod's UID) and our mark, as
+os-vif's OVS plug writes them. The node's OVN controller (or OVS agent)
+reads them, binds the Neutron port to this node and wires it; nothing here
+creates the bridge or any flow.
+
+Invariants:
+
+* ``plumb`` is all or nothing: the pod's interface is complete (address,
+  route, MAC, checksum offload) before its port appears on the bridge, in
+  one OVSDB transaction; on any failure the port (if added) and the veth
+  are removed before raising.
+* ``unplumb`` takes the port off the bridge, then deletes the host end (the
+  peer dies with it); both steps are fine when already done, so a second
+  DEL (containerd sends one with an empty CNI_NETNS) answers 0.
+* The bridge's ``datapath_type`` is read at most every
+  :data:`BRIDGE_RECHECK` seconds; with ``netdev`` (the userspace datapath)
+  transmit checksum offload is switched off on the pod's interface when
+  ``[binding] ovs_tx_checksum_off`` is ``auto``.
+"""
+from __future__ import annotations
+
+import errno
+import ipaddress
+import logging
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from kuryr_supervisor import errors
+from kuryr_supervisor.cni import netlink as _netlink
+from kuryr_supervisor.cni import ovsdb as _ovsdb
+from kuryr_supervisor.cni.binding.base import plumbing_error
+from kuryr_supervisor.cni.binding.bridge import BRIDGE_RECHECK, PlumbResult
+from kuryr_supervisor.cni.binding.ovsports import OvsPorts, external_ids, ovsdb_error
+
+LOG = logging.getLogger(__name__)
+
+
+class OvsBinding(OvsPorts):
+    """Plumbs pods onto the integration bridge ``bridge``; stateless apart
+    from its settings and the bridge's cached datapath type."""
+
+    def __init__(self, bridge: str = "br-int", mtu: int = 1500, *,
+                 ovsdb: _ovsdb.Ovsdb, tx_checksum_off: str = "auto",
+                 netlink_module: ModuleType | Any = _netlink,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(bridge, mtu, ovsdb=ovsdb,
+                         netlink_module=netlink_module)
+        self.tx_checksum_off = tx_checksum_off
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._datapath: tuple[str, float] | None = None
+
+    def plumb(self, *, container_id: str, ifname: str, netns: str,
+              address: ipaddress.IPv4Interface,
+              gateway: ipaddress.IPv4Address, mac: str | None = None,
+              iface_id: str | None = None, owner: str = "") -> PlumbResult:
+        """Create the pod's interface, then its port; all or nothing."""
+        if not iface_id:
+            raise errors.InvalidEnvironment(
+                "[binding] driver = ovs needs the pod's Neutron port (the "
+                "PodPort, [cni_daemon] address_source = podport)")
+        nl = self._nl
+        host = self.host_ifname(container_id, ifname)
+        host_mac, pod_mac = nl.random_mac(), mac or nl.random_mac()
+        checksum_off = self._checksum_off()
+        created = ported = False
+        step = "open netns"
+        try:
+            with nl.open_netns(netns) as nsfd:
+                with nl.rtnl() as host_nl:
+                    step = "create veth"
+                    nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
+                                host_mac=host_mac, peer_mac=pod_mac,
+                                peer_netns=nsfd, master=None)
+                    created = True
+                with nl.rtnl(nsfd) as ns:
+                    step = "configure pod interface"
+                    nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
+                                     gateway)
+                if checksum_off:
+                    step = "switch transmit checksum offload off"
+                    nl.tx_checksum(ifname, nsfd, enable=False)
+            ported = True
+            self.ovsdb.add_port(self.bridge, host, external_ids(
+                iface_id=iface_id, mac=pod_mac, owner=owner), self.mtu)
+        except _ovsdb.OvsdbError as exc:
+            # A hung database would hang the port's removal too: GC removes
+            # a port it committed late (ours, owned by no allocation).
+            self._rollback(host, created, ported and not isinstance(
+                exc, _ovsdb.OvsdbUnavailable))
+            raise ovsdb_error(f"plumb {container_id}/{ifname}: add port "
+                              f"{host} to {self.bridge}", exc,
+                              self.bridge) from exc
+        except _netlink.NetlinkError as exc:
+            self._rollback(host, created, ported)
+            if step == "create veth" and exc.errno == errno.EEXIST:
+                raise self._which_exists(container_id, ifname, netns,
+                                         exc) from exc
+            if step == "configure pod interface" and exc.errno == errno.EEXIST:
+                raise errors.AlreadyExists(
+                    f"netns {netns} already has a default route or "
+                    f"{address}: {ifname} cannot be configured there",
+                    f"errno={exc.errno}") from exc
+            raise plumbing_error(f"plumb {container_id}/{ifname}: {step}",
+                                 exc) from exc
+        except BaseException:
+            self._rollback(host, created, ported)
+            raise
+        LOG.debug("plumbed %s/%s: %s on %s (iface-id %s), %s in %s",
+                  container_id, ifname, host, self.bridge, iface_id, address,
+                  netns)
+        return PlumbResult(host_ifname=host, host_mac=host_mac,
+                           pod_ifname=ifname, pod_mac=pod_mac, mtu=self.mtu)
+
+    def _checksum_off(self) -> bool:
+        """Whether to switch transmit checksum offload off (see the module
+        docstring); reads the bridge, so a missing bridge fails ADD here,
+        before anything is made."""
+        if self.tx_checksum_off in ("true", "false"):
+            return self.tx_checksum_off == "true"
+        return self.datapath_type() == "netdev"
+
+    def datapath_type(self) -> str:
+        """The bridge's datapath_type ("" is the kernel's, ``system``),
+        read at most every :data:`BRIDGE_RECHECK` seconds."""
+        cached = self._datapath
+        if cached is not None and self._clock() - cached[1] < BRIDGE_RECHECK:
+            return cached[0]
+        with self._lock:
+            try:
+                row = self.ovsdb.bridge(self.bridge)
+            except _ovsdb.OvsdbError as exc:
+                raise ovsdb_error(f"read bridge {self.bridge}", exc,
+                                  self.bridge) from exc
+            if row is None:
+                self._datapath = None
+                raise errors.OvsdbUnavailable(
+                    f"integration bridge {self.bridge} does not exist "
+                    "([binding] ovs_bridge; OVN's controller or the OVS "
+                    "agent creates it)")
+            kind = str(row.get("datapath_type") or "")
+            if cached is None or cached[0] != kind:
+                LOG.info("integration bridge %s: datapath_type %s", self.bridge,
+                         kind or "system")
+            self._datapath = (kind, self._clock())
+            return kind
+
+    def _rollback(self, host: str, created: bool, ported: bool) -> None:
+        """Remove what plumb made: the port, then the veth."""
+        if ported:
+            try:
+                self.remove_port(host)
+            except errors.CNIError as exc:
+                LOG.error("rollback: could not remove port %s: %s", host, exc)
+        if created:
+            try:
+                with self._nl.rtnl() as nl:
+                    self._nl.remove_link(nl, host)
+            except _netlink.NetlinkError as exc:
+                LOG.error("rollback: could not delete %s: %s", host, exc)
+
+    def unplumb(self, *, container_id: str, ifname: str,
+                netns: str | None) -> None:
+        """Remove the pod's port and veth pair; fine when already gone."""
+        host = self.host_ifname(container_id, ifname)
+        self.remove_port(host)
+        try:
+            with self._nl.rtnl() as nl:
+                gone = not self._nl.remove_link(nl, host)
+        except _netlink.NetlinkError as exc:
+            raise plumbing_error(f"unplumb {container_id}/{ifname}",
+                                 exc) from exc
+        LOG.debug("unplumbed %s/%s (%s%s, netns %s)", container_id, ifname,
+                  host, " already gone" if gone else "", netns)

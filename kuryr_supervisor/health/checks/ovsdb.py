@@ -1,0 +1,56 @@
+"""Readiness ``ovsdb`` (``[binding] driver = ovs``): Open vSwitch's
+database answers and the integration bridge is in it.
+
+Without either every ADD fails (code 11, never counted), so the node must
+leave the kubelet's rotation and say why; restarting the daemon fixes
+neither, so it is readiness, never liveness. An I/O check, on the
+HealthManager's timer: each run is one ``ovs-vsctl`` call bounded by
+``[binding] ovsdb_timeout``, so a hung ovsdb-server fails the check, never
+the HealthManager.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from oslo_config import cfg
+
+from kuryr_supervisor.cni import ovsdb
+from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+
+Connect = Callable[[cfg.ConfigOpts], ovsdb.Ovsdb]
+
+
+def _connect(conf: cfg.ConfigOpts) -> ovsdb.Ovsdb:
+    return ovsdb.Ovsdb(conf.binding.ovsdb_connection,
+                       conf.binding.ovsdb_timeout)
+
+
+class OvsdbCheck(Check):
+    name = "ovsdb"
+    kind = Kind.READINESS
+    sort = Sort.IO
+
+    def __init__(self, conf: cfg.ConfigOpts, *, connect: Connect = _connect,
+                 timer: Callable[[], float] = time.perf_counter) -> None:
+        self.conf = conf
+        self._connect = connect
+        self._timer = timer
+
+    def run(self, now: float) -> Result:
+        db = self._connect(self.conf)
+        bridge = self.conf.binding.ovs_bridge
+        started = self._timer()
+        try:
+            row = db.bridge(bridge)
+        except ovsdb.OvsdbError as exc:
+            return Result.failed(f"OVSDB {db.connection} unusable: {exc}")
+        if row is None:
+            return Result.failed(
+                f"integration bridge {bridge} is not in OVSDB "
+                f"{db.connection} (OVN's controller or the OVS agent "
+                "creates it)")
+        elapsed = (self._timer() - started) * 1000
+        kind = row.get("datapath_type") or "system"
+        return Result.passed(f"OVSDB answers, {bridge} present "
+                             f"(datapath {kind}, {elapsed:.0f} ms)")
