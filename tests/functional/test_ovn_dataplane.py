@@ -19,9 +19,7 @@ import pytest
 
 from tests.fixtures.ovn.fabric import Pod, ping, tcp_transfer
 from tests.fixtures.ovn.node import Node
-from tests.fixtures.ovn.stack import OvnStack, ovn_stack, wait_for
-
-__all__ = ["ovn_stack"]
+from tests.fixtures.ovn.stack import OvnStack, wait_for
 
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 
@@ -125,9 +123,8 @@ def test_security_group_that_drops_does_drop(
                                        count=1)) == 1,
                  20, f"a ping to {guarded.address} once ICMP is allowed")
     finally:
-        # The group goes once its ports have (make_pod's teardown runs
-        # after this): retried at the end of the module is not needed as
-        # Neutron refuses while in use; delete the ports first here.
+        # Neutron keeps a group while a port is in it: its ports go first
+        # (make_pod's teardown then finds them gone).
         for port in ovn_stack.admin("GET", "/v2.0/ports",
                                     security_groups=group["id"]
                                     ).expect(200)["ports"]:
