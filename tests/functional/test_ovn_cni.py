@@ -14,114 +14,26 @@ takes the interface off ``br-int`` and the port goes DOWN.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kuryr_supervisor.cni.binding import BridgeBinding
-from tests.fixtures.clouds import controller_options
-from tests.fixtures.containerd import NodeDaemon
-from tests.fixtures.daemon import Daemon
-from tests.fixtures.fakeapi import FakeAPI
-from tests.fixtures.ovn.cni import ApiListener, NodeNetns, cni_daemon
-from tests.fixtures.ovn.fabric import Pod, ping, tcp_transfer
-from tests.fixtures.ovn.node import Node
+from tests.fixtures.ovn.cni import Cluster
+from tests.fixtures.ovn.fabric import ping, received, tcp_transfer
 from tests.fixtures.ovn.stack import OvnStack, wait_for
-from tests.functional.cni_harness import Namespaces, install_shim, run_shim
+from tests.functional.cni_harness import Namespaces
 
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
-
-
-def received(done: Any) -> int:
-    match = re.search(r"(\d+) packets received", done.stdout)
-    return int(match.group(1)) if match else 0
-
-
-class Cluster:
-    """The fake API, the controller and one CNI daemon per node."""
-
-    def __init__(self, stack: OvnStack, tmp: Path,
-                 namespaces: Namespaces) -> None:
-        self.stack, self.tmp, self.namespaces = stack, tmp, namespaces
-        self.api = FakeAPI().start()
-        self.listeners: list[ApiListener] = []
-        self.daemons: dict[str, NodeDaemon] = {}
-        self.controller: Daemon | None = None
-        self.shim = install_shim(str(tmp))
-        self.pods: dict[str, tuple[dict[str, Any], Node, str]] = {}
-
-    def start(self) -> Cluster:
-        cloud = self.stack.cloud
-        (self.tmp / "controller").mkdir(exist_ok=True)
-        self.controller = Daemon(self.tmp / "controller", controller_options(
-            cloud, self.api.url, controller={
-                "pod_network_id": self.stack.network_id,
-                "pod_subnet_id": self.stack.subnet_id,
-                "port_status_interval": 0.3}))
-        self.controller.start()
-        for node in self.stack.fabric.nodes:
-            self.api.add_node(node.name)
-            listener = ApiListener(self.api, NodeNetns(node.netns))
-            self.listeners.append(listener)
-            self.daemons[node.name] = cni_daemon(
-                node, listener.url, self.tmp / node.name,
-                cidr=self.stack.cidr, gateway=self.stack.gateway,
-                mtu=self.stack.mtu).start()
-        self.controller.wait_ready(60)
-        for daemon in self.daemons.values():
-            daemon.wait_ready(60)
-        return self
-
-    def close(self) -> None:
-        for daemon in self.daemons.values():
-            daemon.close()
-        if self.controller is not None:
-            self.controller.close()
-        self.api.stop()
-        for listener in self.listeners:
-            listener.close()
-
-    def netconf(self, node: Node) -> dict[str, Any]:
-        return {"cniVersion": "1.0.0", "name": "kuryr", "type": "kuryr-cni",
-                "daemon_socket":
-                    f"unix://{self.daemons[node.name].socket_path}"}
-
-    def cni(self, command: str, name: str, **env: str) -> tuple[int, Any]:
-        pod, node, netns = self.pods[name]
-        meta = pod["metadata"]
-        return run_shim(
-            self.shim, command, self.netconf(node), container_id=f"ctr-{name}",
-            netns=env.get("netns", f"/var/run/netns/{netns}"),
-            args=f"K8S_POD_NAMESPACE={meta['namespace']};"
-                 f"K8S_POD_NAME={meta['name']};K8S_POD_UID={meta['uid']}",
-            timeout=90)
-
-    def add(self, name: str, node: Node) -> tuple[dict[str, Any], Pod]:
-        """The pod created in the API and ADDed on ``node``: its Neutron
-        port as ADD left it, and a handle on the plugged pod."""
-        pod = self.api.add_pod("default", name, node.name)
-        self.pods[name] = (pod, node, self.namespaces.create())
-        code, result = self.cni("ADD", name)
-        assert code == 0, (result, self.daemons[node.name].log())
-        [port] = self.stack.admin("GET", "/v2.0/ports",
-                                  device_id=pod["metadata"]["uid"]
-                                  ).expect(200)["ports"]
-        address = result["ips"][0]["address"].split("/")[0]
-        return port, Pod(node, self.pods[name][2],
-                         BridgeBinding.host_ifname(f"ctr-{name}", "eth0"),
-                         port["id"], port["mac_address"], address)
 
 
 @pytest.fixture
 def cluster(ovn_stack: OvnStack, tmp_path: Path,
             namespaces: Namespaces) -> Iterator[Cluster]:
     with ovn_stack.in_catalog():
-        cluster = Cluster(ovn_stack, tmp_path, namespaces)
+        cluster = Cluster(ovn_stack, tmp_path, namespaces.create)
         try:
             yield cluster.start()
         finally:

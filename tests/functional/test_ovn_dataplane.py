@@ -10,14 +10,13 @@ tested on.
 """
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-from tests.fixtures.ovn.fabric import Pod, ping, tcp_transfer
+from tests.fixtures.ovn.fabric import Pod, ping, received, tcp_transfer
 from tests.fixtures.ovn.node import Node
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 
@@ -49,11 +48,6 @@ def make_pod(ovn_stack: OvnStack) -> Iterator[MakePod]:
     for port, pod in made:
         ovn_stack.fabric.remove(pod)
         ovn_stack.admin("DELETE", f"/v2.0/ports/{port['id']}").expect(204, 404)
-
-
-def received(done: Any) -> int:
-    match = re.search(r"(\d+) packets received", done.stdout)
-    return int(match.group(1)) if match else 0
 
 
 def test_plugged_port_turns_active_bound_to_its_node(
