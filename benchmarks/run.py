@@ -36,6 +36,7 @@ from benchmarks import (
     controller_scale,
     controller_slow,
     cri,
+    dataplane,
     fleet,
     memory,
     ovs_binding,
@@ -58,7 +59,8 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-pool": controller_pool.run,
     "controller-real": controller_real.run,
     "controller-slow": controller_slow.run, "fleet": fleet.run,
-    "cri": cri.run, "ovs-binding": ovs_binding.run,
+    "cri": cri.run, "dataplane": dataplane.run,
+    "ovs-binding": ovs_binding.run,
 }
 
 

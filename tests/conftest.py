@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
-                  "tests.fixtures.listener", "tests.fixtures.clouds"]
+                  "tests.fixtures.listener", "tests.fixtures.clouds",
+                  "tests.fixtures.ovn.stack"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []
