@@ -25,6 +25,7 @@ from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_openstack import neutron_conf
 
+
 class Counts:
     """Stands in for the shared state: counts the handler's failures."""
 
