@@ -110,11 +110,16 @@ class PortPools:
 
     def placed(self, uid: str, node: str) -> None:
         """Pod ``uid`` needs a port on ``node`` ("": no longer); a node
-        new here gets its pool filled at once."""
+        new here gets its pool filled at once. Nothing is kept while the
+        pools are off (the option is read at start)."""
         if not node:
             self.nodes.leave(uid)
-        elif self.nodes.place(uid, node) and self.enabled:
+        elif self.enabled and self.nodes.place(uid, node):
             self.wake.set()
+
+    def listed(self, placed: list[tuple[str, str]]) -> None:
+        """Every pod that needs a port, and its node (a list)."""
+        self.nodes.replace(placed if self.enabled else [])
 
     def unbind(self, why: object) -> None:
         """Neutron refuses ``binding:host_id``: one unbound pool from now
