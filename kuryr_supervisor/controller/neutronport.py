@@ -185,7 +185,7 @@ class NeutronPortHandler(PooledWrites):
                 if pod.uid not in self.written:
                     self.nodes[pod.uid] = pod.node
         del old
-        self.pools.nodes.replace(placed)        # nodes with pods: pools
+        self.pools.listed(placed)               # nodes with pods: pools
         self.written &= self.pods.keys()
         self.named = {u: n for u, n in self.named.items() if u in self.pods}
         self.retries.pending &= need

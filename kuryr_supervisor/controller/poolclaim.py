@@ -3,7 +3,8 @@
 A pod that takes a pool port must not wait for Neutron: a real Neutron
 under load takes as long to update a port as to make one. So the pod's
 PodPort is written at once, naming the pool port, and the port's update
-(``device_id`` = the pod's UID, its name, ``binding:host_id``: one PUT,
+(``device_id`` = the pod's UID, its name, and ``binding:host_id`` only for
+a port not yet bound to the pod's node: one PUT,
 :func:`.poolneutron.claim`) follows here, retried with backoff until
 Neutron applies it or says the port is gone.
 

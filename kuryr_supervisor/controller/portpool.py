@@ -6,30 +6,26 @@ burst of pods waits for its last port in proportion to its size; a pool
 Kuryr keys them (:class:`PoolKey`: network, subnet, project, security
 groups, node); this controller makes its pods' ports on one network,
 subnet and project with Neutron's default security group, so the node
-tells its pools apart: a pool port is made already bound to its node
+tells its pools apart: a pool port is made bound to its node
 (``binding:host_id``), and a pod takes one from its own node's pool, with
-no rebinding. Which nodes get a pool: :mod:`.poolnodes`. When Neutron's
-policy refuses ``binding:host_id`` to the controller (403: a member role)
-the pools fall back to one unbound pool (the base key, node ""), warned
-once, and a claimed port gets its binding in its update, if at all.
-
-In bound mode the unbound pool holds only ports left unbound (made before
-pools were per node): they are handed out when a pod's node pool is empty
-(their update binds them), never refilled.
+no rebinding. Which nodes get a pool: :mod:`.poolnodes`. When Neutron
+refuses ``binding:host_id`` to the controller (403: a member role) the
+pools fall back to one unbound pool (the base key, node ""), warned once;
+a claimed port then gets its binding in its update, if at all. In bound
+mode the unbound pool holds only ports left unbound by an older release:
+handed out when a pod's node pool is empty, never refilled.
 
 What the neutron_port handler calls (a few lines of its own):
 
-- :meth:`PortPools.adopt` on every resync: the free pool ports in the
-  list of the controller's ports are taken out of it (the sweep never sees
-  them) and re-adopted, each into its node's pool (``binding:host_id``), so
-  a restart keeps them instead of making new ones; a pool port a pod holds
-  stays in the list as that pod's;
+- :meth:`PortPools.adopt` on every resync: the free pool ports of the
+  list are taken out of it (the sweep never sees them) and re-adopted into
+  their nodes' pools (``binding:host_id``): a restart keeps them; a pool
+  port a pod holds stays in the list as that pod's;
 - :meth:`PortPools.serve` before a create: each pod gets a free port of
-  its node's pool at once, its PodPort is written like any other's, and
-  the port's update (``device_id``, name) follows in the background
-  (:mod:`.poolclaim`); the pods left (a miss: their node's pool was
-  empty) are created as before, and the pool is refilled;
-- ``nodes`` (:class:`~.poolnodes.PoolNodes`), told where pods run;
+  its node's pool at once, its PodPort written like any other's, the
+  port's update following in the background (:mod:`.poolclaim`); the pods
+  left (a miss) are created as before, and the pool is refilled;
+- :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
 - :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.poolrefill`).
 
 Invariants: a free port is handed to one pod at most (taken out of the
@@ -61,6 +57,7 @@ from kuryr_supervisor.controller.poolnodes import PoolNodes
 from kuryr_supervisor.state.poolstats import PoolBoard
 
 LOG = logging.getLogger(__name__)
+
 
 class PortPools:
     """The handler's pools (see the module); ``board`` shows them."""
@@ -110,11 +107,16 @@ class PortPools:
 
     def placed(self, uid: str, node: str) -> None:
         """Pod ``uid`` needs a port on ``node`` ("": no longer); a node
-        new here gets its pool filled at once."""
+        new here gets its pool filled at once. Nothing is kept while the
+        pools are off (the option is read at start)."""
         if not node:
             self.nodes.leave(uid)
-        elif self.nodes.place(uid, node) and self.enabled:
+        elif self.enabled and self.nodes.place(uid, node):
             self.wake.set()
+
+    def listed(self, placed: list[tuple[str, str]]) -> None:
+        """Every pod that needs a port, and its node (a list)."""
+        self.nodes.replace(placed if self.enabled else [])
 
     def unbind(self, why: object) -> None:
         """Neutron refuses ``binding:host_id``: one unbound pool from now

@@ -2,8 +2,9 @@
 request threads): one pool per node that runs pods, its ports made in bulk
 with their tags and already bound to the node (``binding:host_id``),
 taken by pods of that node (their update applied by the real Neutron:
-device_id and name), each pool refilled, and a restart that keeps every
-node's pool and makes no port. The same against the fakes:
+device_id and name), each pool refilled, a restart that keeps every
+node's pool and makes no port, and a node left without pods that gives
+its pool back. The same against the fakes:
 test_controller_pool.py."""
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def test_pool_on_a_real_neutron(tmp_path: Path, real_cloud: RealCloud,
         real_cloud, api.url,
         controller={"cluster_id": cluster},
         vif_pool={"enabled": True, "ports_pool_min": 3, "ports_pool_max": 5,
-                  "ports_pool_batch": 3, "ports_pool_update_frequency": 0.5})
+                  "ports_pool_batch": 3, "ports_pool_update_frequency": 0.5,
+                  "ports_pool_node_idle": 3})
 
     def by_device() -> collections.Counter[str]:
         return collections.Counter(p["device_id"]
@@ -102,6 +104,13 @@ def test_pool_on_a_real_neutron(tmp_path: Path, real_cloud: RealCloud,
             "pools"]} == dict(before), 60, 0.5)
         assert pool_hosts() == before                   # nothing made
         assert by_device()[POOL_DEVICE] == sum(before.values())
+        # A node left without pods gives its pool back (after 3 s idle).
+        for name in (f"{nodes[1]}-resident", f"{cluster}-1"):
+            api.delete_pod("default", name)
+        wait_until(lambda: not pool_hosts()[nodes[1]], 60, 0.5)
+        assert pool_hosts()[nodes[0]] == before[nodes[0]]
+        wait_until(lambda: [r["node"] for r in again.status()["pools"]] == [
+            nodes[0]], 20, 0.5)
     finally:
         again.close()
         # The cloud outlives this test: give its ports back.
