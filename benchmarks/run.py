@@ -39,6 +39,7 @@ from benchmarks import (
     dataplane,
     fleet,
     memory,
+    ovs_binding,
     probes,
     recovery,
     shim_cpu,
@@ -58,7 +59,8 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-pool": controller_pool.run,
     "controller-real": controller_real.run,
     "controller-slow": controller_slow.run, "fleet": fleet.run,
-    "cri": cri.run, "dataplane": dataplane.run,
+    "cri": cri.run, "ovs-binding": ovs_binding.run,
+    "dataplane": dataplane.run,
 }
 
 

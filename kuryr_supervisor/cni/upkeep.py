@@ -53,8 +53,11 @@ def check(ipam: Ipam, binding: Binding, request: Request,
     if alloc.address != expected:
         raise errors.CheckFailed(
             f"prevResult says {expected}, the reservation is {alloc.address}")
-    port_of = getattr(ipam, "port_id", None)   # the PodPort's, when it has one
-    iface_id = port_of(alloc.pod) if port_of is not None else None
+    # The pod's port as its source says now (the PodPort), for a binding
+    # whose host end names it (OVS); the Linux bridge's names none.
+    port_of = getattr(ipam, "port_id", None)
+    iface_id = (port_of(alloc.pod) if port_of is not None
+                and getattr(binding, "names_port", False) else None)
     try:
         binding.check(
             container_id=request.container_id, ifname=request.ifname,

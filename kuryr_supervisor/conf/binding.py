@@ -41,8 +41,9 @@ OPTS: list[cfg.Opt] = [
                help="With driver = ovs: the local ovsdb-server, "
                     "unix:<absolute path> or tcp:<host>:<port>."),
     cfg.FloatOpt("ovsdb_timeout", default=5.0, min=1.0, max=120.0,
-                 help="With driver = ovs: seconds any one OVSDB call may "
-                      "take; a call that takes longer fails the CNI "
+                 help="With driver = ovs: seconds (whole seconds, rounded) "
+                      "any one OVSDB call may take; a call that takes "
+                      "longer fails the CNI "
                       "request with code 11 (not counted against the ADD "
                       "failure budget) and the readiness check ovsdb."),
     cfg.StrOpt("ovs_tx_checksum_off", default="auto",

@@ -6,36 +6,43 @@ adds the pod's veth to the integration bridge with the port's identity.
 Proves: two pods' ports on the bridge with the external_ids an OVN
 controller or OVS agent reads and the MTU; the pods ping each other and
 move a TCP stream through the bridge (transmit checksum offload off on a
-netdev datapath); CHECK finds a port removed behind our back; GC removes a
-stale port of ours and leaves a foreign one; DEL removes the port (a second
-DEL without a netns answers 0); a hung ovsdb-server gives ADD a clear code
-11, never counted, and fails readiness ``ovsdb``.
+netdev datapath); CHECK finds a port removed behind our back or naming
+another port; GC removes a stale port of ours and leaves a foreign one; DEL
+removes the port (a second DEL without a netns answers 0); a hung
+ovsdb-server gives ADD a clear code 11, never counted, and fails readiness
+``ovsdb``; the Watcher's reclaim removes a deleted pod's port. The edges
+(a port never ACTIVE, options refused at start, libcni's cnitool) are in
+``test_ovs_binding_edges.py``.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import secrets
 import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kuryr_supervisor.cni import netlink
 from kuryr_supervisor.cni.binding import BridgeBinding
 from tests.fixtures.controller import Cloud, controller_daemon, start_cloud
-from tests.fixtures.daemon import Daemon, run_once, wait_until
+from tests.fixtures.daemon import wait_until
 from tests.fixtures.ovs import PrivateOVS
 from tests.functional.cni_harness import Namespaces, install_shim, ip_json, run_shim
+from tests.functional.ovs_harness import (
+    MTU,
+    NODE,
+    cni_daemon,
+    in_netns,
+    interface,
+    netconf,
+    pod_args,
+)
 
 pytestmark = pytest.mark.privileged
-
-NODE = "node-ovs"
-MTU = 1400
 
 
 @pytest.fixture
@@ -51,42 +58,6 @@ def ovs() -> Iterator[PrivateOVS]:
     switch = PrivateOVS().start()
     yield switch
     switch.close()
-
-
-def cni_daemon(workdir: Path, cloud: Cloud, ovs: PrivateOVS,
-               bridge: str) -> Daemon:
-    workdir.mkdir(parents=True, exist_ok=True)
-    return Daemon(workdir, {
-        "kubernetes": {"api_root": cloud.api.url, "node_name": NODE,
-                       "request_timeout": 1.0, "watch_timeout": 5,
-                       "api_check_interval": 0.2, "api_check_timeout": 0.5,
-                       "reclaim_interval": 0.5},
-        "cni_daemon": {"address_source": "podport",
-                       "annotation_timeout": 3.0},
-        "ipam": {"subnet": cloud.neutron.subnet["cidr"],
-                 "gateway": cloud.neutron.subnet["gateway_ip"]},
-        "binding": {"driver": "ovs", "ovs_bridge": bridge, "mtu": MTU,
-                    "ovsdb_connection": ovs.connection,
-                    "ovsdb_timeout": 2.0},
-    })
-
-
-def pod_args(pod: dict[str, Any]) -> str:
-    meta = pod["metadata"]
-    return (f"K8S_POD_NAMESPACE={meta['namespace']};K8S_POD_NAME={meta['name']};"
-            f"K8S_POD_UID={meta['uid']}")
-
-
-def netconf(d: Daemon) -> dict[str, Any]:
-    return {"cniVersion": "1.0.0", "name": "kuryr", "type": "kuryr-cni",
-            "daemon_socket": f"unix://{d.socket_path}"}
-
-
-def in_netns(ns: str, script: str, timeout: float = 30
-             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", ns, "python3", "-c",
-                           textwrap.dedent(script)], capture_output=True,
-                          text=True, timeout=timeout, check=False)
 
 
 PING = """
@@ -141,12 +112,6 @@ for _ in range(50):
 c.sendall(payload); c.close()
 """
 
-
-def interface(ovs: PrivateOVS, name: str) -> dict[str, Any]:
-    out = json.loads(ovs.vsctl("--format=json", "--columns=external_ids,mtu_request",
-                               "find", "Interface", f"name={name}"))
-    [row] = out["data"]
-    return {"external_ids": dict(row[0][1]), "mtu_request": row[1]}
 
 
 def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
@@ -288,8 +253,9 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
 
         # The pod deleted in the API: the Watcher's reclaim removes its port
         cloud.api.delete_pod("default", "ovs-c")
-        wait_until(lambda: host_c not in ovs.vsctl("list-ports", bridge).split(), 15)
-        assert not ip_json("link", "show", host_c)
+        # (the port leaves the bridge first, then the veth goes)
+        wait_until(lambda: host_c not in ovs.vsctl("list-ports", bridge).split()
+                   and not ip_json("link", "show", host_c), 15)
         assert cni.status()["cniFailures"] == 0
     finally:
         cni.close()
@@ -298,63 +264,3 @@ def test_pods_on_the_integration_bridge(tmp_path: Path, cloud: Cloud,
             subprocess.run(["ip", "link", "del",
                             BridgeBinding.host_ifname(f"ctr-{name}", "eth0")],
                            capture_output=True, check=False)
-
-
-@pytest.mark.parametrize("bind", ["DOWN", "FAILED"])
-def test_a_port_that_is_not_active(tmp_path: Path, cloud: Cloud,
-                                   ovs: PrivateOVS, namespaces: Namespaces,
-                                   bind: str) -> None:
-    """ADD waits for ACTIVE after plumbing (on by default with ovs): a port
-    that stays DOWN gets code 11 naming it once annotation_timeout is up,
-    one that failed to bind at once; neither is counted, nothing is left
-    on the bridge or the host."""
-    bridge = "ksvi" + secrets.token_hex(4)
-    ovs.add_bridge(bridge)
-    cloud.neutron.faults.bind = bind
-    cloud.api.add_node(NODE)
-    controller = controller_daemon(tmp_path / "controller", cloud,
-                                   {"controller": {"port_status_interval": 0.3}})
-    cni = cni_daemon(tmp_path / "cni", cloud, ovs, bridge)
-    shim = install_shim(str(tmp_path))
-    try:
-        controller.start()
-        cni.start()
-        controller.wait_ready()
-        cni.wait_ready()
-        pod = cloud.api.add_pod("default", "ovs-down", NODE)
-        wait_until(lambda: cloud.podport("default", "ovs-down") is not None, 10)
-        ns = namespaces.create()
-        code, out = run_shim(shim, "ADD", netconf(cni), container_id="ctr-d",
-                             netns=f"/var/run/netns/{ns}", args=pod_args(pod))
-        [port] = cloud.neutron.ports_for(pod["metadata"]["uid"])
-        assert code != 0 and out["code"] == 11, out
-        if bind == "DOWN":
-            assert f"port {port['id']}" in out["msg"]
-            assert "is not ACTIVE" in out["msg"], out
-        else:
-            assert "failed to bind" in out["msg"], out
-        host = BridgeBinding.host_ifname("ctr-d", "eth0")
-        assert host not in ovs.vsctl("list-ports", bridge).split()
-        assert not ip_json("link", "show", host)
-        assert not ip_json("-n", ns, "link", "show", "eth0")
-        assert cni.status()["cniFailures"] == 0
-    finally:
-        cni.close()
-        controller.close()
-        subprocess.run(["ip", "link", "del",
-                        BridgeBinding.host_ifname("ctr-d", "eth0")],
-                       capture_output=True, check=False)
-
-
-@pytest.mark.parametrize("binding,named", [
-    ({"ovs_bridge": "br int"}, "[binding] ovs_bridge"),
-    ({"ovsdb_connection": "unix:run/db.sock"}, "[binding] ovsdb_connection"),
-])
-def test_bad_ovs_options_exit_78(tmp_path: Path, binding: dict[str, str],
-                                 named: str) -> None:
-    status, stderr, _ = run_once(tmp_path / "d", {
-        "kubernetes": {"api_root": "http://127.0.0.1:1", "node_name": NODE},
-        "cni_daemon": {"address_source": "podport"},
-        "binding": {"driver": "ovs", **binding}}, timeout=20)
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert status == 78 and len(lines) == 1 and named in lines[0], stderr

@@ -61,6 +61,9 @@ class OvsPorts(BridgeCheck):
     """CHECK (the pod side is :class:`.check.BridgeCheck`'s), GC's listing
     and removal, over one OVSDB adapter."""
 
+    #: The host end names the pod's Neutron port (CHECK compares it).
+    names_port = True
+
     def __init__(self, bridge: str = "br-int", mtu: int = 1500, *,
                  ovsdb: _ovsdb.Ovsdb,
                  netlink_module: ModuleType | Any = _netlink) -> None:

@@ -1,5 +1,5 @@
 """Readiness about the Kubernetes API (the ``k8s-api`` check), and the
-HealthManager's Kubernetes extras.
+HealthManager's extras in the CNI role (with the OVS binding, ``ovsdb``).
 
 An unreachable API makes the daemon NOT READY, never NOT ALIVE: restarting
 the daemon cannot fix the API, and killing every node's CNI daemon during an
