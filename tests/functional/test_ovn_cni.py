@@ -86,13 +86,13 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
             "security_groups": default_groups}})
         ovn_stack.admin("DELETE", f"/v2.0/security-groups/{group['id']}")
 
-    # A worker killed on node 1 and node 2's daemon restarted: nothing is
-    # lost (pods still plugged and talking, new ADDs work, DEL too).
+    # Workers killed on node 1 (the Server and the Watcher) and node 2's
+    # daemon restarted: nothing is lost (pods still plugged and talking,
+    # new ADDs work, DEL too).
     daemon1 = cluster.daemons[node1.name]
     killed = daemon1.worker_pids()
-    server = next(pid for name, pid in killed.items()
-                  if "server" in name.lower())
-    os.kill(server, signal.SIGKILL)
+    for name in ("server", "watcher"):
+        os.kill(killed[name], signal.SIGKILL)
     port_c, pod_c = cluster.add(f"c-{tag}", node1)
     assert port_c["status"] == "ACTIVE"
     daemon2 = cluster.daemons[node2.name]
@@ -107,6 +107,9 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
         wait_for(lambda s=src, d=dst: received(ping(s, d.address, count=1))
                  == 1, 20, f"a ping from {src.address} to {dst.address}")
     assert daemon1.status()["cniFailures"] == 0
+    after = daemon1.worker_pids()
+    assert after["server"] != killed["server"]
+    assert after["watcher"] != killed["watcher"]
 
     # DEL: off br-int at once, and the port goes DOWN.
     for name, pod, port in ((f"b-{tag}", pod_b, port_b),
