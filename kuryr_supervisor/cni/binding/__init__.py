@@ -10,8 +10,9 @@ that holds the gateway address.
 
 Parts, one reason to change each: :mod:`.base` (the settings, the host
 end's name, netlink errors as CNI errors), :mod:`.bridge` (ADD's plumb,
-DEL's unplumb and the bridge), :mod:`.check` (CHECK) and :mod:`.hostends`
-(GC's listing and removal of leaked host ends). :class:`BridgeBinding`
+DEL's unplumb and the bridge), :mod:`.check` (CHECK), :mod:`.hostends`
+(GC's listing and removal of leaked host ends) and :mod:`.plumbing` (ADD's
+netlink errors and rollback, shared with the OVS binding). :class:`BridgeBinding`
 joins them; callers use this package's names only, and
 :func:`from_conf` picks the configured one.
 """

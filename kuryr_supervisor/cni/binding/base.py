@@ -1,5 +1,6 @@
 """What every part of the bridge binding shares: its settings, the host
-end's name and the translation of netlink failures into CNI errors.
+end's name, its deletion and the translation of netlink failures into CNI
+errors.
 
 Invariant: the host end's name is a pure function of (container id,
 ifname), so DEL and GC find it without any state, and every host end the
@@ -58,3 +59,13 @@ class BindingBase:
     def host_ifname(container_id: str, ifname: str) -> str:
         """Deterministic host end name: ``ksv`` + 12 hex digits (15 chars)."""
         return HOST_PREFIX + _digest(container_id, ifname)
+
+    def _delete_host_end(self, host: str, what: str) -> bool:
+        """Delete the host end ``host`` (its peer goes with it): DEL's and
+        GC's removal. Whether it was there; a netlink failure is the CNI
+        error :func:`plumbing_error` makes of it, ``what`` naming the call."""
+        try:
+            with self._nl.rtnl() as nl:
+                return bool(self._nl.remove_link(nl, host))
+        except _netlink.NetlinkError as exc:
+            raise plumbing_error(what, exc) from exc

@@ -37,6 +37,11 @@ from kuryr_supervisor.cni import netlink as _netlink
 from kuryr_supervisor.cni.binding.base import plumbing_error
 from kuryr_supervisor.cni.binding.check import BridgeCheck
 from kuryr_supervisor.cni.binding.hostends import HostEnds
+from kuryr_supervisor.cni.binding.plumbing import (
+    CONFIGURE_POD,
+    CREATE_VETH,
+    Plumbing,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -55,10 +60,11 @@ class PlumbResult:
     mtu: int
 
 
-class BridgeBinding(BridgeCheck, HostEnds):
+class BridgeBinding(BridgeCheck, HostEnds, Plumbing):
     """Plumbs pods onto ``bridge``; stateless apart from its settings and
     the bridge's cached index. CHECK is :class:`.check.BridgeCheck`'s, the
-    listing and removal of leaked host ends :class:`.hostends.HostEnds`'."""
+    listing and removal of leaked host ends :class:`.hostends.HostEnds`',
+    ADD's error mapping and rollback :class:`.plumbing.Plumbing`'s."""
 
     def __init__(self, bridge: str = "kuryr0", mtu: int = 1500, *,
                  netlink_module: ModuleType | Any = _netlink,
@@ -98,7 +104,7 @@ class BridgeBinding(BridgeCheck, HostEnds):
                 step = "ensure bridge"
                 bridge_idx = self._ensure_bridge(bridge_addr)
                 with nl.rtnl() as host_nl:
-                    step = "create veth"
+                    step = CREATE_VETH
                     try:
                         nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
                                     host_mac=host_mac, peer_mac=pod_mac,
@@ -110,31 +116,24 @@ class BridgeBinding(BridgeCheck, HostEnds):
                         step = "ensure bridge"
                         bridge_idx = self._ensure_bridge(bridge_addr,
                                                          stale=bridge_idx)
-                        step = "create veth"
+                        step = CREATE_VETH
                         nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
                                     host_mac=host_mac, peer_mac=pod_mac,
                                     peer_netns=nsfd, master=bridge_idx)
                     created = True
                 with nl.rtnl(nsfd) as ns:
-                    step = "configure pod interface"
+                    step = CONFIGURE_POD
                     nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
                                      gateway)
         except _netlink.NetlinkError as exc:
-            self._rollback(host, created)
-            if step == "create veth" and exc.errno == errno.EEXIST:
-                raise self._which_exists(container_id, ifname, netns,
-                                         exc) from exc
-            if step == "configure pod interface" and exc.errno == errno.EEXIST:
-                # The pod's namespace already has a default route (another
-                # interface's) or this address: the request's doing, not ours.
-                raise errors.AlreadyExists(
-                    f"netns {netns} already has a default route or "
-                    f"{address}: {ifname} cannot be configured there",
-                    f"errno={exc.errno}") from exc
-            raise plumbing_error(f"plumb {container_id}/{ifname}: {step}",
-                                 exc) from exc
+            if created:
+                self._rollback_veth(host)
+            raise self._plumb_error(exc, step=step, container_id=container_id,
+                                    ifname=ifname, netns=netns,
+                                    address=address) from exc
         except BaseException:
-            self._rollback(host, created)
+            if created:
+                self._rollback_veth(host)
             raise
         LOG.debug("plumbed %s/%s: %s on %s, %s in %s", container_id, ifname,
                   host, self.bridge, address, netns)
@@ -178,16 +177,6 @@ class BridgeBinding(BridgeCheck, HostEnds):
                 f"[binding] bridge: {self.bridge} exists and is a "
                 f"{kind or 'plain'} link, not a bridge")
 
-    def _rollback(self, host: str, created: bool) -> None:
-        """Delete the host end we created; the peer goes with it."""
-        if not created:
-            return
-        try:
-            with self._nl.rtnl() as nl:
-                self._nl.remove_link(nl, host)
-        except _netlink.NetlinkError as exc:
-            LOG.error("rollback: could not delete %s: %s", host, exc)
-
     def unplumb(self, *, container_id: str, ifname: str,
                 netns: str | None) -> None:
         """Delete the pod's veth pair; fine when anything is already gone.
@@ -196,11 +185,7 @@ class BridgeBinding(BridgeCheck, HostEnds):
         host end deletes its peer wherever it is.
         """
         host = self.host_ifname(container_id, ifname)
-        try:
-            with self._nl.rtnl() as nl:
-                gone = not self._nl.remove_link(nl, host)
-        except _netlink.NetlinkError as exc:
-            raise plumbing_error(f"unplumb {container_id}/{ifname}",
-                                 exc) from exc
+        gone = not self._delete_host_end(
+            host, f"unplumb {container_id}/{ifname}")
         LOG.debug("unplumbed %s/%s (%s%s, netns %s)", container_id, ifname,
                   host, " already gone" if gone else "", netns)

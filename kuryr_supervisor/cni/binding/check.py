@@ -2,8 +2,7 @@
 
 Read-only: it opens the pod's namespace and the host's through pyroute2
 handles (decoding addresses and routes), so it is the first CHECK that
-imports pyroute2, never an idle daemon. It also tells ADD which name an
-``EEXIST`` from the veth creation was about.
+imports pyroute2, never an idle daemon.
 """
 from __future__ import annotations
 
@@ -71,22 +70,3 @@ class BridgeCheck(BindingBase):
         if not host_link.up:
             return [f"host end {host} is down"]
         return []
-
-    def _which_exists(self, container_id: str, ifname: str, netns: str,
-                      exc: _netlink.NetlinkError) -> errors.CNIError:
-        """EEXIST from the veth creation: the host end, or the pod's name?"""
-        host = self.host_ifname(container_id, ifname)
-        try:
-            with self._nl.rtnl() as nl:
-                host_taken = nl.index(host) is not None
-        except (OSError, _netlink.NetlinkError):
-            return errors.AlreadyExists(
-                f"host interface {host} or interface {ifname} in netns "
-                f"{netns} already exists", f"errno={exc.errno}")
-        if host_taken:
-            return errors.AlreadyExists(
-                f"host interface {host} for {container_id}/{ifname} "
-                "already exists", f"errno={exc.errno}")
-        return errors.AlreadyExists(
-            f"interface {ifname} already exists in netns {netns}",
-            f"errno={exc.errno}")

@@ -50,9 +50,5 @@ class HostEnds(BindingBase):
         """
         if not host_ifname.startswith(HOST_PREFIX):
             raise ValueError(f"{host_ifname} is not a host veth end")
-        try:
-            with self._nl.rtnl() as nl:
-                self._nl.remove_link(nl, host_ifname)
-        except _netlink.NetlinkError as exc:
-            raise plumbing_error(f"remove host interface {host_ifname}",
-                                 exc) from exc
+        self._delete_host_end(host_ifname,
+                              f"remove host interface {host_ifname}")

@@ -24,7 +24,6 @@ Invariants:
 """
 from __future__ import annotations
 
-import errno
 import ipaddress
 import logging
 import threading
@@ -36,16 +35,21 @@ from typing import Any
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import netlink as _netlink
 from kuryr_supervisor.cni import ovsdb as _ovsdb
-from kuryr_supervisor.cni.binding.base import plumbing_error
 from kuryr_supervisor.cni.binding.bridge import BRIDGE_RECHECK, PlumbResult
 from kuryr_supervisor.cni.binding.ovsports import OvsPorts, external_ids, ovsdb_error
+from kuryr_supervisor.cni.binding.plumbing import (
+    CONFIGURE_POD,
+    CREATE_VETH,
+    Plumbing,
+)
 
 LOG = logging.getLogger(__name__)
 
 
-class OvsBinding(OvsPorts):
+class OvsBinding(OvsPorts, Plumbing):
     """Plumbs pods onto the integration bridge ``bridge``; stateless apart
-    from its settings and the bridge's cached datapath type."""
+    from its settings and the bridge's cached datapath type. ADD's netlink
+    error mapping and the veth's rollback are :class:`.plumbing.Plumbing`'s."""
 
     def __init__(self, bridge: str = "br-int", mtu: int = 1500, *,
                  ovsdb: _ovsdb.Ovsdb, tx_checksum_off: str = "auto",
@@ -76,13 +80,13 @@ class OvsBinding(OvsPorts):
         try:
             with nl.open_netns(netns) as nsfd:
                 with nl.rtnl() as host_nl:
-                    step = "create veth"
+                    step = CREATE_VETH
                     nl.new_veth(host_nl, host, ifname, mtu=self.mtu,
                                 host_mac=host_mac, peer_mac=pod_mac,
                                 peer_netns=nsfd, master=None)
                     created = True
                 with nl.rtnl(nsfd) as ns:
-                    step = "configure pod interface"
+                    step = CONFIGURE_POD
                     nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
                                      gateway)
                 if checksum_off:
@@ -101,16 +105,9 @@ class OvsBinding(OvsPorts):
                               self.bridge) from exc
         except _netlink.NetlinkError as exc:
             self._rollback(host, created, ported)
-            if step == "create veth" and exc.errno == errno.EEXIST:
-                raise self._which_exists(container_id, ifname, netns,
-                                         exc) from exc
-            if step == "configure pod interface" and exc.errno == errno.EEXIST:
-                raise errors.AlreadyExists(
-                    f"netns {netns} already has a default route or "
-                    f"{address}: {ifname} cannot be configured there",
-                    f"errno={exc.errno}") from exc
-            raise plumbing_error(f"plumb {container_id}/{ifname}: {step}",
-                                 exc) from exc
+            raise self._plumb_error(exc, step=step, container_id=container_id,
+                                    ifname=ifname, netns=netns,
+                                    address=address) from exc
         except BaseException:
             self._rollback(host, created, ported)
             raise
@@ -161,22 +158,14 @@ class OvsBinding(OvsPorts):
             except errors.CNIError as exc:
                 LOG.error("rollback: could not remove port %s: %s", host, exc)
         if created:
-            try:
-                with self._nl.rtnl() as nl:
-                    self._nl.remove_link(nl, host)
-            except _netlink.NetlinkError as exc:
-                LOG.error("rollback: could not delete %s: %s", host, exc)
+            self._rollback_veth(host)
 
     def unplumb(self, *, container_id: str, ifname: str,
                 netns: str | None) -> None:
         """Remove the pod's port and veth pair; fine when already gone."""
         host = self.host_ifname(container_id, ifname)
         self.remove_port(host)
-        try:
-            with self._nl.rtnl() as nl:
-                gone = not self._nl.remove_link(nl, host)
-        except _netlink.NetlinkError as exc:
-            raise plumbing_error(f"unplumb {container_id}/{ifname}",
-                                 exc) from exc
+        gone = not self._delete_host_end(
+            host, f"unplumb {container_id}/{ifname}")
         LOG.debug("unplumbed %s/%s (%s%s, netns %s)", container_id, ifname,
                   host, " already gone" if gone else "", netns)

@@ -22,7 +22,7 @@ from typing import Any
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import netlink as _netlink
 from kuryr_supervisor.cni import ovsdb as _ovsdb
-from kuryr_supervisor.cni.binding.base import HASH_LEN, HOST_PREFIX, plumbing_error
+from kuryr_supervisor.cni.binding.base import HASH_LEN, HOST_PREFIX
 from kuryr_supervisor.cni.binding.check import BridgeCheck
 
 #: The external_ids key (and value) that marks an Interface as ours.
@@ -136,12 +136,8 @@ class OvsPorts(BridgeCheck):
         if not is_ours_by_name(host_ifname):
             raise ValueError(f"{host_ifname} is not a host veth end")
         self.remove_port(host_ifname)
-        try:
-            with self._nl.rtnl() as nl:
-                self._nl.remove_link(nl, host_ifname)
-        except _netlink.NetlinkError as exc:
-            raise plumbing_error(f"remove host interface {host_ifname}",
-                                 exc) from exc
+        self._delete_host_end(host_ifname,
+                              f"remove host interface {host_ifname}")
 
     def remove_port(self, host: str) -> None:
         """Take ``host`` off the bridge if it is there."""
