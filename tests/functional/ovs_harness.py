@@ -1,11 +1,13 @@
-"""What the OVS binding's functional tests share: the CNI daemon in
-Kubernetes mode on a private OVS, CNI_ARGS for a pod, and reading an
-Interface back from OVSDB."""
+"""What the OVS binding's functional tests share: a private OVS (the
+``ovs`` fixture: ``ovs = pytest.fixture(ovs_fixture)``), the CNI daemon in
+Kubernetes mode on it, CNI_ARGS for a pod, and reading an Interface back
+from OVSDB."""
 from __future__ import annotations
 
 import json
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,13 @@ from tests.fixtures.ovs import PrivateOVS
 
 NODE = "node-ovs"
 MTU = 1400
+
+
+def ovs_fixture() -> Iterator[PrivateOVS]:
+    """A private OVS for one test, closed after it."""
+    switch = PrivateOVS().start()
+    yield switch
+    switch.close()
 
 
 def cni_daemon(workdir: Path, cloud: Cloud, ovs: PrivateOVS,

@@ -7,13 +7,11 @@ namespaces (the real cloud's one subnet is shared by the session)."""
 from __future__ import annotations
 
 import ipaddress
-import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.controller import Cloud, controller_daemon, start_cloud
+from tests.fixtures.controller import Cloud, controller_daemon, subnet_cloud_fixture
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.functional.cni_harness import Namespaces, install_shim, ip_json, run_shim
 
@@ -22,12 +20,7 @@ pytestmark = pytest.mark.privileged
 NODE = "node-cc"
 
 
-@pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    net = f"10.{random.randrange(150, 199)}.{random.randrange(256)}"
-    cloud = start_cloud(cidr=f"{net}.0/24", gateway=f"{net}.1")
-    yield cloud
-    cloud.stop()
+cloud = pytest.fixture(subnet_cloud_fixture)
 
 
 def cni_daemon(workdir: Path, cloud: Cloud) -> Daemon:

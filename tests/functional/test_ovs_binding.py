@@ -21,14 +21,13 @@ import random
 import secrets
 import subprocess
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kuryr_supervisor.cni import netlink
 from kuryr_supervisor.cni.binding import BridgeBinding
-from tests.fixtures.controller import Cloud, controller_daemon, start_cloud
+from tests.fixtures.controller import Cloud, controller_daemon, subnet_cloud_fixture
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.ovs import PrivateOVS
 from tests.functional.cni_harness import Namespaces, install_shim, ip_json, run_shim
@@ -39,25 +38,15 @@ from tests.functional.ovs_harness import (
     in_netns,
     interface,
     netconf,
+    ovs_fixture,
     pod_args,
 )
 
 pytestmark = pytest.mark.privileged
 
 
-@pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    net = f"10.{random.randrange(150, 199)}.{random.randrange(256)}"
-    cloud = start_cloud(cidr=f"{net}.0/24", gateway=f"{net}.1")
-    yield cloud
-    cloud.stop()
-
-
-@pytest.fixture
-def ovs() -> Iterator[PrivateOVS]:
-    switch = PrivateOVS().start()
-    yield switch
-    switch.close()
+cloud = pytest.fixture(subnet_cloud_fixture)
+ovs = pytest.fixture(ovs_fixture)
 
 
 PING = """

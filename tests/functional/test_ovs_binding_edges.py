@@ -4,38 +4,32 @@ refused before any worker starts (exit 78, one line), and libcni's cnitool
 driving ADD, CHECK and DEL through the shipped conflist."""
 from __future__ import annotations
 
-import random
 import secrets
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kuryr_supervisor.cni.binding import BridgeBinding
-from tests.fixtures.controller import Cloud, controller_daemon, start_cloud
+from tests.fixtures.controller import Cloud, controller_daemon, subnet_cloud_fixture
 from tests.fixtures.daemon import run_once, wait_until
 from tests.fixtures.ovs import PrivateOVS
 from tests.functional.cni_harness import Namespaces, install_shim, ip_json, run_shim
-from tests.functional.ovs_harness import NODE, cni_daemon, interface, netconf, pod_args
+from tests.functional.ovs_harness import (
+    NODE,
+    cni_daemon,
+    interface,
+    netconf,
+    ovs_fixture,
+    pod_args,
+)
 from tests.functional.test_cnitool import Cnitool, copy_shipped
 
 pytestmark = pytest.mark.privileged
 
 
-@pytest.fixture
-def cloud() -> Iterator[Cloud]:
-    net = f"10.{random.randrange(150, 199)}.{random.randrange(256)}"
-    cloud = start_cloud(cidr=f"{net}.0/24", gateway=f"{net}.1")
-    yield cloud
-    cloud.stop()
-
-
-@pytest.fixture
-def ovs() -> Iterator[PrivateOVS]:
-    switch = PrivateOVS().start()
-    yield switch
-    switch.close()
+cloud = pytest.fixture(subnet_cloud_fixture)
+ovs = pytest.fixture(ovs_fixture)
 
 
 @pytest.mark.parametrize("bind", ["DOWN", "FAILED"])
