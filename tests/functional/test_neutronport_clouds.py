@@ -20,14 +20,11 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller import podportwriter
-from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
-from kuryr_supervisor.kubernetes.clusterpods import ClusterPods
 from tests.fixtures.clouds import AnyCloud
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.leader import PODPORTS, WRITES
+from tests.fixtures.porthandler import HandlerWorld
 from tests.fixtures.realcloud import rest
 
 
@@ -45,7 +42,7 @@ class Counts:
         pass
 
 
-class World:
+class World(HandlerWorld):
     def __init__(self, tmp_path: Path, cloud: AnyCloud, api: FakeAPI) -> None:
         self.cloud, self.api, self.counts = cloud, api, Counts()
         self.tag = f"kuryr-supervisor:{api.namespaces['kube-system']}"
@@ -61,35 +58,8 @@ class World:
         conf_mod.register_opts(self.conf)
         self.conf(["--config-file", str(path)], default_config_files=[])
 
-    def handler(self) -> NeutronPortHandler:
-        ctx = HandlerContext(self.conf, self.counts, lambda ready: None,  # type: ignore[arg-type]
-                             component="handler:neutron_port")  # type: ignore[arg-type]
-        return NeutronPortHandler(ctx, client=self.api.client(),
-                                  cloud=osa.OpenStack.from_conf(self.conf))
-
-    def start(self, handler: NeutronPortHandler) -> None:
-        """What a (re)list does: every pod, in pages."""
-        assert handler.client is not None
-        pods, rv = ClusterPods(handler.client, page_size=7).list_pods("0")
-        handler.replace_all(pods, rv)
-
-    def add(self, count: int, prefix: str = "p") -> list[dict[str, Any]]:
-        return [self.api.add_pod("ns", f"{prefix}{i}", "node-a")
-                for i in range(count)]
-
     def ports_for(self, device_id: str) -> list[dict[str, Any]]:
         return self.cloud.ports(device_id=device_id)
-
-    def ported(self, pods: list[dict[str, Any]]) -> bool:
-        """Every pod: exactly one port, and its PodPort names that port."""
-        for pod in pods:
-            meta = pod["metadata"]
-            ports = self.ports_for(meta["uid"])
-            obj = self.api.podports.get((meta["namespace"], meta["name"]))
-            if len(ports) != 1 or obj is None or \
-                    obj["spec"]["portId"] != ports[0]["id"]:
-                return False
-        return True
 
     def made_by_the_controller(self, device: str, tags: list[str]) -> str:
         """A port the controller's user makes in its project."""

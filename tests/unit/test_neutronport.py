@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.neutronport import NeutronPortHandler
-from kuryr_supervisor.kubernetes.clusterpods import ClusterPods, cluster_pod
+from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
+from tests.fixtures.porthandler import HandlerWorld
 from tests.unit.test_openstack import neutron_conf
 
 
@@ -43,37 +42,14 @@ class Counts:
 
 
 @dataclass
-class World:
+class World(HandlerWorld):
     api: FakeAPI
     neutron: FakeNeutron
     conf: Any
     counts: Counts
 
-    def handler(self) -> NeutronPortHandler:
-        ctx = HandlerContext(self.conf, self.counts, lambda ready: None,  # type: ignore[arg-type]
-                             component="handler:neutron_port")  # type: ignore[arg-type]
-        return NeutronPortHandler(ctx, client=self.api.client(),
-                                  cloud=osa.OpenStack.from_conf(self.conf))
-
-    def start(self, handler: NeutronPortHandler) -> None:
-        """What a (re)list does: every pod, in pages."""
-        assert handler.client is not None
-        pods, rv = ClusterPods(handler.client, page_size=7).list_pods("0")
-        handler.replace_all(pods, rv)
-
-    def add(self, count: int, prefix: str = "p") -> list[dict[str, Any]]:
-        return [self.api.add_pod("ns", f"{prefix}{i}", "node-a") for i in range(count)]
-
-    def ported(self, pods: list[dict[str, Any]]) -> bool:
-        """Every pod: exactly one port, and its PodPort names that port."""
-        for pod in pods:
-            meta = pod["metadata"]
-            ports = self.neutron.ports_for(meta["uid"])
-            obj = self.api.podports.get((meta["namespace"], meta["name"]))
-            if len(ports) != 1 or obj is None or obj["spec"]["portId"] != ports[0]["id"]:
-                return False
-        return True
-
+    def ports_for(self, device_id: str) -> list[dict[str, Any]]:
+        return self.neutron.ports_for(device_id)
 
 
 @pytest.fixture
