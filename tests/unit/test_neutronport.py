@@ -24,6 +24,8 @@ from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.fixtures.porthandler import HandlerWorld
 from tests.unit.test_openstack import neutron_conf
 
+PODPORTS = "/apis/kuryr-supervisor.openstack.org/v1/namespaces/ns/podports"
+
 
 class Counts:
     """Stands in for the shared state: counts the handler's failures."""
@@ -50,6 +52,16 @@ class World(HandlerWorld):
 
     def ports_for(self, device_id: str) -> list[dict[str, Any]]:
         return self.neutron.ports_for(device_id)
+
+    def writes(self) -> dict[str, int]:
+        """Neutron's writes by method and path, and the PodPort writes, as
+        the fakes logged them (for the fault tests that count them)."""
+        out = {k: n for k, n in self.neutron.counts().items()
+               if k.split()[0] in ("POST", "PUT", "DELETE")}
+        out["podport writes"] = sum(1 for _, m, p, _ in self.api.requests
+                                    if m in ("POST", "PUT", "DELETE") and
+                                    p.startswith(PODPORTS))
+        return out
 
 
 @pytest.fixture
