@@ -92,7 +92,10 @@ OPTS = [
                 help="Act only while holding the Lease (coordination.k8s.io"
                      "/v1); needed when more than one replica runs."),
     cfg.StrOpt("lease_name", default="kuryr-supervisor-controller",
-               help="Name of the Lease used for leader election."),
+               help="Name of the Lease used for leader election. The "
+                    "leader announces its port creates in a second Lease, "
+                    "this name with '-creates' appended, which a new "
+                    "leader waits out; RBAC must allow both."),
     cfg.StrOpt("lease_namespace", default="kube-system",
                help="Namespace of the Lease."),
     cfg.IntOpt("lease_duration", default=15, min=2,

@@ -33,7 +33,9 @@ a port created just before a kill is found by the next run's resync and
 adopted; a create whose answer was lost with no status (a timeout) may
 still commit, so its pods get no new create until it no longer can, and
 its late ports are adopted, or deleted as duplicates once the pod has
-another; a PodPort the CNI role has bound (``status.boundAt``) is never
+another; a process that starts leading holds the pods without a port
+until creates sent before it led can no longer commit
+(:mod:`.createlease`); a PodPort the CNI role has bound (``status.boundAt``) is never
 changed (address, MAC, port id).
 Per pod the handler keeps the UID, namespace, name and port id (one
 tuple), the UID in a set once its PodPort is written, what that PodPort
@@ -54,6 +56,7 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from kuryr_supervisor.controller import (
+    createlease,
     heap,
     ownedports,
     portbatch,
@@ -100,6 +103,11 @@ class NeutronPortHandler(PooledWrites):
         self.nodes: dict[str, str] = {}
         #: uid -> until when a create whose answer was lost may commit
         self.inflight: dict[str, float] = {}
+        #: uid -> until when (pace clock) its announced create may commit
+        self.announced: dict[str, float] = {}
+        #: what the first list's pods wait for: creates announced before
+        #: this process led (:mod:`.createlease`)
+        self.held: createlease.Inherited | None = None
         opts = ctx.conf.controller
         self.pace = Pace(timeout=float(opts.openstack_timeout),
                          per_port=float(opts.port_create_timeout_per_port),
@@ -130,6 +138,9 @@ class NeutronPortHandler(PooledWrites):
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
         self.report.client = self.client
+        lease = createlease.armed()
+        if lease is not None:
+            self.held = self._inherited(lease, stopping)
         self.pools.start(self.cloud, self.owned, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
@@ -141,6 +152,33 @@ class NeutronPortHandler(PooledWrites):
             on_synced=lambda: self.ctx.ready(True),
             wake_in=self.batch.wake_in)
         watch.run(stopping)
+
+    def _inherited(self, lease: createlease.CreateLease,
+                   stopping: threading.Event) -> createlease.Inherited | None:
+        """The creates announced before this process led; read before
+        anything is listed, retried until read."""
+        failing = False
+        while not stopping.is_set():
+            self._beat()
+            try:
+                held = lease.inherited()
+            except k8s.K8sError as exc:
+                if not failing:
+                    LOG.warning("port creates wait: the Lease %s/%s cannot "
+                                "be read: %s", lease.namespace, lease.name,
+                                exc)
+                failing = True
+                stopping.wait(1.0)
+                continue
+            if held.pods or held.rest:
+                LOG.info("port creates of %s sent before this process led "
+                         "may commit for up to %.1f s more: those pods wait "
+                         "for them", "every pod" if held.rest else
+                         f"{len(held.pods)} pods",
+                         max([held.rest, *held.pods.values()]))
+                return held
+            return None
+        return None
 
     @property
     def owned(self) -> ownedports.OwnedPorts:
@@ -162,7 +200,7 @@ class NeutronPortHandler(PooledWrites):
             self.status.poll(self.cloud, self.client, self.pods, float(
                 self.ctx.conf.controller.port_status_interval), self._beat)
         now = time.monotonic()
-        if self.retries.due(now):
+        if self.retries.due(now) or self._wait_over():
             self.resync(set(self.retries.pending))
             self.retries.tried()
             if not self.retries.pending:        # nobody waits for an address
@@ -170,6 +208,17 @@ class NeutronPortHandler(PooledWrites):
         elif self._swept_at and now - self._swept_at >= float(
                 self.ctx.conf.controller.resync_interval):
             self.resync({uid for uid, (_, _, port) in self.pods.items() if port})
+
+    def _wait_over(self) -> bool:
+        """A pod waits for a create that can no longer commit: retry now,
+        not at the next backoff round."""
+        if not self.inflight:
+            return False
+        now = self.pace.now()
+        over = [u for u, t in self.inflight.items() if t <= now]
+        for uid in over:        # once: an outage keeps its backoff
+            del self.inflight[uid]
+        return any(u in self.retries.pending for u in over)
 
     # -- PodWatch's sink -------------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
@@ -185,6 +234,14 @@ class NeutronPortHandler(PooledWrites):
                 if pod.uid not in self.written:
                     self.nodes[pod.uid] = pod.node
         del old
+        if self.held is not None:   # the first list: creates in flight
+            now = self.pace.now()
+            for uid in need:
+                left = self.held.left(uid)
+                if left > 0:
+                    self.inflight[uid] = max(self.inflight.get(uid, 0.0),
+                                             now + left)
+            self.held = None
         self.pools.listed(placed)               # nodes with pods: pools
         self.written &= self.pods.keys()
         self.named = {u: n for u, n in self.named.items() if u in self.pods}

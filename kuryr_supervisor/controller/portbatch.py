@@ -111,19 +111,27 @@ class Outcome:
     pending: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
+def unannounced(uids: list[str], within: float) -> None:
+    """No creates Lease: a controller without leader election."""
+
+
 def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            network_id: str, subnet_id: str, tag: str,
            pace: Pace | None = None, in_flight: int = IN_FLIGHT,
            hosts: Mapping[str, str] | None = None,
            beat: Callable[[], None] = lambda: None,
-           on_made: Callable[[dict[str, osa.Port]], None] | None = None
+           on_made: Callable[[dict[str, osa.Port]], None] | None = None,
+           announce: Callable[[list[str], float], None] = unannounced
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
     sized by ``pace``, ``in_flight`` at once, each bound to the pod's node
     (``hosts``: UID -> node); ``on_made`` is called, in the caller's
     thread, with the ports of each request as it is answered (their pods
-    need not wait for the slowest request). See the module for the
-    failure rules."""
+    need not wait for the slowest request). ``announce(uids, seconds)``
+    is called before each request is sent with its pods and how long it
+    may still commit (:mod:`.createlease`); if it raises, that request and
+    the rest are not sent and their pods fail with its error. See the
+    module for the other failure rules."""
     pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
                         batch_seconds=2.0, size=MAX_PORTS)
     out = Outcome()
@@ -139,8 +147,14 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
             while todo and stop is None and \
                     len(running) < pace.in_flight(in_flight):
                 size = pace.batch_size()
+                timeout = pace.timeout_for(len(todo[:size]))
+                try:
+                    announce([uid for _, uid in todo[:size]],
+                             pace.may_commit_until(0.0, timeout))
+                except Exception as exc:  # noqa: BLE001 - not sent: theirs
+                    stop = exc
+                    break
                 chunk, todo = todo[:size], todo[size:]
-                timeout = pace.timeout_for(len(chunk))
                 future = pool.submit(
                     cloud.within(timeout).create_ports, network_id=network_id,
                     subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts,
@@ -164,7 +178,8 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 before = len(out.made)
                 error = _settle(cloud, future, chunk, sent, timeout, pace, out,
                                 network_id=network_id, subnet_id=subnet_id,
-                                tags=tags, hosts=hosts or {})
+                                tags=tags, hosts=hosts or {},
+                                announce=announce)
                 if error is not None and stop is None:
                     stop = error
                 if on_made is not None and len(out.made) > before:
@@ -208,14 +223,20 @@ def _settle(cloud: osa.OpenStack,
 def _one_by_one(cloud: osa.OpenStack, chunk: Sequence[tuple[str, str]],
                 refused: osa.OpenStackRefused, made: dict[str, osa.Port],
                 failed: dict[str, Exception], *, network_id: str,
-                subnet_id: str, tags: list[str],
-                hosts: Mapping[str, str]) -> Exception | None:
+                subnet_id: str, tags: list[str], hosts: Mapping[str, str],
+                announce: Callable[[list[str], float], None]
+                ) -> Exception | None:
     """After a refused bulk (nothing created): each port on its own.
     Returns the error that should stop further creates, if any."""
     if len(chunk) == 1:
         failed[chunk[0][1]] = refused
         return refused if isinstance(refused, STOPS) else None
     for i, (name, uid) in enumerate(chunk):
+        try:
+            announce([uid], Pace.may_commit_until(0.0, cloud.timeout))
+        except Exception as unsent:  # noqa: BLE001 - not sent: theirs
+            failed.update((u, unsent) for _, u in chunk[i:])
+            return unsent
         try:
             made[uid] = cloud.create_port(network_id=network_id,
                                           subnet_id=subnet_id, name=name,

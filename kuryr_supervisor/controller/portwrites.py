@@ -16,9 +16,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kuryr_supervisor.controller import (
+    createlease,
+    ownedports,
+    portbatch,
+    portresync,
+)
 from kuryr_supervisor.controller import neutronwire as wire
 from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import ownedports, portbatch, portresync
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
 from kuryr_supervisor.controller.portpace import Pace
@@ -49,6 +54,8 @@ class PortWrites:
     named: dict[str, portresync.Named]
     nodes: dict[str, str]
     inflight: dict[str, float]
+    #: uid -> until when (pace clock) its announced create may commit
+    announced: dict[str, float]
     pace: Pace
     retries: Retries
     report: PortReport
@@ -98,7 +105,7 @@ class PortWrites:
                 pace=self.pace, hosts=self.nodes if self.bind_hosts else {},
                 beat=self._beat,
                 in_flight=int(self.ctx.conf.controller.port_create_requests),
-                on_made=made)
+                on_made=made, announce=self._announce)
         except OUTAGES as exc:         # the cluster tag: nothing made
             out = portbatch.Outcome(failed=dict.fromkeys(create, exc))
         if out.made:
@@ -126,6 +133,24 @@ class PortWrites:
             if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
                 self.uncertain = True       # the answer was lost
             self.retries.failed([uid], error, self.pods)
+
+    def _announce(self, uids: list[str], within: float) -> None:
+        """Before a create of ``uids`` that may commit within ``within``
+        seconds: a leader says so in its creates Lease, with every other
+        pod whose create may still commit (:mod:`.createlease`)."""
+        lease = createlease.armed()
+        if lease is None:
+            return
+        now = self.pace.now()
+        # Pods with their PodPort, or gone, need no one to wait for them.
+        self.announced = {u: t for u, t in self.announced.items()
+                          if t > now and u in self.pods
+                          and u not in self.written}
+        for uid, until in [*self.inflight.items(),
+                           *((u, now + within) for u in uids)]:
+            if until > now:
+                self.announced[uid] = max(self.announced.get(uid, 0.0), until)
+        lease.cover({u: t - now for u, t in self.announced.items()})
 
     def _write(self, write: list[tuple[str, osa.Port]]) -> None:
         assert self.client is not None

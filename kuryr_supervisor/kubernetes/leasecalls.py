@@ -8,6 +8,7 @@ still leave this module as plain :class:`~.wire.LeaseRecord` values.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from kuryr_supervisor.kubernetes.transport import K8sTransport, mapped_errors
@@ -22,7 +23,8 @@ def _record(lease: Any) -> LeaseRecord:
         renew_time=renewed.timestamp() if renewed else 0.0,
         duration=int(spec.lease_duration_seconds or 0),
         transitions=int(spec.lease_transitions or 0),
-        resource_version=lease.metadata.resource_version or "")
+        resource_version=lease.metadata.resource_version or "",
+        annotations=dict(lease.metadata.annotations or {}))
 
 
 class LeaseCalls(K8sTransport):
@@ -49,18 +51,24 @@ class LeaseCalls(K8sTransport):
 
     def write_lease(self, namespace: str, name: str, *, holder: str,
                     duration: int, transitions: int, acquired: bool,
-                    resource_version: str | None) -> LeaseRecord:
+                    resource_version: str | None,
+                    renewed: float | None = None,
+                    annotations: Mapping[str, str] | None = None
+                    ) -> LeaseRecord:
         """Create (``resource_version`` None) or replace the Lease; a
         replace carries the version read, so two candidates never both win
-        (the loser gets 409)."""
+        (the loser gets 409). ``renewed``: the renewTime (epoch seconds;
+        now by default)."""
         from kubernetes import client
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.datetime.now(datetime.UTC) if renewed is None else \
+            datetime.datetime.fromtimestamp(renewed, datetime.UTC)
         spec = client.V1LeaseSpec(
             holder_identity=holder, lease_duration_seconds=duration,
             lease_transitions=transitions, renew_time=now,
             acquire_time=now if acquired else None)
         meta = client.V1ObjectMeta(name=name, namespace=namespace,
-                                   resource_version=resource_version)
+                                   resource_version=resource_version,
+                                   annotations=dict(annotations or {}) or None)
         body = client.V1Lease(metadata=meta, spec=spec)
         api = self._leases()
         if resource_version is None:

@@ -62,6 +62,7 @@ class LeaseRecord:
     duration: int              # leaseDurationSeconds
     transitions: int
     resource_version: str
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def pod_from_json(obj: Mapping[str, Any]) -> Pod:

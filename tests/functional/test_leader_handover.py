@@ -10,6 +10,8 @@ the standby's requests are told apart from the leader's at Neutron and
 at the Kubernetes API, not inferred from the Lease."""
 from __future__ import annotations
 
+import datetime
+import json
 import signal
 import threading
 import time
@@ -248,3 +250,75 @@ def test_paused_leader_does_not_write_after_losing_the_lease(
     # killed as stale by its master; it comes back as a live follower.
     wait_until(lambda: first.probe("/alive") == 200, 20)
     assert leads(cloud, second)
+
+
+@pytest.fixture
+def slow_cloud() -> Iterator[Cloud]:
+    """Half a second a port: a bulk of 10 commits 5 s after it is sent,
+    past the 3 s lease of a leader killed just after sending it."""
+    keystone = FakeKeystone().start()
+    neutron = PooledNeutron(keystone, cidr="10.22.0.0/24",
+                            gateway="10.22.0.1", port_delay=0.5).start()
+    c = Cloud(FakeAPI().start(), keystone, neutron)
+    yield c
+    c.stop()
+
+
+def creates_until(cloud: Cloud) -> float:
+    """Until when (wall clock) the creates Lease says creates may commit."""
+    lease = cloud.api.leases.get((LEASE[0], LEASE[1] + "-creates"))
+    assert lease is not None, "no creates Lease"
+    spec = lease["spec"]
+    renewed = datetime.datetime.fromisoformat(
+        spec["renewTime"].replace("Z", "+00:00")).timestamp()
+    return renewed + int(spec["leaseDurationSeconds"])
+
+
+def test_creates_in_flight_at_a_handover_are_waited_out(
+        tmp_path: Path, slow_cloud: Cloud) -> None:
+    """The leader is killed right after sending a bulk create that Neutron
+    commits only after the standby leads: the new leader makes no second
+    port for those pods (it holds the pods the old leader announced in
+    its creates Lease, adopting their ports as they land), while pods
+    created after it leads get their ports at once."""
+    cloud = slow_cloud
+    first, second = (controller_daemon(tmp_path / n, cloud, ELECTION)
+                     for n in ("a", "b"))
+    try:
+        first.start()
+        first.wait_ready(30)
+        wait_until(lambda: leads(cloud, first), 15)
+        second.start()
+        second.wait_ready(30)
+        start_wall = time.time()
+        uids = burst(cloud, 10, "f")
+        wait_until(lambda: writes_of([r for r in cloud.neutron.access
+                                      if r[0] >= start_wall]), 15, 0.01)
+        signal_all(first, signal.SIGKILL)
+        killed_wall = time.time()
+        announced = creates_until(cloud)
+        assert announced > killed_wall + 2 * DURATION, announced - killed_wall
+        # The Lease names the pods of the request at Neutron, and only them.
+        lease = cloud.api.leases[(LEASE[0], LEASE[1] + "-creates")]
+        in_flight = json.loads(lease["metadata"]["annotations"][
+            "kuryr-supervisor.openstack.org/creates-in-flight"])
+        assert in_flight and set(in_flight) <= set(uids), in_flight
+        wait_until(lambda: "pod watch synced" in second.log(), DURATION + 10)
+        late = burst(cloud, 5, "l")     # after its first list
+        wait_until(lambda: all(cloud.neutron.ports_for(u) for u in late), 60)
+        # The late pods did not wait for the old leader's creates.
+        assert time.time() < announced, "the late pods waited"
+        wait_until(lambda: ported(cloud) == 15, 60)
+        time.sleep(3)                             # a resync and its sweep
+        check_one_port_each(cloud, uids + late)
+        counts = cloud.neutron.counts()
+        assert counts["DELETE /v2.0/ports/{id}"] == 0, counts
+        # The first ten came from the killed leader's one request.
+        posts = writers(writes_of([r for r in cloud.neutron.access
+                                   if r[0] >= start_wall]),
+                        [first, second])
+        assert posts.get("a") == 1, posts
+        assert "may commit for" in second.log(), second.log()[-2000:]
+    finally:
+        for d in (first, second):
+            d.close()

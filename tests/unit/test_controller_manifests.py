@@ -16,6 +16,7 @@ import yaml
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_pkg
+from kuryr_supervisor.controller.createlease import SUFFIX, CreateLease
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
@@ -200,6 +201,12 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
                             identity="x", duration=5)
     elector.try_acquire_or_renew()
     elector.try_acquire_or_renew()
+    creates = CreateLease(client, namespace="kube-system",
+                          name="kuryr-supervisor-controller" + SUFFIX,
+                          identity="x")
+    creates.inherited()
+    creates.cover({"uid-1": 10.0})
+    creates.cover({"uid-1": 10.0, "uid-2": 100.0})
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -239,7 +246,11 @@ def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:
     assert granted == used_permissions(api)
     lease_rules = by_kind("Role")["rules"]
     named = [r for r in lease_rules if "update" in r["verbs"]]
-    assert named[0]["resourceNames"] == ["kuryr-supervisor-controller"]
+    # The election's Lease and the creates Lease, by name, and no other.
+    leases = {p.strip("/").split("/")[-1] for _, m, p, _ in api.requests
+              if "/leases/" in p}
+    assert set(named[0]["resourceNames"]) == leases == {
+        "kuryr-supervisor-controller", "kuryr-supervisor-controller-creates"}
     opts = {o.name: o.default for o in conf_pkg.controller.OPTS}
     assert opts["lease_name"] == "kuryr-supervisor-controller"
 

@@ -14,6 +14,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller import createlease
 from kuryr_supervisor.controller.leader import wait_for_leadership
 from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.lease import LeaderElector
@@ -64,6 +65,11 @@ def test_standby_leads_within_a_second_of_the_lease_running_out(
     finally:
         stopping.set()                          # the lease thread ends
         fence.arm(None)
+        armed = createlease.armed()
+        createlease.arm(None)
+    # Its creates will be announced in the creates Lease, as this replica.
+    assert armed is not None and armed.name == key[1] + "-creates"
+    assert armed.identity.endswith("_4242")
     lease = api.leases[key]
     assert lease["spec"]["holderIdentity"].endswith("_4242")
     # Out at 1 s; asked again within a second of that (a third of the

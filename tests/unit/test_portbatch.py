@@ -105,6 +105,36 @@ def test_lost_answer_handed_back_and_rest_not_tried(cloud: Cloud) -> None:
     assert neutron.counts()["POST /v2.0/ports"] == 1
 
 
+def test_every_request_announced_before_it_is_sent(cloud: Cloud) -> None:
+    """A leader announces each create, with how long it may still commit
+    (3 times its timeout), before sending it; an announcement that fails
+    sends nothing more: those pods fail with its error, and none is
+    handed back as pending (nothing of theirs is at Neutron)."""
+    api, neutron = cloud
+    said: list[tuple[float, int]] = []
+    named: list[list[str]] = []
+
+    def announce(uids: list[str], within: float) -> None:
+        said.append((within, neutron.counts()["POST /v2.0/ports"]))
+        named.append(uids)
+        if len(said) == 3:
+            raise RuntimeError("the creates Lease cannot be written")
+    devs = devices(250)
+    out = portbatch.create(api, devs, network_id=neutron.network_id,
+                           subnet_id=neutron.subnet["id"], tag="t",
+                           in_flight=1, announce=announce)
+    # 10 alone, then 100: announced before each was sent; the third never
+    assert [posts for _, posts in said] == [0, 1, 2]
+    assert neutron.bulk_sizes == [10, 100]
+    assert named[:2] == [[u for _, u in devs[:10]],
+                         [u for _, u in devs[10:110]]]
+    assert all(within >= 3 * api.timeout for within, _ in said)
+    assert len(out.made) == 110 and out.pending == {}
+    assert set(out.failed) == {uid for _, uid in devs[110:]}
+    assert {str(e) for e in out.failed.values()} == {
+        "the creates Lease cannot be written"}
+
+
 def test_port_list_is_paged(cloud: Cloud) -> None:
     api, neutron = cloud
     neutron.page_limit = 7
