@@ -39,14 +39,18 @@ ELECTION = {"controller": {"leader_election": True,
 PODPORTS = "/apis/kuryr-supervisor.openstack.org/v1/namespaces/"
 
 
+def fake_cloud(port_delay: float, cidr: str, gateway: str) -> Cloud:
+    keystone = FakeKeystone().start()
+    neutron = PooledNeutron(keystone, cidr=cidr, gateway=gateway,
+                            port_delay=port_delay).start()
+    return Cloud(FakeAPI().start(), keystone, neutron)
+
+
 @pytest.fixture
 def cloud() -> Iterator[Cloud]:
-    keystone = FakeKeystone().start()
     # 10 ms a port: a bulk of 100 takes a second, so a burst is still
     # under way when the leader is killed.
-    neutron = PooledNeutron(keystone, cidr="10.21.0.0/20",
-                            gateway="10.21.0.1", port_delay=0.01).start()
-    c = Cloud(FakeAPI().start(), keystone, neutron)
+    c = fake_cloud(0.01, "10.21.0.0/20", "10.21.0.1")
     yield c
     c.stop()
 
@@ -256,10 +260,7 @@ def test_paused_leader_does_not_write_after_losing_the_lease(
 def slow_cloud() -> Iterator[Cloud]:
     """Half a second a port: a bulk of 10 commits 5 s after it is sent,
     past the 3 s lease of a leader killed just after sending it."""
-    keystone = FakeKeystone().start()
-    neutron = PooledNeutron(keystone, cidr="10.22.0.0/24",
-                            gateway="10.22.0.1", port_delay=0.5).start()
-    c = Cloud(FakeAPI().start(), keystone, neutron)
+    c = fake_cloud(0.5, "10.22.0.0/24", "10.22.0.1")
     yield c
     c.stop()
 
