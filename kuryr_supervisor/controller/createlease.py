@@ -31,6 +31,12 @@ port until then. An annotation that cannot be read is taken the same way.
 Times are the writer's wall clock against the reader's, as in the
 election (:mod:`kuryr_supervisor.kubernetes.lease`): keep the clocks in
 step.
+
+Without leader election there is no Lease, but the handler process the
+master restarts in place of a killed one has the same problem; the
+announcement is then kept in the master's shared memory
+(:class:`LocalCreates`, :mod:`kuryr_supervisor.state.creates`), on the
+host's monotonic clock.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.state.creates import CreatesBoard
 
 LOG = logging.getLogger(__name__)
 
@@ -54,7 +61,7 @@ MOST = 3000
 #: The key that stands for every pod (too many to name, or unreadable).
 EVERY = "*"
 
-_armed: CreateLease | None = None
+_armed: Announcer | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,35 +76,37 @@ class Inherited:
         return max(self.pods.get(uid, 0.0), self.rest)
 
 
-class CreateLease:
-    """The creates Lease of one leading replica (see the module)."""
+class Announcer:
+    """What both keepers of the announcement share: what a process that
+    starts leading inherits, and what a leader announces. A keeper says
+    where it keeps it (``_load``, ``_store``), in its own clock."""
 
-    def __init__(self, client: k8s.K8sClient, *, namespace: str, name: str,
-                 identity: str, clock: Callable[[], float] = time.time) -> None:
-        self.client = client
-        self.namespace, self.name, self.identity = namespace, name, identity
+    where = ""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        self._written: dict[str, float] = {}     # uid -> until (wall)
-        self._version: str | None = None
+        self._written: dict[str, float] = {}     # uid -> until (clock)
         self._read = False
+
+    def _load(self) -> tuple[float, dict[str, float] | None]:
+        """(the latest time announced, UID -> until; None: unreadable)."""
+        raise NotImplementedError
+
+    def _store(self, pods: dict[str, float], last: float,
+               now: float) -> None:
+        raise NotImplementedError
 
     def inherited(self) -> Inherited:
         """The creates announced before this process led that may still
-        commit. Raises K8sError."""
-        lease = self.client.read_lease(self.namespace, self.name)
+        commit. Raises what the keeper's reads raise."""
+        until, named = self._load()
         self._read = True
         self._written = {}
-        if lease is None:
-            self._version = None
-            return Inherited({})
-        self._version = lease.resource_version
         now = self._clock()
-        until = lease.renew_time + lease.duration
-        named = _parse(lease.annotations.get(ANNOTATION, ""))
         if named is None:
-            LOG.warning("the Lease %s/%s names no readable creates: every "
-                        "pod without a port waits until %.1f s from now",
-                        self.namespace, self.name, max(0.0, until - now))
+            LOG.warning("%s names no readable creates: every pod without a "
+                        "port waits until %.1f s from now", self.where,
+                        max(0.0, until - now))
             return Inherited({}, max(0.0, until - now))
         rest = max(0.0, named.pop(EVERY, 0.0) - now)
         self._written = {u: t for u, t in named.items() if t > now}
@@ -106,40 +115,91 @@ class CreateLease:
 
     def cover(self, pods: Mapping[str, float]) -> None:
         """Announce that the creates of ``pods`` (UID -> seconds from now)
-        may commit until then; returns once the Lease says so, at once if
-        it already does. Raises
+        may commit until then; returns once that is kept, at once if it
+        already was. Raises
         :class:`~kuryr_supervisor.kubernetes.client.K8sTemporary` when it
-        cannot be written: then nothing may be sent."""
+        cannot be kept: then nothing may be sent."""
         now = self._clock()
-        wanted = {u: math.ceil(now + s) for u, s in pods.items() if s > 0}
+        wanted = {u: float(math.ceil(now + s)) for u, s in pods.items()
+                  if s > 0}
         every = self._written.get(EVERY, 0.0)
         if all(max(self._written.get(u, 0.0), every) >= t
                for u, t in wanted.items()):
             return
         if len(wanted) > MOST:
             wanted = {EVERY: max(wanted.values())}
-        last = max(wanted.values(), default=math.ceil(now))
+        last = max(wanted.values(), default=float(math.ceil(now)))
         try:
             if not self._read:
                 self.inherited()
-            record = self.client.write_lease(
-                self.namespace, self.name, holder=self.identity,
-                duration=max(1, math.ceil(last - now)), transitions=0,
-                acquired=False, resource_version=self._version, renewed=now,
-                annotations={ANNOTATION: json.dumps(
-                    wanted, separators=(",", ":"), sort_keys=True)})
+            self._store(wanted, last, now)
         except k8s.K8sError as exc:
             self._read = False        # a 409 or a 404: read it again
             raise k8s.K8sTemporary(
-                f"port creates wait: the Lease {self.namespace}/{self.name} "
-                f"that announces them cannot be written ({exc})",
-                exc.status) from exc
-        self._version = record.resource_version
+                f"port creates wait: {self.where} that announces them "
+                f"cannot be written ({exc})", exc.status) from exc
         self._written = dict(wanted)
 
 
+class CreateLease(Announcer):
+    """The creates Lease of one leading replica (see the module)."""
+
+    def __init__(self, client: k8s.K8sClient, *, namespace: str, name: str,
+                 identity: str, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
+        self.client = client
+        self.namespace, self.name, self.identity = namespace, name, identity
+        self.where = f"the Lease {namespace}/{name}"
+        self._version: str | None = None
+
+    def _load(self) -> tuple[float, dict[str, float] | None]:
+        lease = self.client.read_lease(self.namespace, self.name)
+        if lease is None:
+            self._version = None
+            return 0.0, {}
+        self._version = lease.resource_version
+        return (lease.renew_time + lease.duration,
+                _parse(lease.annotations.get(ANNOTATION, "")))
+
+    def _store(self, pods: dict[str, float], last: float,
+               now: float) -> None:
+        record = self.client.write_lease(
+            self.namespace, self.name, holder=self.identity,
+            duration=max(1, math.ceil(last - now)), transitions=0,
+            acquired=False, resource_version=self._version, renewed=now,
+            annotations={ANNOTATION: _text(pods)})
+        self._version = record.resource_version
+
+
+class LocalCreates(Announcer):
+    """Without leader election: the announcement in the master's shared
+    memory (:mod:`kuryr_supervisor.state.creates`), for the handler
+    process restarted in this one's place; times on the shared monotonic
+    clock."""
+
+    where = "the shared memory"
+
+    def __init__(self, board: CreatesBoard,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(clock)
+        self.board = board
+
+    def _load(self) -> tuple[float, dict[str, float] | None]:
+        until, text = self.board.read()
+        return until, None if text is None else _parse(text.decode())
+
+    def _store(self, pods: dict[str, float], last: float,
+               now: float) -> None:
+        self.board.write(last, _text(pods).encode())
+
+
+def _text(pods: Mapping[str, float]) -> str:
+    return json.dumps({u: int(t) for u, t in pods.items()},
+                      separators=(",", ":"), sort_keys=True)
+
+
 def _parse(text: str) -> dict[str, float] | None:
-    """The annotation's UID -> until; None when it is not ours."""
+    """The announcement's UID -> until; None when it is not ours."""
     if not text:
         return {}
     try:
@@ -153,12 +213,12 @@ def _parse(text: str) -> dict[str, float] | None:
     return {k: float(v) for k, v in data.items()}
 
 
-def arm(lease: CreateLease | None) -> None:
-    """This process leads: its creates are announced in ``lease``."""
+def arm(keeper: Announcer | None) -> None:
+    """This process's creates are announced with ``keeper``."""
     global _armed
-    _armed = lease
+    _armed = keeper
 
 
-def armed() -> CreateLease | None:
-    """The creates Lease of this process, when it leads an election."""
+def armed() -> Announcer | None:
+    """Where this process announces its creates (a controller handler)."""
     return _armed

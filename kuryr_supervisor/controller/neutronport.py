@@ -33,9 +33,9 @@ a port created just before a kill is found by the next run's resync and
 adopted; a create whose answer was lost with no status (a timeout) may
 still commit, so its pods get no new create until it no longer can, and
 its late ports are adopted, or deleted as duplicates once the pod has
-another; a process that starts leading holds the pods without a port
-until creates sent before it led can no longer commit
-(:mod:`.createlease`); a PodPort the CNI role has bound (``status.boundAt``) is never
+another; a process that starts (a new leader, or a handler restarted by
+the master) holds the pods whose creates an earlier process announced
+until those can no longer commit (:mod:`.createlease`); a PodPort the CNI role has bound (``status.boundAt``) is never
 changed (address, MAC, port id).
 Per pod the handler keeps the UID, namespace, name and port id (one
 tuple), the UID in a set once its PodPort is written, what that PodPort
@@ -153,7 +153,7 @@ class NeutronPortHandler(PooledWrites):
             wake_in=self.batch.wake_in)
         watch.run(stopping)
 
-    def _inherited(self, lease: createlease.CreateLease,
+    def _inherited(self, lease: createlease.Announcer,
                    stopping: threading.Event) -> createlease.Inherited | None:
         """The creates announced before this process led; read before
         anything is listed, retried until read."""
@@ -164,9 +164,8 @@ class NeutronPortHandler(PooledWrites):
                 held = lease.inherited()
             except k8s.K8sError as exc:
                 if not failing:
-                    LOG.warning("port creates wait: the Lease %s/%s cannot "
-                                "be read: %s", lease.namespace, lease.name,
-                                exc)
+                    LOG.warning("port creates wait: %s cannot be read: %s",
+                                lease.where, exc)
                 failing = True
                 stopping.wait(1.0)
                 continue

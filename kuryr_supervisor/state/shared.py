@@ -17,6 +17,7 @@ from kuryr_supervisor.state.components import (
     WorkerKind,
 )
 from kuryr_supervisor.state.counters import _M_IPAM_SIZE, _METRICS_SIZE, Counters
+from kuryr_supervisor.state.creates import CreatesBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
 
@@ -39,10 +40,14 @@ class SharedState(Counters):
                  metrics: Any = None, *,
                  clock: Clock = time.monotonic,
                  active: tuple[Component, ...] = CNI_COMPONENTS,
-                 pools: PoolBoard | None = None) -> None:
+                 pools: PoolBoard | None = None,
+                 creates: CreatesBoard | None = None) -> None:
         self.active = active
         #: Port pools' figures (written by the neutron_port handler).
         self.pools = pools or PoolBoard()
+        #: Its port creates at Neutron, for the process restarted in its
+        #: place (written by the neutron_port handler).
+        self.creates = creates or CreatesBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -67,7 +72,8 @@ class SharedState(Counters):
         metrics = ctx.RawArray("d", _METRICS_SIZE)
         metrics[_M_IPAM_SIZE] = -1.0
         return cls(slots, globals_, summary, metrics, clock=clock,
-                   active=active, pools=PoolBoard.create(ctx))
+                   active=active, pools=PoolBoard.create(ctx),
+                   creates=CreatesBoard.create(ctx))
 
     def now(self) -> float:
         return self._clock()

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import ClassVar
 
+from kuryr_supervisor.controller import createlease
 from kuryr_supervisor.controller import handlers as handlers_mod
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.state import WorkerKind
@@ -56,5 +57,9 @@ class HandlerWorker(Worker):
                                        master_pid=self._master_pid):
                 return
             self.state.set_ready(self.component, False)
+        elif getattr(self.state, "creates", None) is not None:
+            # No creates Lease: the port creates at Neutron are kept for
+            # the process restarted in this one's place.
+            createlease.arm(createlease.LocalCreates(self.state.creates))
         LOG.info("running handler %s", name)
         runner.run(self.stopping, self.beat)

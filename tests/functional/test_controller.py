@@ -23,6 +23,9 @@ import pytest
 
 from tests.fixtures.controller import Cloud, cloud_fixture, controller_daemon
 from tests.fixtures.daemon import Daemon, wait_until
+from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.openstack import FakeKeystone
+from tests.fixtures.poolcloud import PooledNeutron
 
 cloud = pytest.fixture(cloud_fixture)
 
@@ -57,6 +60,49 @@ def test_handler_killed_mid_creation(controller: Daemon, cloud: Cloud) -> None:
     assert [p["id"] for p in ports] == [note["portId"]]
     time.sleep(1.0)
     assert len(cloud.neutron.ports) == 1
+
+
+def test_handler_killed_with_a_create_at_neutron_doubles_nothing(
+        tmp_path: Path) -> None:
+    """SIGKILL to the handler alone just after it sent a bulk create that
+    Neutron commits 5 s later: the handler the master starts in its place
+    (no leader election: the announcement is in the master's shared
+    memory) makes no second port for those pods and adopts theirs; pods
+    created after it started get their ports at once; no port is ever
+    deleted as a duplicate. Fake only: Neutron takes 0.5 s a port."""
+    keystone = FakeKeystone().start()
+    cloud = Cloud(FakeAPI().start(), keystone,
+                  PooledNeutron(keystone, port_delay=0.5).start())
+    d = controller_daemon(tmp_path, cloud)
+    try:
+        d.start()
+        d.wait_ready()
+        start = time.time()
+        first = [cloud.api.add_pod("default", f"f{i}", "node-a")["metadata"]
+                 ["uid"] for i in range(10)]
+        wait_until(lambda: cloud.neutron.counts(start)["POST /v2.0/ports"],
+                   15, 0.01)
+        handler = d.worker_pids()["handler:neutron_port"]
+        os.kill(handler, signal.SIGKILL)         # the handler only
+        killed = time.monotonic()
+        wait_until(lambda: d.worker_pids()["handler:neutron_port"] != handler
+                   and d.log().count("pod watch synced") >= 2, 20)
+        late = [cloud.api.add_pod("default", f"l{i}", "node-a")["metadata"]
+                ["uid"] for i in range(3)]
+        wait_until(lambda: all(cloud.neutron.ports_for(u) for u in late), 20)
+        # The late pods did not wait for the killed handler's creates
+        # (3 times the request's 6 s timeout).
+        assert time.monotonic() - killed < 18.0
+        wait_until(lambda: len(cloud.api.podports) == 13, 60)
+        time.sleep(2.5)                          # a resync and its sweep
+        for uid in first + late:
+            assert len(cloud.neutron.ports_for(uid)) == 1, uid
+        counts = cloud.neutron.counts(start)
+        assert counts["DELETE /v2.0/ports/{id}"] == 0, counts
+        assert "may commit for" in d.log(), d.log()[-3000:]
+    finally:
+        d.close()
+        cloud.stop()
 
 
 def test_keystone_down_not_ready_but_alive(tmp_path: Path, cloud: Cloud) -> None:

@@ -110,3 +110,27 @@ def test_a_write_that_fails_raises_and_is_read_again(api: FakeAPI) -> None:
     a.cover({"p2": 20.0})
     assert api.leases[KEY]["spec"]["holderIdentity"] == "a_1"
     assert set(named(api)) == {"p2"}
+
+
+def test_local_announcements_outlive_the_process_in_shared_memory() -> None:
+    """Without leader election: the same announcement in the master's
+    shared memory (a multiprocessing RawArray, as the daemon allocates
+    it), read by the process started in place of the writer."""
+    import multiprocessing
+
+    from kuryr_supervisor.state.creates import CreatesBoard
+    board = CreatesBoard.create(multiprocessing.get_context("fork"))
+    clock = Clock()
+    first = createlease.LocalCreates(board, clock=clock)
+    assert first.inherited() == createlease.Inherited({})   # a fresh board
+    first.cover({"p1": 30.0, "p2": 10.0})
+    clock.now += 15.0
+    held = createlease.LocalCreates(board, clock=clock).inherited()
+    assert set(held.pods) == {"p1"} and 14.0 <= held.left("p1") <= 16.0
+    assert held.rest == 0.0
+    # A writer killed in the middle of a write: only the time is known,
+    # and every pod waits until then.
+    board.write(clock.now + 40.0, b'{"p3":')
+    board._header[1] = -1.0
+    held = createlease.LocalCreates(board, clock=clock).inherited()
+    assert held.pods == {} and 39.0 <= held.left("anyone") <= 41.0
