@@ -4,7 +4,9 @@
 ``[neutron]`` holds keystoneauth's session and auth options (``auth_type``,
 ``auth_section``, then the chosen plugin's own, e.g. ``auth_url``,
 ``username``, ``password``, ``project_name`` for ``password``), registered
-with keystoneauth's loading helpers as Kuryr does. keystoneauth1 is the
+with keystoneauth's loading helpers as Kuryr does, and the adapter options
+that choose Neutron's endpoint (``region_name``, ``valid_interfaces``,
+``endpoint_override``...) as Nova's ``[neutron]`` has them. keystoneauth1 is the
 ``openstack`` extra: without it the group is absent and the controller role
 refuses to start with one line naming the extra.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from oslo_config import cfg
 
@@ -170,6 +173,26 @@ def register_neutron(conf: cfg.ConfigOpts) -> None:
         return
     ks_loading.register_session_conf_options(conf, NEUTRON_GROUP)
     ks_loading.register_auth_conf_options(conf, NEUTRON_GROUP)
+    conf.register_opts(_endpoint_opts(ks_loading), group=NEUTRON_GROUP)
+
+
+#: keystoneauth's adapter options the controller honours: which Neutron
+#: endpoint of the catalog (or none: an override). Its retry options are
+#: left out on purpose: a port create retried by the transport could commit
+#: twice (the controller decides itself what is safe to send again).
+ENDPOINT_OPTS = ("service-type", "service-name", "valid-interfaces",
+                 "region-name", "endpoint-override")
+#: What ``valid_interfaces`` may name.
+INTERFACES = ("public", "internal", "admin")
+
+
+def _endpoint_opts(ks_loading: Any) -> list[cfg.Opt]:
+    opts = [o for o in ks_loading.get_adapter_conf_options(
+        include_deprecated=False) if o.name in ENDPOINT_OPTS]
+    for opt in opts:
+        if opt.name == "service-type":
+            opt.default = "network"
+    return opts
 
 
 def list_opts(conf: cfg.ConfigOpts | None = None
@@ -184,7 +207,8 @@ def list_opts(conf: cfg.ConfigOpts | None = None
     except ImportError:
         return opts
     opts.append((NEUTRON_GROUP, ks_loading.get_session_conf_options()
-                 + ks_loading.get_auth_common_conf_options()))
+                 + ks_loading.get_auth_common_conf_options()
+                 + _endpoint_opts(ks_loading)))
     return opts
 
 
@@ -208,6 +232,8 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise ValueError(f"invalid value for [controller] cluster_id: "
                          f"{conf.controller.cluster_id!r} (letters, digits, "
                          f"'.', '_', '-', at most 64)")
+    if NEUTRON_GROUP in conf:       # the CNI role's OpenStack checks too
+        _validate_endpoint(conf[NEUTRON_GROUP])
     if role != "controller":
         return
     if not _kubernetes_configured(conf):
@@ -225,6 +251,23 @@ def validate(conf: cfg.ConfigOpts) -> None:
 
 
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_URL = re.compile(r"https?://[^\s/?#]+(/[^\s]*)?")
+
+
+def _validate_endpoint(group: Any) -> None:
+    """Which Neutron endpoint: an override must be an http(s) URL, the
+    interfaces the catalog's."""
+    if group.endpoint_override and not _URL.fullmatch(group.endpoint_override):
+        raise ValueError(f"invalid value for [neutron] endpoint_override: "
+                         f"{group.endpoint_override!r} (an http:// or "
+                         f"https:// URL)")
+    bad = [i for i in group.valid_interfaces or () if i not in INTERFACES]
+    if bad:
+        raise ValueError(f"invalid value for [neutron] valid_interfaces: "
+                         f"{', '.join(bad)} (choose from "
+                         f"{', '.join(INTERFACES)})")
+    if not group.service_type:
+        raise ValueError("invalid value for [neutron] service_type: empty")
 
 #: A handler's name becomes a check name, a URL path and a metric label.
 _HANDLER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")

@@ -2,7 +2,9 @@
 
 Keystone and Neutron are reached through one keystoneauth session built from
 the ``[neutron]`` options (as Kuryr does); the Neutron endpoint comes from the
-token's service catalog (service type ``network``). Answers are decoded into
+token's service catalog (service type ``network``; ``region_name``,
+``valid_interfaces`` and ``service_name`` choose among its endpoints) unless
+``endpoint_override`` names it. Answers are decoded into
 the few fields the controller uses.
 
 Tokens: keystoneauth caches the token and authenticates again only when it
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from oslo_config import cfg
@@ -81,14 +83,15 @@ class OpenStack(NeutronApi):
     def __init__(self, session: Any, auth: Any, *, timeout: float = 5.0,
                  clock: Callable[[], float] = time.time,
                  deadline: float | None = None,
-                 login: LoginPolicy | None = None) -> None:
+                 login: LoginPolicy | None = None,
+                 endpoint: Mapping[str, Any] | None = None) -> None:
         from keystoneauth1 import adapter
         super().__init__(deadline if deadline is not None else 3 * timeout,
                          thread_name="neutron")
         self._session = session
         self._auth = auth
-        self._neutron = adapter.Adapter(session=session, auth=auth,
-                                        service_type="network")
+        where = {"service_type": "network", **(endpoint or {})}
+        self._neutron = adapter.Adapter(session=session, auth=auth, **where)
         self.timeout = timeout
         self._clock = clock
         self._keystone = CallPath("keystone", KeystoneUnavailable)
@@ -129,7 +132,8 @@ class OpenStack(NeutronApi):
             session.mount(scheme, ks_session.TCPKeepAliveAdapter(
                 pool_maxsize=CONNECTIONS))
         return cls(session, auth, timeout=timeout, login=LoginPolicy(
-            float(conf.controller.token_renew_margin)))
+            float(conf.controller.token_renew_margin)),
+            endpoint=_endpoint(conf[group]))
 
     # -- transport -----------------------------------------------------------
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
@@ -219,3 +223,19 @@ class OpenStack(NeutronApi):
             issued.timestamp() if issued else None,
             expires.timestamp() if expires else None, self._clock())
         return access
+
+
+def _endpoint(group: Any) -> dict[str, Any]:
+    """Which Neutron endpoint, from ``[neutron]``'s adapter options (the
+    catalog's ``network`` service, public interface, any region, unless
+    set)."""
+    where: dict[str, Any] = {"service_type": group.service_type or "network"}
+    if group.service_name:
+        where["service_name"] = group.service_name
+    if group.valid_interfaces:
+        where["interface"] = list(group.valid_interfaces)
+    if group.region_name:
+        where["region_name"] = group.region_name
+    if group.endpoint_override:
+        where["endpoint_override"] = group.endpoint_override
+    return where

@@ -129,6 +129,27 @@ def test_adapter_wrong_password(tmp_path: Path, any_cloud: AnyCloud) -> None:
         api.token()
 
 
+def test_adapter_endpoint_from_region_interface_or_override(
+        tmp_path: Path, any_cloud: AnyCloud) -> None:
+    """Which Neutron endpoint, as keystoneauth picks it from the real
+    catalog: the cloud's region and its internal interface find it; a
+    region the catalog lacks finds none (unavailable, naming the
+    endpoint); an override is used as given, the catalog not consulted
+    (a dead override fails though the catalog is fine)."""
+    subnet = any_cloud.subnet_id
+    region = adapter(tmp_path, any_cloud, region_name="RegionOne",
+                     valid_interfaces="internal,public")
+    assert region.subnet(subnet).id == subnet
+    with pytest.raises(osa.OpenStackUnavailable, match="endpoint"):
+        adapter(tmp_path, any_cloud, region_name="Elsewhere").subnet(subnet)
+    direct = adapter(tmp_path, any_cloud,
+                     endpoint_override=any_cloud.neutron_url)
+    assert direct.subnet(subnet).id == subnet
+    with pytest.raises(osa.OpenStackUnavailable):
+        adapter(tmp_path, any_cloud,
+                endpoint_override="http://127.0.0.1:9").subnet(subnet)
+
+
 @pytest.mark.realcloud
 def test_adapter_outages(tmp_path: Path, real_cloud: RealCloud) -> None:
     api = adapter(tmp_path, real_cloud)

@@ -109,3 +109,27 @@ def test_cluster_id_is_checked(tmp_path: Path, value: str, ok: bool) -> None:
         return
     with pytest.raises(conf_mod.ConfigError, match=r"\[controller\] cluster_id"):
         conf_mod.load(fresh(), argv)
+
+
+@pytest.mark.parametrize("line,ok", [
+    ("endpoint_override = http://neutron.internal:9696", True),
+    ("endpoint_override = https://10.0.0.5:9696/networking", True),
+    ("endpoint_override = neutron:9696", False),
+    ("endpoint_override = http://", False),
+    ("valid_interfaces = internal,public", True),
+    ("valid_interfaces = internalURL", False),
+    ("region_name = RegionTwo", True),
+    ("service_type =", False)])
+def test_neutron_endpoint_options_are_checked(tmp_path: Path, line: str,
+                                              ok: bool) -> None:
+    """Which Neutron endpoint ([neutron], keystoneauth's adapter options):
+    a bad one stops the start with one line naming it."""
+    path = write(tmp_path / "c.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n"
+                 f"[controller]\npod_network_id = net\n[neutron]\n{line}\n")
+    argv = ["--role", "controller", "--config-file", path]
+    if ok:
+        conf_mod.load(fresh(), argv)
+        return
+    option = line.split()[0]
+    with pytest.raises(conf_mod.ConfigError, match=rf"\[neutron\] {option}"):
+        conf_mod.load(fresh(), argv)

@@ -59,6 +59,28 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
     assert keystone.issued() == 1       # one token for all of it
 
 
+def test_neutron_endpoint_chosen_by_region_interface_or_override(
+        tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """The catalog's network endpoint unless [neutron] says otherwise: a
+    region the catalog lacks finds none (Neutron unavailable, naming the
+    endpoint); endpoint_override is used instead of the catalog."""
+    keystone, neutron = cloud
+    conf = neutron_conf(tmp_path, keystone)
+    osa.OpenStack.from_conf(conf)           # registers [neutron]
+    conf.set_override("valid_interfaces", ["internal"], "neutron")
+    assert osa.OpenStack.from_conf(conf).subnet(neutron.subnet["id"])
+    conf.set_override("region_name", "RegionTwo", "neutron")
+    with pytest.raises(osa.OpenStackUnavailable, match="endpoint"):
+        osa.OpenStack.from_conf(conf).subnet(neutron.subnet["id"])
+    conf.clear_override("region_name", "neutron")
+    # The catalog now points nowhere; the override still reaches Neutron.
+    real, keystone.neutron_url = neutron.url, "http://127.0.0.1:9"
+    with pytest.raises(osa.OpenStackUnavailable):
+        osa.OpenStack.from_conf(conf).subnet(neutron.subnet["id"])
+    conf.set_override("endpoint_override", real, "neutron")
+    assert osa.OpenStack.from_conf(conf).subnet(neutron.subnet["id"])
+
+
 def test_quota_and_over_quota(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
     keystone, neutron = cloud
     neutron.port_limit = 1
