@@ -101,13 +101,20 @@ def test_podport_source_needs_kubernetes(tmp_path: Path, source: str) -> None:
                                       ("x,y", False)])
 def test_cluster_id_is_checked(tmp_path: Path, value: str, ok: bool) -> None:
     """It becomes a Neutron tag and a filter value: checked at start."""
+    load_controller(tmp_path, f"cluster_id = {value}\n",
+                    None if ok else r"\[controller\] cluster_id")
+
+
+def load_controller(tmp_path: Path, extra: str, refused: str | None) -> None:
+    """A controller's file, ``[controller]`` then ``extra``: it loads,
+    or (``refused``) stops with one line matching it."""
     path = write(tmp_path / "c.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n"
-                 f"[controller]\npod_network_id = net\ncluster_id = {value}\n")
+                 f"[controller]\npod_network_id = net\n{extra}")
     argv = ["--role", "controller", "--config-file", path]
-    if ok:
+    if refused is None:
         conf_mod.load(fresh(), argv)
         return
-    with pytest.raises(conf_mod.ConfigError, match=r"\[controller\] cluster_id"):
+    with pytest.raises(conf_mod.ConfigError, match=refused):
         conf_mod.load(fresh(), argv)
 
 
@@ -124,12 +131,5 @@ def test_neutron_endpoint_options_are_checked(tmp_path: Path, line: str,
                                               ok: bool) -> None:
     """Which Neutron endpoint ([neutron], keystoneauth's adapter options):
     a bad one stops the start with one line naming it."""
-    path = write(tmp_path / "c.conf", "[kubernetes]\napi_root = http://127.0.0.1:1\n"
-                 f"[controller]\npod_network_id = net\n[neutron]\n{line}\n")
-    argv = ["--role", "controller", "--config-file", path]
-    if ok:
-        conf_mod.load(fresh(), argv)
-        return
-    option = line.split()[0]
-    with pytest.raises(conf_mod.ConfigError, match=rf"\[neutron\] {option}"):
-        conf_mod.load(fresh(), argv)
+    load_controller(tmp_path, f"[neutron]\n{line}\n",
+                    None if ok else rf"\[neutron\] {line.split()[0]}")
