@@ -136,8 +136,10 @@ class PortWrites:
 
     def _announce(self, uids: list[str], within: float) -> None:
         """Before a create of ``uids`` that may commit within ``within``
-        seconds: a leader says so in its creates Lease, with every other
-        pod whose create may still commit (:mod:`.createlease`)."""
+        seconds: say so where the process that may take this one's place
+        will read it (the creates Lease of a leader, else the master's
+        shared memory), with every other pod whose create may still commit
+        (:mod:`.createlease`)."""
         lease = createlease.armed()
         if lease is None:
             return
