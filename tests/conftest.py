@@ -10,6 +10,7 @@ run can never pass without them.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Generator
 from typing import Any
 
@@ -26,6 +27,17 @@ _ran: list[str] = []
 def _privileged(item: pytest.Item) -> bool:
     return bool(item.get_closest_marker("privileged")
                 or item.get_closest_marker("realcloud"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Namespaces an earlier run left when it was killed are deleted
+    before any test makes its own (:mod:`tests.fixtures.netns`)."""
+    from tests.fixtures.netns import sweep_leftovers  # a plugin: loaded late
+    if os.geteuid() == 0:
+        swept = sweep_leftovers()
+        if swept:
+            print(f"deleted {len(swept)} network namespaces left by "
+                  f"killed test runs", file=sys.stderr)
 
 
 def pytest_collection_modifyitems(config: pytest.Config,

@@ -4,8 +4,9 @@ port the old one is still making.
 
 A port create outlives its sender: Neutron commits a bulk create for as
 long as it works on it, whatever became of the client (see
-:mod:`.portpace`: until :data:`~.portpace.COMMIT_WAIT` times the
-request's timeout after it was sent). A leader that loses the controller
+:mod:`.portpace`: until :data:`~.portpace.COMMIT_WAIT` times as long as
+Neutron plausibly takes for it, :meth:`~.portpace.Pace.likely_for`, after
+it was sent). A leader that loses the controller
 Lease in the middle of a burst (killed, or paused past its lease) leaves
 such creates behind; the new leader lists Neutron, finds no port for
 those pods, and would make a second one each (seen against a real
@@ -20,8 +21,10 @@ unless that write succeeded. A handler process that starts leading (a new
 leader, or a restarted process of the same replica, which knows nothing
 of its predecessor's requests) reads the Lease first and holds only the
 pods named there, and only until their time: a port such a create commits
-meanwhile is found by the next list and adopted. Every other pod gets its
-port at once. Pool refills are not announced: a pool port made twice is
+meanwhile is found by the next list and adopted (one Neutron commits
+later still, far slower than measured, gives its pod a second port until
+the next resync deletes the one its PodPort does not name). Every other
+pod gets its port at once. Pool refills are not announced: a pool port made twice is
 one more free port.
 
 The announcement names at most :data:`MOST` pods; beyond that it says

@@ -11,7 +11,9 @@ leader's; the supervisor restarts the process as a follower. Between two
 renewals the write fence (:mod:`kuryr_supervisor.kubernetes.fence`) stops
 a process that was paused past its lease before its first write: every
 Neutron write and PodPort write checks, without I/O, that the lease was
-renewed within its duration. What a fence cannot stop, a create already
+renewed within its duration, and a Neutron write checks again before
+each write to its socket (:mod:`.sendfence`). What a fence
+cannot stop, a create already
 at Neutron, the next leader waits out (:mod:`.createlease`).
 
 The candidate is the replica, not the process: every handler process of one

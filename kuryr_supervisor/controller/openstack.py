@@ -39,6 +39,7 @@ refused: an outage the controller waits out, not ready) or
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -126,10 +127,11 @@ class OpenStack(NeutronApi):
             conf, group, auth=auth, timeout=timeout,
             user_agent=useragent.for_role(role, node))
         # Concurrent callers (bulk creates in flight, pool claims) each
-        # keep their connection instead of opening and dropping one each.
-        from keystoneauth1 import session as ks_session
+        # keep their connection instead of opening and dropping one each;
+        # each write to one checks the write fence (see sendfence).
+        from kuryr_supervisor.controller import sendfence
         for scheme in ("https://", "http://"):
-            session.mount(scheme, ks_session.TCPKeepAliveAdapter(
+            session.mount(scheme, sendfence.FencedAdapter(
                 pool_maxsize=CONNECTIONS))
         return cls(session, auth, timeout=timeout, login=LoginPolicy(
             float(conf.controller.token_renew_margin)),
@@ -139,12 +141,16 @@ class OpenStack(NeutronApi):
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> Any:
         from keystoneauth1 import exceptions as ks_exc
+
+        from kuryr_supervisor.controller import sendfence
         what = f"Neutron {method} {path}"
-        if method != "GET":
+        writes = method != "GET"
+        if writes:
             fence.check(what)       # a replica that lost its lease: exits
         try:
-            resp = self._neutron.request(path, method, raise_exc=False,
-                                         timeout=self.timeout, **kwargs)
+            with sendfence.write() if writes else contextlib.nullcontext():
+                resp = self._neutron.request(path, method, raise_exc=False,
+                                             timeout=self.timeout, **kwargs)
         except ks_exc.Unauthorized as exc:
             raise OpenStackUnavailable(f"Keystone refused: {exc}", 401) from exc
         except ks_exc.ClientException as exc:

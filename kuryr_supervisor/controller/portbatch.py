@@ -129,7 +129,8 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
     thread, with the ports of each request as it is answered (their pods
     need not wait for the slowest request). ``announce(uids, seconds)``
     is called before each request is sent with its pods and how long it
-    may still commit (:mod:`.createlease`); if it raises, that request and
+    may plausibly still commit (:meth:`.Pace.likely_for`,
+    :mod:`.createlease`); if it raises, that request and
     the rest are not sent and their pods fail with its error. See the
     module for the other failure rules."""
     pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
@@ -150,7 +151,8 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 timeout = pace.timeout_for(len(todo[:size]))
                 try:
                     announce([uid for _, uid in todo[:size]],
-                             pace.may_commit_until(0.0, timeout))
+                             pace.may_commit_until(0.0, pace.likely_for(
+                                 len(todo[:size]))))
                 except Exception as exc:  # noqa: BLE001 - not sent: theirs
                     stop = exc
                     break

@@ -23,7 +23,14 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   dropped connection: no status) may still commit: its send time plus
   :data:`COMMIT_WAIT` times its timeout. Its pods get no new create
   before then; a port it commits later is found by the next port list
-  and adopted, or, if the pod already has one, deleted as a duplicate.
+  and adopted, or, if the pod already has one, deleted as a duplicate;
+- says how long a request is announced for (:mod:`.createlease`, read by
+  a process that starts after its sender died, which cannot know whether
+  the request ever reached Neutron): :data:`COMMIT_WAIT` times how long
+  Neutron plausibly works on it (:meth:`Pace.likely_for`), not times its
+  timeout, whose floor per port is sized against false timeouts: with a
+  Neutron at 10 ms a port a bulk of 100 has a 55 s timeout, and a create
+  its dying sender never sent whole would hold its pods close to 3 min.
 
 Pure but for the injected clock; the handler keeps one per process.
 """
@@ -71,6 +78,16 @@ class Pace:
         """The timeout of a request of ``ports`` ports."""
         per = max(self.per_port, SAFETY * (self.ewma or 0.0))
         return min(self.timeout_max, self.timeout + ports * per)
+
+    def likely_for(self, ports: int) -> float:
+        """How long Neutron plausibly works on a request of ``ports``
+        ports: ``timeout + ports * SAFETY * EWMA`` once measured (the
+        timeout without its floor per port), the timeout before; never
+        more than the timeout."""
+        timeout = self.timeout_for(ports)
+        if not self.ewma:
+            return timeout
+        return min(timeout, self.timeout + ports * SAFETY * self.ewma)
 
     def answered(self, ports: int, seconds: float) -> None:
         """A request of ``ports`` ports was answered after ``seconds``."""

@@ -31,6 +31,7 @@ from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
 from kuryr_supervisor.cni.serving import CNIServer
 from kuryr_supervisor.state import SharedState
+from tests.fixtures.netns import add_netns
 
 HOST_PATH = "/usr/bin:/bin"
 
@@ -69,7 +70,7 @@ class Namespaces:
 
     def create(self) -> str:
         name = unique("ksvc-")
-        ip("netns", "add", name)
+        add_netns(name)
         self.names.append(name)
         return name
 

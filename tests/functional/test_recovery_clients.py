@@ -32,6 +32,7 @@ import pytest
 
 from kuryr_supervisor.cni.ipam import IpamStore
 from tests.fixtures.daemon import Daemon, wait_until
+from tests.fixtures.netns import add_netns
 from tests.functional.cni_harness import ip_json
 from tests.functional.test_cnitool import SHIPPED, Cnitool
 from tests.functional.test_podman import RUN_FLAGS, Podman, podman  # noqa: F401
@@ -110,7 +111,7 @@ def test_cnitool_add_during_recovery(cnitool: Path, daemon: Daemon, tmp_path: Pa
     install(daemon, root, shim_factory(str(tmp_path)))
     tool = Cnitool(cnitool, root)
     ns = f"ksvr{os.getpid() % 10000}{how[0]}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
+    add_netns(ns)
     try:
         adding = tool.start("add", f"/var/run/netns/{ns}")
         try:

@@ -16,6 +16,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller import sendfence
 from tests.fixtures.openstack import PROJECT_ID, FakeKeystone, FakeNeutron
 
 
@@ -57,6 +58,10 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
     assert api.delete_port(port.id) is False
     assert neutron.ports == {}
     assert keystone.issued() == 1       # one token for all of it
+    # every connection to either checks the write fence before each send
+    for scheme in ("http://", "https://"):
+        assert isinstance(api._session.session.adapters[scheme],
+                          sendfence.FencedAdapter)
 
 
 def test_neutron_endpoint_chosen_by_region_interface_or_override(

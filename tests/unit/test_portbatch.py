@@ -107,7 +107,9 @@ def test_lost_answer_handed_back_and_rest_not_tried(cloud: Cloud) -> None:
 
 def test_every_request_announced_before_it_is_sent(cloud: Cloud) -> None:
     """A leader announces each create, with how long it may still commit
-    (3 times its timeout), before sending it; an announcement that fails
+    (3 times how long Neutron plausibly takes for it: its timeout before
+    the pace is measured, less after, as the floor per port is not
+    counted), before sending it; an announcement that fails
     sends nothing more: those pods fail with its error, and none is
     handed back as pending (nothing of theirs is at Neutron)."""
     api, neutron = cloud
@@ -129,6 +131,10 @@ def test_every_request_announced_before_it_is_sent(cloud: Cloud) -> None:
     assert named[:2] == [[u for _, u in devs[:10]],
                          [u for _, u in devs[10:110]]]
     assert all(within >= 3 * api.timeout for within, _ in said)
+    # the first: 3 times its timeout (5 s + 10 * 0.5 s); the second, once
+    # a port is measured at a few ms, far less than its timeout's 3 times
+    assert said[0][0] == pytest.approx(3 * (api.timeout + 10 * 0.5))
+    assert said[1][0] < 3 * (api.timeout + 100 * 0.5) / 2, said
     assert len(out.made) == 110 and out.pending == {}
     assert set(out.failed) == {uid for _, uid in devs[110:]}
     assert {str(e) for e in out.failed.values()} == {
@@ -212,3 +218,18 @@ def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:
         pace.answered(100, 0.1)
     assert pace.batch_size() == 100                       # at most size
     assert pace.may_commit_until(10.0, 9.0) == 10.0 + portpace.COMMIT_WAIT * 9.0
+
+
+def test_pace_likely_time_leaves_out_the_floor_per_port() -> None:
+    """How long a request is announced for: its timeout until a port is
+    measured; then the timeout without its floor per port (never more
+    than the timeout itself)."""
+    from kuryr_supervisor.controller import portpace
+    pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
+                         batch_seconds=2.0, size=100, clock=lambda: 0.0)
+    assert pace.likely_for(10) == pace.timeout_for(10) == 10.0
+    pace.answered(100, 1.0)                              # 10 ms a port
+    assert pace.timeout_for(100) == 55.0                  # the floor: 0.5 s
+    assert pace.likely_for(100) == pytest.approx(5.0 + 100 * 3 * 0.01)
+    pace.answered(1, 1000.0)                             # Neutron got slow
+    assert pace.likely_for(100) == pace.timeout_for(100) == 120.0
