@@ -6,6 +6,7 @@ few seconds however slowly the bytes come, bounds what it reads, and never
 shows a traceback."""
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -48,13 +49,17 @@ class Server:
         self.port = self.sock.getsockname()[1]
         self.answer = answer
         self.stop = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
 
     def _serve(self) -> None:
         while not self.stop.is_set():
             try:
                 conn, _ = self.sock.accept()
             except OSError:
+                return
+            if self.stop.is_set():
+                conn.close()
                 return
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
@@ -68,7 +73,15 @@ class Server:
                 pass
 
     def close(self) -> None:
+        """Wake the accept (shutdown) and wait for its thread before the
+        descriptor is closed: a thread still calling accept on a closed
+        descriptor's number would accept the connections of whatever
+        socket gets that number next (seen: a fake Keystone's, answered
+        with a status document, tests later)."""
         self.stop.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
         self.sock.close()
 
 
@@ -88,6 +101,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[[Answer], Path]]:
     yield start
     for server in servers:
         server.close()
+        assert not server.thread.is_alive(), "an accept outlived its server"
 
 
 def status(conf: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str],

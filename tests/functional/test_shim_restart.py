@@ -161,8 +161,8 @@ def test_waits_while_the_listen_backlog_is_full(shim: str, tmp_path: Path) -> No
         status, out, err = finish(proc)
     finally:
         server.shutdown(socket.SHUT_RDWR)
-        server.close()
         thread.join(5)
+        server.close()
     assert (status, out) == (0, None), err
     assert len(err) == 1 and "(listen backlog full)" in err[0], err
     assert len(served) == 1 and served[0].startswith(b"POST /cni ")
