@@ -146,6 +146,8 @@ def test_annotation_before_scheduling_ignored(tmp_path: Path, cloud: Cloud,
         pod = cloud.api.add_pod("default", "early", "")
         uid = pod["metadata"]["uid"]
         forged_spec = spec_for(pod, subnet, 250)
+        # Neutron draws at random: never this one, or the test proves nothing
+        cloud.neutron.reserve(forged_spec["address"].split("/")[0])
         annotate(cloud.api, pod, forged_spec)
         pod["spec"]["nodeName"] = NODE          # now scheduled
         cloud.api.modify_pod("default", "early")
