@@ -6,6 +6,15 @@ tests/fixtures/realcloud), which count as privileged here. Without
 root they are skipped, unless ``KURYR_SUPERVISOR_REQUIRE_PRIVILEGED=1`` (CI
 sets it): then a privileged test that skips, for any reason, fails, so a CI
 run can never pass without them.
+
+Every test is in exactly one tier (:data:`TIERS`, :func:`tier`); ``pytest
+--tier NAME`` runs one (``tox -e NAME``), plain ``pytest`` (``tox``, CI)
+runs them all. A test that needs root or a real cloud, or lives in
+tests/functional, is ``functional``; else one marked ``build``, or using
+a fixture that builds with Go (``go_shim``, ``cnitool``), is ``build``;
+else one marked ``manifests`` is ``manifests``; the rest is ``unit``: it
+needs no root, no network, no package index and no Go build, so it runs
+as any user in a namespace with no network (``unshare -rn``).
 """
 from __future__ import annotations
 
@@ -23,10 +32,34 @@ pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []
 
+#: The tiers, fastest first (doc/source/contributor/testing.rst says what
+#: each needs; tox.ini has an environment of each name).
+TIERS = ("unit", "build", "manifests", "functional")
+#: Fixtures that build with Go: a test using one is in the build tier.
+_GO_FIXTURES = frozenset({"go_shim", "cnitool"})
+_FUNCTIONAL = os.path.join(os.path.dirname(__file__), "functional") + os.sep
+
 
 def _privileged(item: pytest.Item) -> bool:
     return bool(item.get_closest_marker("privileged")
                 or item.get_closest_marker("realcloud"))
+
+
+def tier(item: pytest.Item) -> str:
+    """The one tier ``item`` belongs to (module docstring)."""
+    if _privileged(item) or str(item.path).startswith(_FUNCTIONAL):
+        return "functional"
+    if item.get_closest_marker("build") or \
+            _GO_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "build"
+    if item.get_closest_marker("manifests"):
+        return "manifests"
+    return "unit"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--tier", choices=TIERS, default=None,
+                     help="run only this tier's tests (default: every tier)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -42,6 +75,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
+    wanted = config.getoption("--tier")
+    if wanted is not None:
+        others = [item for item in items if tier(item) != wanted]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if tier(item) == wanted]
     if os.geteuid() == 0 or REQUIRE:
         return
     skip = pytest.mark.skip(reason="needs root")

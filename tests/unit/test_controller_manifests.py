@@ -21,6 +21,8 @@ from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
+pytestmark = pytest.mark.manifests
+
 HERE = Path(__file__).parents[2] / "etc" / "kubernetes" / "controller"
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from tests.fixtures.clients import REPO, _run, go_env
 
+pytestmark = pytest.mark.build
 SHIM_DIR = REPO / "cmd" / "kuryr-cni"
 
 

@@ -14,7 +14,7 @@ from tests.fixtures import checkov, docs, kustomize
 
 MANIFESTS = Path(__file__).parents[2] / "etc" / "kubernetes"
 # The first run makes checkov's venv (pip, from the index): minutes.
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.manifests]
 COMPONENTS = sorted(p.name for p in (MANIFESTS / "components").iterdir()
                     if (p / "kustomization.yaml").exists())
 

@@ -27,6 +27,8 @@ from kuryr_supervisor.kubernetes import events
 from tests.fixtures import docs, kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
+pytestmark = pytest.mark.manifests
+
 ROOT = Path(__file__).parents[2]
 MANIFESTS = ROOT / "etc" / "kubernetes"
 BASE = MANIFESTS / "base"

@@ -15,6 +15,8 @@ from kuryr_supervisor.conf import binding as binding_conf
 from kuryr_supervisor.conf import cni_daemon
 from tests.unit.test_manifests import by_kind, container, model, with_components
 
+pytestmark = pytest.mark.manifests
+
 
 def test_ovs_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = with_components(tmp_path, "ovs")

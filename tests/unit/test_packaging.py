@@ -180,6 +180,7 @@ def elf_interpreter(data: bytes) -> bool:
                for i in range(phnum))          # PT_INTERP
 
 
+@pytest.mark.build
 def test_wheel_built_with_go_carries_the_static_shim(
         wheel_with_go: tuple[Path, str]) -> None:
     wheel, log = wheel_with_go
@@ -191,6 +192,7 @@ def test_wheel_built_with_go_carries_the_static_shim(
     assert "built the compiled CNI shim" in log
 
 
+@pytest.mark.build
 def test_wheel_built_without_go_says_how_to_get_the_compiled_shim(
         wheel_without_go: tuple[Path, str]) -> None:
     wheel, log = wheel_without_go
@@ -203,6 +205,7 @@ def test_wheel_built_without_go_says_how_to_get_the_compiled_shim(
     assert "no Go on PATH" in line and "golang-go" in line
 
 
+@pytest.mark.build
 def test_wheel_ships_unit_sample_config_and_license(
         wheel_with_go: tuple[Path, str]) -> None:
     wheel, _ = wheel_with_go
