@@ -205,7 +205,8 @@ FIRST_PAUSE, LONGEST_PAUSE, LAST_ATTEMPT = 0.02, 1.0, 0.01
 _COMMANDS = ("ADD", "DEL", "CHECK", "GC", "STATUS")
 
 
-def _exchange(address: str, request: bytes, deadline: float) -> bytes:
+def _exchange(address: str, request: bytes, deadline: float,
+              clock: Callable[[], float]) -> bytes:
     """One attempt: connect, send, read to EOF; the answer's bytes.
 
     _NoAnswer when nothing of an answer came and the failure says no daemon
@@ -214,7 +215,7 @@ def _exchange(address: str, request: bytes, deadline: float) -> bytes:
     error): what it wrote is read, and only nothing at all is no answer.
     """
     try:
-        sock = _connect(address, max(deadline - time.monotonic(), 0.001))
+        sock = _connect(address, max(deadline - clock(), 0.001))
     except OSError as exc:
         if exc.errno not in _ABSENT:        # a time-out has no errno
             raise
@@ -229,7 +230,7 @@ def _exchange(address: str, request: bytes, deadline: float) -> bytes:
         except (ConnectionResetError, BrokenPipeError) as exc:
             unsent = _ABSENT.get(exc.errno or 0, "broken pipe")
         while len(answer) <= _MAX_ANSWER:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            sock.settimeout(max(deadline - clock(), 0.001))
             chunk = sock.recv(65536)
             if not chunk:
                 break
@@ -253,7 +254,10 @@ def _warn(line: str) -> None:
 
 def call_daemon(address: str, data: bytes, timeout: float,
                 headers: dict[str, str], *, command: str = "",
-                log: Callable[[str], None] = _warn) -> tuple[int, bytes]:
+                log: Callable[[str], None] = _warn,
+                clock: Callable[[], float] = time.monotonic,
+                sleep: Callable[[float], object] = time.sleep
+                ) -> tuple[int, bytes]:
     """POST the JSON ``data``; (HTTP status, body). ShimError(11) if
     unreachable until the deadline.
 
@@ -263,31 +267,32 @@ def call_daemon(address: str, data: bytes, timeout: float,
     not there is tried again after a pause (equal jitter: half the backoff
     plus a random part of the other half, from os.urandom since ``random``
     costs start-up; 20 ms doubling to 1 s), so a restart costs latency;
-    the first retry is logged, once.
+    the first retry is logged, once. ``clock`` and ``sleep`` are a test's
+    (a fake clock: the backoff without the wait).
     """
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     request = (f"POST /cni HTTP/1.0\r\nHost: localhost\r\n"
                f"Content-Type: application/json\r\n"
                f"Content-Length: {len(data)}\r\n{head}\r\n").encode() + data
-    started = time.monotonic()
+    started = clock()
     deadline, pause, attempts = started + timeout, FIRST_PAUSE, 1
     while True:
         try:
-            answer = _exchange(address, request, deadline)
+            answer = _exchange(address, request, deadline, clock)
             break
         except _NoAnswer as exc:
-            left = deadline - time.monotonic()
+            left = deadline - clock()
             if left <= LAST_ATTEMPT:
                 raise ShimError(
                     TRY_AGAIN, "kuryr-supervisor is unreachable",
                     f"{address}: {exc}; {attempts} attempt{'s' * (attempts > 1)}"
-                    f" in {time.monotonic() - started:.1f} s") from None
+                    f" in {clock() - started:.1f} s") from None
             if attempts == 1:   # the runtime's command, never its raw bytes
                 log(f"{command if command in _COMMANDS else 'call'}: "
                     f"kuryr-supervisor at {address} is not there ({exc}); "
                     f"retrying for up to {timeout:g} s")
-            time.sleep(min(pause * (1 + os.urandom(1)[0] / 256) / 2,
-                           left - LAST_ATTEMPT))
+            sleep(min(pause * (1 + os.urandom(1)[0] / 256) / 2,
+                      left - LAST_ATTEMPT))
             pause, attempts = min(pause * 2, LONGEST_PAUSE), attempts + 1
         except _socket.timeout as exc:
             raise ShimError(TRY_AGAIN, "kuryr-supervisor did not answer in time",

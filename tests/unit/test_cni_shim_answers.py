@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -62,7 +63,8 @@ def answering(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """call_daemon's exchange answers the next of these bytes."""
     answers: list[bytes] = []
 
-    def exchange(address: str, request: bytes, deadline: float) -> bytes:
+    def exchange(address: str, request: bytes, deadline: float,
+                 clock: Callable[[], float]) -> bytes:
         return answers.pop(0)
 
     monkeypatch.setattr(shim, "_exchange", exchange)

@@ -122,17 +122,28 @@ def test_the_deadline_bounds_the_whole_call(tmp_path: Path, listeners: list[List
     assert len(lines) == 1
 
 
-def test_backoff_grows_and_is_jittered(tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    pauses: list[float] = []
-    real_sleep = time.sleep
+class FakeClock:
+    """Time that passes only in ``sleep``: the pauses, without the wait."""
 
-    def sleep(seconds: float) -> None:
-        pauses.append(seconds)
-        real_sleep(seconds)
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.pauses: list[float] = []
 
-    monkeypatch.setattr(shim.time, "sleep", sleep)
-    call(str(tmp_path / "none.sock"), 2.5)
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_backoff_grows_and_is_jittered(tmp_path: Path) -> None:
+    clock = FakeClock()
+    address = f"unix://{tmp_path / 'none.sock'}"
+    with pytest.raises(shim.ShimError) as err:
+        shim.call_daemon(address, b"{}", 2.5, {}, log=lambda line: None,
+                         clock=clock, sleep=clock.sleep)
+    pauses = clock.pauses
     # 20 ms doubling to 1 s, each pause in [half, whole] of its step
     steps = [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0]
     assert len(pauses) >= 7
@@ -140,6 +151,10 @@ def test_backoff_grows_and_is_jittered(tmp_path: Path,
         assert step / 2 <= pause <= step, pauses
     assert len(set(pauses[:6])) == 6
     assert max(pauses) <= 1.0
+    # Up to the deadline, the last pause cut short to leave one attempt.
+    assert sum(pauses) == pytest.approx(2.5 - shim.LAST_ATTEMPT)
+    assert err.value.code == shim.TRY_AGAIN
+    assert err.value.details.endswith(f"{len(pauses) + 1} attempts in 2.5 s")
 
 
 @pytest.mark.parametrize("name, handle, msg", [

@@ -1,11 +1,11 @@
 """Node events: aggregation and the spam filter (pure), the recorder over real
 HTTP against the fake Kubernetes API (read back with the kubernetes client),
-and the source against a real SharedState changed the way the master does."""
+and the source against a real SharedState changed the way the master does,
+on a fake clock (the daemon's own hysteresis, no wait)."""
 from __future__ import annotations
 
 import multiprocessing
 import signal
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -19,16 +19,15 @@ from kuryr_supervisor.kubernetes.events import Correlator, EventRecorder, Note
 from kuryr_supervisor.state import Component, Fault, LiveCause, Reason, SharedState
 from tests.fixtures.fakeapi import FakeAPI
 
-#: The hysteresis of these tests (seconds; the daemon's is 10 s).
-READY_HOLD_TEST = 0.2
-
 NODE = "node-ev"
 CRASH = Note("Warning", "WorkerRestarted", "Server worker was killed", "server/signal9")
 
 
 class Wall:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
+    """A clock that moves only when a test moves it (``now``)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
@@ -132,8 +131,14 @@ class Sink(list[Note]):
 
 
 @pytest.fixture
-def setup() -> tuple[SharedState, cfg.ConfigOpts, Sink]:
-    state = SharedState.create(multiprocessing.get_context("fork"))
+def clock() -> Wall:
+    return Wall(1000.0)
+
+
+@pytest.fixture
+def setup(clock: Wall) -> tuple[SharedState, cfg.ConfigOpts, Sink]:
+    state = SharedState.create(multiprocessing.get_context("fork"),
+                               clock=clock)
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([])
@@ -185,8 +190,7 @@ def test_worker_restart_named_with_its_signal(setup: tuple[SharedState, cfg.Conf
 
 
 def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Sink],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(verdictnotes, "READY_HOLD", READY_HOLD_TEST)
+                                   clock: Wall) -> None:
     state, conf, sink = setup
     source = NodeEventSource(state, conf, sink.append)
     state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
@@ -200,7 +204,10 @@ def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Si
                           summary="live, not ready: k8s-api: HTTP 500")
     source.poll()
     assert sink.reasons() == ["Ready"]      # not yet: hysteresis
-    time.sleep(READY_HOLD_TEST)
+    clock.now += verdictnotes.READY_HOLD - 0.1
+    source.poll()
+    assert sink.reasons() == ["Ready"]
+    clock.now += 0.1
     source.poll()
     state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
                           summary="live, ready")
@@ -224,11 +231,9 @@ def test_budgets_verdict_and_faults(setup: tuple[SharedState, cfg.ConfigOpts, Si
 
 
 def test_a_short_unready_spell_is_not_an_event(
-        setup: tuple[SharedState, cfg.ConfigOpts, Sink],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        setup: tuple[SharedState, cfg.ConfigOpts, Sink], clock: Wall) -> None:
     """A healed restart: readiness fails for a moment, WorkerRestarted is
     the only Event (no NotReady/Ready pair per kill)."""
-    monkeypatch.setattr(verdictnotes, "READY_HOLD", 0.3)
     state, conf, sink = setup
     source = NodeEventSource(state, conf, sink.append)
     state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
@@ -240,6 +245,7 @@ def test_a_short_unready_spell_is_not_an_event(
         state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
                               summary="live, not ready: server not running")
         source.poll()
+        clock.now += verdictnotes.READY_HOLD / 2     # a slow restart
         state.register(Component.SERVER, 300 + n)
         state.publish_overall(live=True, ready=True, cause=LiveCause.NONE,
                               summary="live, ready")
@@ -249,6 +255,6 @@ def test_a_short_unready_spell_is_not_an_event(
     state.publish_overall(live=True, ready=False, cause=LiveCause.NONE,
                           summary="live, not ready: k8s-api down")
     source.poll()
-    time.sleep(0.35)
+    clock.now += verdictnotes.READY_HOLD
     source.poll()
     assert sink.reasons()[-1] == "NotReady"
