@@ -64,9 +64,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Namespaces an earlier run left when it was killed are deleted
-    before any test makes its own (:mod:`tests.fixtures.netns`)."""
+    before any test makes its own (:mod:`tests.fixtures.netns`). Only the
+    functional tier makes namespaces: the others touch none (the unit tier
+    may run as root of a user namespace, which cannot read the ledger)."""
     from tests.fixtures.netns import sweep_leftovers  # a plugin: loaded late
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 and \
+            session.config.getoption("--tier") in (None, "functional"):
         swept = sweep_leftovers()
         if swept:
             print(f"deleted {len(swept)} network namespaces left by "

@@ -86,6 +86,7 @@ def get(port: int, path: str) -> tuple[int, str]:
         conn.close()
 
 
+@pytest.mark.privileged        # the netlink check needs NET_ADMIN
 def test_serves_real_http(worker: HealthManagerWorker,
                           state: SharedState) -> None:
     server = worker.start()

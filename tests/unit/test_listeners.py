@@ -1,5 +1,6 @@
 """The master's listeners: bound before the fork, taken from systemd, the
-CNI socket file watched and handed over -- on real sockets."""
+CNI socket file watched and handed over -- on real sockets. The CNI
+socket's directory is trusted only when root's: those tests need root."""
 from __future__ import annotations
 
 import logging
@@ -49,6 +50,7 @@ def accepts(listener: socket.socket, path: str) -> bool:
     return True
 
 
+@pytest.mark.privileged
 def test_binds_every_listener_with_the_trust_rules(
         opened: listeners.Listeners, tmp_path: Path) -> None:
     path = f"{tmp_path}/run/cni.sock"
@@ -62,6 +64,7 @@ def test_binds_every_listener_with_the_trust_rules(
     assert opened.activated == ()
 
 
+@pytest.mark.privileged
 def test_a_taken_metrics_port_leaves_the_probes_up(
         conf: cfg.ConfigOpts, caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as taken:
@@ -81,6 +84,7 @@ def test_a_taken_metrics_port_leaves_the_probes_up(
             got.close()
 
 
+@pytest.mark.privileged
 def test_a_taken_probe_port_names_its_holder(conf: cfg.ConfigOpts) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -93,6 +97,7 @@ def test_a_taken_probe_port_names_its_holder(conf: cfg.ConfigOpts) -> None:
         assert f", uid {os.getuid()}" in str(err.value)
 
 
+@pytest.mark.privileged
 def test_deleted_socket_is_rebound_onto_the_same_descriptor(
         opened: listeners.Listeners) -> None:
     """The master's descriptor number stays (workers forked later inherit
@@ -112,6 +117,7 @@ def test_deleted_socket_is_rebound_onto_the_same_descriptor(
         assert accepts(fresh, path)             # the very same socket
 
 
+@pytest.mark.privileged
 def test_a_file_in_the_way_is_never_removed(
         opened: listeners.Listeners) -> None:
     assert opened.cni_path is not None and opened.handoff is not None
@@ -133,6 +139,7 @@ def ok_app(environ: dict[str, object], start_response: Any) -> list[bytes]:
     return [b"ok"]
 
 
+@pytest.mark.privileged
 def test_the_server_raises_and_clears_the_fault(
         opened: listeners.Listeners) -> None:
     """CNIServer applies the notices: the fault is written by the Server
@@ -190,6 +197,7 @@ def test_passed_sockets_are_matched_by_name_then_address(
     assert listeners.match(other, conf) is None
 
 
+@pytest.mark.privileged
 def test_an_address_not_on_this_host_is_a_configuration_error(
         conf: cfg.ConfigOpts) -> None:
     conf.set_override("host", "192.0.2.1", group="cni_health_server")
@@ -199,6 +207,7 @@ def test_an_address_not_on_this_host_is_a_configuration_error(
     assert "held by" not in str(err.value)      # not in use: not available
 
 
+@pytest.mark.privileged
 def test_our_own_socket_file_back_clears_the_fault(
         opened: listeners.Listeners) -> None:
     """Moved away while something blocked the path, then put back: the
@@ -220,6 +229,7 @@ def test_our_own_socket_file_back_clears_the_fault(
     assert accepts(opened.cni, path)            # the very same socket
 
 
+@pytest.mark.privileged
 def test_an_untrusted_directory_is_named_until_restored(
         opened: listeners.Listeners) -> None:
     assert opened.handoff is not None and opened.cni_path is not None
@@ -234,6 +244,7 @@ def test_an_untrusted_directory_is_named_until_restored(
         Fault.SOCKET_UNTRUSTED, Fault.NONE]
 
 
+@pytest.mark.privileged
 def test_a_replaced_socket_is_shut_down(opened: listeners.Listeners) -> None:
     """A copy of the old socket held by a worker forked earlier refuses
     connections once its file is put back at the path: stale, replaced."""
@@ -266,6 +277,7 @@ def test_listen_fds_beyond_the_descriptor_limit_is_refused() -> None:
     assert activation.fd_limit() > activation.FIRST_FD
 
 
+@pytest.mark.privileged
 def test_a_socket_removed_while_it_was_bound_again_is_bound_again(
         opened: listeners.Listeners, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file removed between the rename into place and the master's

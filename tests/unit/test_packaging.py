@@ -18,6 +18,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.master import activation, listeners, reporting
 from tests.fixtures import docs
+from tests.fixtures.tree import copy_checkout
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "kuryr-supervisor.service"
@@ -137,10 +138,7 @@ def test_start_timeout_covers_the_start_extensions() -> None:
 def build_wheel(tmp: Path, *, path: str) -> tuple[Path, str]:
     """A wheel of a copy of the tree (no build/ or built shim of the
     checkout's own), built with ``PATH=path``; the wheel and pip's -v log."""
-    tree = tmp / "tree"
-    shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(
-        ".git", ".tox", "build", "dist", "*.egg-info", "__pycache__", "bin",
-        ".venv", ".bench", "wheelhouse"))
+    tree = copy_checkout(tmp / "tree")
     env = dict(os.environ, PATH=path,
                # Go's build cache shared with the suite's other shim builds.
                GOCACHE=str(ROOT / "build" / "gocache"))
@@ -269,6 +267,7 @@ def test_standalone_master_does_not_import_the_kubernetes_client() -> None:
     assert done.stdout.strip() == "False"
 
 
+@pytest.mark.privileged        # the CNI socket's directory: root's
 def test_reload_checks_the_config_before_the_signal(tmp_path: Path) -> None:
     """ExecReload= runs check-config on ExecStart's files, then SIGHUP; the
     check refuses a bad file (78) so systemd never sends the signal."""

@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.fixtures import kustomize
@@ -79,6 +80,7 @@ def test_alerts_follow_the_conventions() -> None:
         assert f".. _{name}:" in RUNBOOK, name
 
 
+@pytest.mark.manifests
 def test_prometheusrule_holds_the_same_rules() -> None:
     (doc,) = kustomize.build(pt.PROMETHEUS_RULE.parent)
     assert (doc["apiVersion"], doc["kind"]) == ("monitoring.coreos.com/v1",
