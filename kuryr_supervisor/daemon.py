@@ -2,8 +2,10 @@
 check in the master what the workers will need (:mod:`.master.preflight`),
 run the master. Invalid configuration exits 78 with one line naming the
 option; so does Kubernetes mode without the optional ``kubernetes`` client
-library (the ``[kubernetes]`` extra), naming what to install. A second daemon
-on the same state directory, port or socket exits 77.
+library (the ``[kubernetes]`` extra), naming what to install. Groups and
+options of the files that nothing registers are logged as warnings, one
+line each with the closest known name, as ``check-config`` prints them. A
+second daemon on the same state directory, port or socket exits 77.
 
 The command line: ``--help`` lists the subcommands (:mod:`.cli.usage`),
 ``--help-all`` every option; a subcommand may stand anywhere among the
@@ -20,7 +22,7 @@ from oslo_log import log
 
 from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import configfiles, usage
+from kuryr_supervisor.cli import usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.master.sdnotify import Notifier
 
@@ -46,7 +48,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     log.set_defaults(default_log_levels=log.get_default_log_levels() + _QUIET)
     conf_mod.register_opts(conf)
     try:
-        configfiles.check(args)     # never hang on a FIFO or /dev/zero
         conf_mod.load(conf, args)
     except conf_mod.ConfigError as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import configfiles, usage
+from kuryr_supervisor.cli import usage
 
 #: Each subcommand and its one line in ``kuryr-supervisor --help``.
 SUBCOMMANDS = usage.SUBCOMMANDS
@@ -53,6 +53,5 @@ def load_conf(args: Sequence[str]) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     log.register_options(conf)      # the daemon's logging options parse too
     conf_mod.register_opts(conf)
-    configfiles.check(args)         # never hang on a FIFO or /dev/zero
     conf_mod.load(conf, args)
     return conf

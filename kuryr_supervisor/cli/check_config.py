@@ -5,7 +5,7 @@ one line the daemon would print and exits 78, so ``ExecReload=`` (systemd) and
 an upgrade script can refuse a bad file before the running daemon reads it.
 
 It runs every check the daemon makes before forking that takes nothing:
-configuration paths that are regular files (:mod:`.configfiles`), option
+configuration paths that are regular files of UTF-8 text, option
 values and the cross-option rules (:func:`kuryr_supervisor.conf.load`),
 :func:`kuryr_supervisor.master.preflight.validate` (probe address, socket
 path trust, handlers installed, state directory shape and store version),
@@ -17,7 +17,8 @@ on nothing, creates nothing, so it runs beside the daemon it is about; a
 lock, port or socket held by a running daemon is a start's question (77).
 
 Groups and options nothing registers (typos) are named with the closest
-known name (:mod:`.unknown`): warnings on stderr, or with ``--strict`` the
+known name (:func:`kuryr_supervisor.conf.unknown_names`, the lines the
+daemon logs at start): warnings on stderr, or with ``--strict`` the
 failure, exit 78. The daemon's start-up warnings about files that hold a
 secret and others can read are printed too (warnings either way).
 """
@@ -31,7 +32,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import checks, unknown, usage
+from kuryr_supervisor.cli import checks, usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.kubernetes import config as k8s_config
 from kuryr_supervisor.master import preflight
@@ -78,7 +79,7 @@ def main(args: list[str]) -> int:
         return int(ExitCode.CONFIG)
     for line in conf_mod.secret_file_warnings(conf):
         print(f"kuryr-supervisor: warning: {line}", file=sys.stderr)
-    strays = unknown.report(conf, {g for g, _ in conf_mod.list_opts()})
+    strays = conf_mod.unknown_names(conf)
     level = "configuration error" if own.strict else "warning"
     for line in strays:
         print(f"kuryr-supervisor: {level}: {line}", file=sys.stderr)

@@ -7,7 +7,10 @@ them for the daemon and for ``oslo-config-generator`` (entry point
 
 oslo.config checks a value only when it is read, so :func:`validate` reads
 every option once: a bad value is refused at start (or on reload) with one
-line naming the option, instead of surfacing later inside a worker.
+line naming the option, instead of surfacing later inside a worker. Before
+anything is read, :func:`load` refuses a configuration path that is not a
+regular file of UTF-8 text (:mod:`.files`); after it, names nothing
+registers (a typo) are told apart by :func:`unknown_names` (:mod:`.unknown`).
 """
 from __future__ import annotations
 
@@ -23,17 +26,19 @@ from kuryr_supervisor.conf import (
     cni_daemon,
     cni_install,
     controller,
+    files,
     health,
     ipam,
     kubernetes,
     metrics,
     secretfiles,
     supervisor,
+    unknown,
     vif_pool,
 )
 
 CONF = cfg.CONF
-PROJECT = "kuryr-supervisor"
+PROJECT = files.PROJECT
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
     cni_install, controller, vif_pool)
@@ -99,11 +104,24 @@ def secret_file_warnings(conf: cfg.ConfigOpts, *, euid: int | None = None,
     return secretfiles.warnings(conf, registered, euid=euid, groups=groups)
 
 
+def unknown_names(conf: cfg.ConfigOpts) -> list[str]:
+    """A line for each group or option of the files ``conf`` was read from
+    that nothing registers, with the closest known name (:mod:`.unknown`);
+    the other role's groups are known."""
+    return unknown.report(conf, {group for group, _ in list_opts()})
+
+
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:
     """Parse the command line and files into ``conf`` and validate them.
 
+    The files are checked first (:func:`.files.check`: never a hang on a
+    FIFO or ``/dev/zero``, never a traceback on a byte that is not UTF-8).
     ``--version`` prints the installed package's version and exits 0.
     """
+    try:
+        files.check(argv)
+    except files.Refused as exc:
+        raise ConfigError(str(exc)) from exc
     try:
         conf(list(argv), project=PROJECT, version=version.version())
     except cfg.Error as exc:

@@ -14,7 +14,11 @@ directories besides root's. Nothing else here needs root: the default
 probe and metrics ports are above 1024, and the CNI socket's checks apply
 to the CNI role only.
 A configuration file that holds a secret and is not private to the daemon
-gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`).
+gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`), and
+so does each group or option of the files that nothing registers, with
+the closest known name (:mod:`kuryr_supervisor.conf.unknown`: a typo would
+otherwise leave its option at the default without a word), the lines
+``check-config`` prints.
 
 A second daemon on the same state directory would write into the first
 one's allocations and log; it is refused with exit 77
@@ -66,6 +70,8 @@ class AlreadyRunning(Exception):
 def run(conf: cfg.ConfigOpts) -> IO[str]:
     """Every check; returns the held state-directory lock (keep it open)."""
     for line in conf_mod.secret_file_warnings(conf):
+        LOG.warning("%s", line)
+    for line in conf_mod.unknown_names(conf):
         LOG.warning("%s", line)
     validate(conf)
     lock = _state_dir_lock(conf.ipam.state_dir)

@@ -112,6 +112,28 @@ def test_a_config_path_that_is_not_a_file(tmp_path: Path, kind: str,
     assert "not a regular file" in done.stderr and str(path) in done.stderr
 
 
+@pytest.mark.parametrize("data, offset, problem", [
+    (b"[DEFAULT]\n# caf\xe9\n", 15, "byte 15 (0xe9) is not UTF-8"),
+    (b"\xef\xbb\xbf[DEFAULT]\nrole = cni\n", 0,
+     "starts with a UTF-8 byte order mark (bytes 0-2)")])
+@pytest.mark.parametrize("command", ["check-config", "status", "daemon"])
+def test_a_config_file_that_is_not_utf8(tmp_path: Path, data: bytes,
+                                        offset: int, problem: str,
+                                        command: str) -> None:
+    """One line naming the file and the byte, exit 78 (status: 2, not
+    reachable either way), never oslo.config's traceback; a byte order
+    mark is refused as clearly (oslo.config would read it as text)."""
+    path = tmp_path / "k.conf"
+    path.write_bytes(data)
+    args = ["--config-file", path]
+    done = cli(*(args if command == "daemon" else [command, *args]))
+    assert done.returncode == (2 if command == "status" else 78), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"--config-file {path}: {problem}" in done.stderr
+    assert f"byte {offset}" in done.stderr or f"bytes {offset}-" in done.stderr
+
+
 def test_unknown_options_and_groups_are_named(tmp_path: Path) -> None:
     conf = tmp_path / "k.conf"
     conf.write_text(
@@ -154,3 +176,29 @@ def test_a_readable_secret_is_warned_about_as_the_daemon_does(
     d.config.chmod(0o600)
     done = cli("check-config", "--strict", "--config-file", d.config)
     assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+@pytest.mark.privileged
+def test_the_daemon_warns_of_unknown_names_at_start(tmp_path: Path) -> None:
+    """A typo in ``[cni_health_server]`` would leave the probes on the
+    default port without a word: the daemon logs each unknown option and
+    group at start, one line each with the closest name, the very lines
+    ``check-config`` prints."""
+    d = Daemon(tmp_path, {"cni_health_server": {"prot": free_port()},
+                          "supervisr": {"max_restarts": 2}})
+    expected = [
+        f"{d.config}: unknown option [cni_health_server] prot: did you mean "
+        "`port`?",
+        f"{d.config}: unknown group [supervisr]: did you mean `supervisor`?"]
+    checked = cli("check-config", "--config-file", d.config)
+    assert checked.stderr.splitlines() == [
+        f"kuryr-supervisor: warning: {line}" for line in expected], checked
+    try:
+        d.start()
+        d.wait_ready()
+        logged = [line for line in d.log().splitlines() if "unknown " in line]
+        assert len(logged) == 2, d.log()
+        for line, want in zip(logged, expected, strict=True):
+            assert " WARNING " in line and line.endswith(want), line
+    finally:
+        d.close()

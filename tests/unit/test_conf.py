@@ -22,9 +22,9 @@ def write(path: Path, text: str) -> str:
     return str(path)
 
 
-def test_embedded_defaults_are_valid() -> None:
+def test_embedded_defaults_are_valid(tmp_path: Path) -> None:
     conf = fresh()
-    conf_mod.load(conf, ["--config-file", "/dev/null"])
+    conf_mod.load(conf, ["--config-file", write(tmp_path / "empty.conf", "")])
     assert conf.cni_health_server.port == 8090
     assert conf.cni_health_server.max_memory_usage == -1
     assert conf.cni_daemon.cni_failures_count == 3

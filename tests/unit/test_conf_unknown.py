@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from kuryr_supervisor.cli import unknown
+from kuryr_supervisor.conf import unknown
 
 
 def conf_for(tmp_path: Path, text: str) -> tuple[cfg.ConfigOpts, Path]:

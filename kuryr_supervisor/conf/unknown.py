@@ -2,9 +2,9 @@
 
 oslo.config ignores them: ``[supervisor] max_restart = 2`` (a typo) leaves
 ``max_restarts`` at its default and says nothing, and so does a misspelt
-group. ``check-config`` names each one with the closest known name
-(difflib, as git and argparse suggest), a warning by default and a
-failure with ``--strict``. Known are the options registered on the loaded
+group. The daemon (a warning each, at start) and ``check-config`` (a
+warning by default, the failure with ``--strict``) name each one with the
+closest known name (difflib, as git and argparse suggest). Known are the options registered on the loaded
 configuration (the daemon's, oslo.log's, those registered from parsed
 values such as the ``[neutron]`` auth plugin's) and their deprecated names
 and groups (Kuryr's spellings). A group of the other role (``[neutron]``
