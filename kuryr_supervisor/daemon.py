@@ -2,7 +2,8 @@
 check in the master what the workers will need (:mod:`.master.preflight`),
 run the master. Invalid configuration exits 78 with one line naming the
 option; so does Kubernetes mode without the optional ``kubernetes`` client
-library (the ``[kubernetes]`` extra), naming what to install. Groups and
+library (the ``[kubernetes]`` extra), with the command that installs it into
+this environment (:func:`kuryr_supervisor.version.install_hint`). Groups and
 options of the files that nothing registers are logged as warnings, one
 line each with the closest known name, as ``check-config`` prints them. A
 second daemon on the same state directory, port or socket exits 77.
@@ -60,8 +61,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     # imported by the master before it forks, so the workers share them.
     from kuryr_supervisor.cni.install import InstallOnFirstReady
     from kuryr_supervisor.kubernetes import client as k8s
+    from kuryr_supervisor.kubernetes import config as k8s_config
     from kuryr_supervisor.master import preflight
     from kuryr_supervisor.master.manager import Manager
+    if k8s.is_configured(conf):     # a fact of the install: before the world
+        try:
+            k8s.preload()
+        except ImportError as exc:
+            print(f"kuryr-supervisor: configuration error: "
+                  f"{k8s_config.missing_library()} ({exc})", file=sys.stderr)
+            raise SystemExit(ExitCode.CONFIG) from None
     try:
         # Held (open) for the master's life, inherited by every worker.
         lock = preflight.run(conf)
@@ -73,14 +82,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except preflight.AlreadyRunning as exc:
         print(f"kuryr-supervisor: already running: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.ALREADY_RUNNING) from None
-    if k8s.is_configured(conf):
-        try:
-            k8s.preload()
-        except ImportError as exc:
-            print("kuryr-supervisor: Kubernetes mode needs the kubernetes "
-                  "client library: pip install 'kuryr-supervisor[kubernetes]' "
-                  f"({exc})", file=sys.stderr)
-            raise SystemExit(ExitCode.CONFIG) from None
     from kuryr_supervisor.cni.install import uninstall_on_stop
     # The controller role plumbs nothing on this host: no shim to install.
     installer = InstallOnFirstReady(conf)

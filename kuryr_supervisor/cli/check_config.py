@@ -56,9 +56,7 @@ def parser() -> argparse.ArgumentParser:
 def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
     if k8s_config.is_configured(conf) and \
             importlib.util.find_spec("kubernetes") is None:
-        raise conf_mod.ConfigError(
-            "Kubernetes mode needs the kubernetes client library: pip install "
-            "'kuryr-supervisor[kubernetes]'")
+        raise conf_mod.ConfigError(k8s_config.missing_library())
 
 
 def check(args: list[str]) -> cfg.ConfigOpts:

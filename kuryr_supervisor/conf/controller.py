@@ -18,6 +18,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from kuryr_supervisor import version
 from kuryr_supervisor.state import MAX_HANDLERS
 
 GROUP = "controller"
@@ -241,8 +242,8 @@ def validate(conf: cfg.ConfigOpts) -> None:
                          "([kubernetes] api_root or kubeconfig, or a pod's "
                          "service account)")
     if NEUTRON_GROUP not in conf:
-        raise ValueError("role controller needs keystoneauth1: install "
-                         "kuryr-supervisor[openstack]")
+        raise ValueError("role controller needs keystoneauth1: "
+                         f"{version.install_hint('openstack')}")
     _validate_handlers(list(conf.controller.handlers))
     if "neutron_port" in conf.controller.handlers and \
             not conf.controller.pod_network_id:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
+from kuryr_supervisor import version
 from kuryr_supervisor.kubernetes.wire import K8sPermanent
 
 if TYPE_CHECKING:
@@ -31,6 +32,13 @@ def preload() -> None:
     HealthManager) share its pages instead of importing ~30 MiB each."""
     import kubernetes.client  # noqa: F401
     import kubernetes.config  # noqa: F401
+
+
+def missing_library() -> str:
+    """The one line for Kubernetes mode without the client library (the
+    ``kubernetes`` extra), with the command that installs it."""
+    return ("Kubernetes mode needs the kubernetes client library: "
+            f"{version.install_hint('kubernetes')}")
 
 
 # -- configuration -------------------------------------------------------------

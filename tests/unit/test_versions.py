@@ -1,14 +1,18 @@
-"""Versions and the optional Kubernetes client: what an operator sees of
-what is installed."""
+"""Versions and the optional parts (the Kubernetes client, keystoneauth1):
+what an operator sees of what is installed, and hints that name what the
+package index has (the package itself may come from a checkout)."""
 from __future__ import annotations
 
 import configparser
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from kuryr_supervisor import version
@@ -57,28 +61,80 @@ def test_kubernetes_client_is_an_extra() -> None:
                for r in k8s)
 
 
-def run_without_kubernetes(tmp_path: Path, conf_text: str
+def run_without_kubernetes(tmp_path: Path, conf_text: str, *args: str,
+                           missing: str = "kubernetes"
                            ) -> subprocess.CompletedProcess[str]:
-    """The daemon in a Python where ``import kubernetes`` fails, as in a
-    venv installed without the extra."""
+    """The daemon (or a subcommand, ``args``) in a Python where ``import
+    missing`` fails, as in a venv installed without that extra."""
     conf = tmp_path / "k.conf"
     conf.write_text(conf_text)
-    code = ("import sys; sys.modules['kubernetes'] = None; "
+    code = (f"import sys; sys.modules[{missing!r}] = None; "
             "from kuryr_supervisor.daemon import main; "
-            f"main(['--config-file', {str(conf)!r}])")
+            f"main([*{list(args)!r}, '--config-file', {str(conf)!r}])")
     env = {"PATH": "/usr/bin:/bin"}          # no KUBERNETES_SERVICE_HOST
     return subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, timeout=60, env=env)
 
 
-def test_kubernetes_mode_without_the_client_exits_78(tmp_path: Path) -> None:
+def installable(line: str) -> list[str]:
+    """The requirements the hint in ``line`` installs, checked: a pip
+    command of this interpreter (the daemon's environment) naming
+    distributions that exist apart from this package, which the package
+    index may not have (it is installed from a checkout)."""
+    found = re.search(r"(\S+) -m pip install (.+?)(?: \(|$)", line)
+    assert found, line
+    assert found[1] == sys.executable, line
+    wanted = shlex.split(found[2])
+    for spec in wanted:
+        req = Requirement(spec)
+        assert req.name != version.DISTRIBUTION and not req.extras, line
+        assert req.specifier.contains(metadata.version(req.name)), spec
+    # pip reads it as written (here all is installed: nothing is fetched).
+    dry = subprocess.run([found[1], "-m", "pip", "install", "--dry-run",
+                          "--no-index", *wanted], capture_output=True,
+                         text=True, timeout=120)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    return wanted
+
+
+@pytest.mark.parametrize("args", [[], ["check-config"]])
+def test_kubernetes_mode_without_the_client_exits_78(
+        tmp_path: Path, args: list[str]) -> None:
+    """Before the daemon takes or binds anything (the privileged port of
+    the file is never bound), and check-config alike."""
     proc = run_without_kubernetes(
         tmp_path, "[kubernetes]\napi_root = http://127.0.0.1:1\n"
-        "[cni_health_server]\nport = 1\n")
+        "[cni_health_server]\nport = 1\n", *args)
     assert proc.returncode == 78, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "pip install 'kuryr-supervisor[kubernetes]'" in lines[0]
+    assert "Kubernetes mode needs the kubernetes client library" in lines[0]
+    assert installable(lines[0]) == ["kubernetes>=29.0"]
+
+
+def test_the_controller_without_keystoneauth_names_its_install(
+        tmp_path: Path) -> None:
+    proc = run_without_kubernetes(
+        tmp_path, "[DEFAULT]\nrole = controller\n[kubernetes]\n"
+        "api_root = http://127.0.0.1:1\n", "check-config",
+        missing="keystoneauth1")
+    assert proc.returncode == 78, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "role controller needs keystoneauth1" in line
+    assert installable(line) == ["keystoneauth1>=5.0"]
+
+
+#: ``pip install`` of this package with an extra: not on the package index.
+NOT_INSTALLABLE = re.compile(r"pip install[^\n`]*kuryr-supervisor\[")
+
+
+def test_no_hint_installs_this_package_by_name() -> None:
+    """The code and the documentation (the changelog is history)."""
+    places = [*(ROOT / "kuryr_supervisor").rglob("*.py"), ROOT / "README.rst",
+              *(ROOT / "doc" / "source").rglob("*.rst")]
+    found = [f"{path.relative_to(ROOT)}: {m[0]}" for path in places
+             for m in NOT_INSTALLABLE.finditer(path.read_text())]
+    assert found == []
 
 
 def test_version_without_the_client() -> None:
