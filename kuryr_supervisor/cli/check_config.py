@@ -62,8 +62,8 @@ def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
 def check(args: list[str]) -> cfg.ConfigOpts:
     """Every check, or the first failure as an exception."""
     conf = cli.load_conf(args)
+    _kubernetes_library(conf)       # the install, before the world (as a start)
     preflight.validate(conf)
-    _kubernetes_library(conf)
     checks.run(conf)
     return conf
 

@@ -150,12 +150,19 @@ def _state_dir_entries(state_dir: str, trusted: tuple[int, ...]) -> None:
     """What an earlier, looser directory may have let another user plant
     stays refused once the directory is fixed: every entry (the store, the
     registry, ``locks/`` and what is in it) must be a ``trusted`` uid's
-    and no symlink, and a directory among them not group/other-writable."""
-    for top in os.scandir(state_dir):
-        _state_entry(state_dir, top, trusted)
-        if top.is_dir(follow_symlinks=False):
-            for inner in os.scandir(top.path):
-                _state_entry(state_dir, inner, trusted)
+    and no symlink, and a directory among them not group/other-writable.
+    One the daemon cannot read (another uid's 0700 directory: the CNI
+    role's state, met by a non-root start) is refused the same way."""
+    try:
+        for top in os.scandir(state_dir):
+            _state_entry(state_dir, top, trusted)
+            if top.is_dir(follow_symlinks=False):
+                for inner in os.scandir(top.path):
+                    _state_entry(state_dir, inner, trusted)
+    except PermissionError as exc:
+        raise Untrusted(f"[ipam] state_dir {state_dir}: cannot read "
+                        f"{exc.filename} as uid {os.geteuid()}: "
+                        f"{exc.strerror}") from exc
 
 
 def _state_entry(state_dir: str, entry: os.DirEntry[str],

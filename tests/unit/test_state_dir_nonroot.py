@@ -194,3 +194,23 @@ def test_a_non_root_process_refuses_a_root_lock(reachable: Path) -> None:
     assert done.returncode == 1
     assert "untrusted" in done.stderr and "not a plain file of ours" in done.stderr
     assert lock.read_text() == "4242\n"
+
+
+
+def test_a_directory_it_cannot_read_is_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Root's 0700 state (the CNI role's default) met by a start or a
+    check-config without root: a refusal naming it, never a traceback.
+    Root reads any directory, so the kernel's answer to another uid is
+    given here (the subprocesses above keep CAP_DAC_READ_SEARCH)."""
+    state = tree(tmp_path, 0)
+    (state / "ipam.db").write_text("")
+
+    def denied(path: str) -> object:
+        raise PermissionError(13, "Permission denied", path)
+    monkeypatch.setattr(statedir.os, "scandir", denied)
+    with pytest.raises(statedir.Untrusted) as err:
+        statedir.check(str(state))
+    assert str(err.value) == (
+        f"[ipam] state_dir {state}: cannot read {state} as uid "
+        f"{os.geteuid()}: Permission denied")
