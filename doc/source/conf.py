@@ -13,7 +13,11 @@ author = "kuryr-supervisor developers"
 extensions = [
     "oslo_config.sphinxext",
     "oslo_config.sphinxconfiggen",
+    # The diagrams: Graphviz sources in doc/source/diagrams/*.dot, drawn by
+    # `dot` (Debian's graphviz, in tools/test-packages.txt) at build time.
+    "sphinx.ext.graphviz",
 ]
+graphviz_output_format = "svg"
 
 # oslo_config.sphinxconfiggen: the sample file, written at build time from
 # the same generator configuration as `tox -e genconfig`.

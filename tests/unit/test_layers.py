@@ -6,7 +6,9 @@ import must break the contract.
 """
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,3 +55,17 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path, module: str,
     result = _lint(tree)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout, result.stdout
+
+
+def test_the_design_lists_the_contracts_layers() -> None:
+    """doc/source/design.rst's layer list is .importlinter's, in order."""
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / ".importlinter")
+    contract = parser["importlinter:contract:process-model"]
+    layers = [" | ".join(part.strip().removeprefix("kuryr_supervisor.")
+                         for part in line.split("|"))
+              for line in contract["layers"].strip().splitlines()]
+    design = (ROOT / "doc" / "source" / "design.rst").read_text()
+    block = re.search(r"other\)::\n\n((?:    .+\n)+)", design)
+    assert block, "design.rst: no layer list"
+    assert [line.strip() for line in block[1].splitlines()] == layers
