@@ -135,6 +135,14 @@ def test_start_timeout_covers_the_start_extensions() -> None:
     assert caps == {"CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_SYS_NICE"}
 
 
+def test_the_documented_capabilities_are_the_units() -> None:
+    text = " ".join((ROOT / "doc" / "source" / "install" / "systemd.rst")
+                    .read_text().split())
+    found = re.search(r"``CapabilityBoundingSet`` is ``([A-Z_ ]+)``", text)
+    assert found, "systemd.rst names no CapabilityBoundingSet"
+    assert found[1].split() == unit()["Service"]["CapabilityBoundingSet"].split()
+
+
 def build_wheel(tmp: Path, *, path: str) -> tuple[Path, str]:
     """A wheel of a copy of the tree (no build/ or built shim of the
     checkout's own), built with ``PATH=path``; the wheel and pip's -v log."""
