@@ -37,6 +37,9 @@ class OvsdbCheck(Check):
         self._connect = connect
         self._timer = timer
 
+    def timeout(self) -> float | None:
+        return float(self.conf.binding.ovsdb_timeout)
+
     def run(self, now: float) -> Result:
         db = self._connect(self.conf)
         bridge = self.conf.binding.ovs_bridge
