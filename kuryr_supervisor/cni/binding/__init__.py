@@ -37,7 +37,8 @@ __all__ = ["BRIDGE_RECHECK", "HOST_PREFIX", "MARK", "BridgeBinding",
 def ovsdb_from_conf(conf: cfg.ConfigOpts) -> ovsdb.Ovsdb:
     """The OVSDB adapter as configured ([binding] ovsdb_*)."""
     return ovsdb.Ovsdb(conf.binding.ovsdb_connection,
-                       conf.binding.ovsdb_timeout)
+                       conf.binding.ovsdb_timeout,
+                       bridge=conf.binding.ovs_bridge)
 
 
 def from_conf(conf: cfg.ConfigOpts) -> BridgeBinding | OvsBinding:
