@@ -47,5 +47,6 @@ def from_conf(conf: cfg.ConfigOpts) -> BridgeBinding | OvsBinding:
     if group.driver == "ovs":
         return OvsBinding(group.ovs_bridge, group.mtu,
                           ovsdb=ovsdb_from_conf(conf),
-                          tx_checksum_off=group.ovs_tx_checksum_off)
+                          tx_checksum_off=group.ovs_tx_checksum_off,
+                          ovn_rundir=group.ovn_rundir)
     return BridgeBinding(group.bridge, group.mtu)

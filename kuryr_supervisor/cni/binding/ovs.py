@@ -45,6 +45,7 @@ from kuryr_supervisor.cni.binding.plumbing import (
     CREATE_VETH,
     Plumbing,
 )
+from kuryr_supervisor.cni.ovsdb import ovnlocal
 
 LOG = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class OvsBinding(OvsPorts, Plumbing):
 
     def __init__(self, bridge: str = "br-int", mtu: int = 1500, *,
                  ovsdb: _ovsdb.Ovsdb, tx_checksum_off: str = "auto",
+                 ovn_rundir: str = "/run/ovn",
                  netlink_module: ModuleType | Any = _netlink,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(bridge, mtu, ovsdb=ovsdb,
@@ -63,6 +65,7 @@ class OvsBinding(OvsPorts, Plumbing):
         self.tx_checksum_off = tx_checksum_off
         self._clock = clock
         self._datapath: str | None = None
+        self.ovn = ovnlocal.OvnLocal(ovsdb, ovn_rundir)
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
@@ -163,6 +166,25 @@ class OvsBinding(OvsPorts, Plumbing):
                      kind or "system")
             self._datapath = kind
         return kind
+
+    def wait_installed(self, container_id: str, ifname: str, port_id: str,
+                       seconds: float) -> None:
+        """Return once ovn-controller set ``ovn-installed`` on the pod's
+        Interface (the port's flows are in), as the OVSDB connection's
+        monitor sees it (no polling); else, after ``seconds``, code 11
+        (never counted) naming what is missing."""
+        host = self.host_ifname(container_id, ifname)
+        try:
+            row = self.ovsdb.wait_interface(host, ovnlocal.installed,
+                                            seconds)
+        except _ovsdb.OvsdbError as exc:
+            raise ovsdb_error(f"wait for {host} to be installed", exc,
+                              self.bridge) from exc
+        if row is None:
+            raise errors.PortNotActive(
+                f"port {port_id} of {container_id}/{ifname} not installed "
+                f"by OVN within {seconds:.1f} s (no ovn-installed on "
+                f"{host}): {self.ovn.why_not_installed(host, port_id)}")
 
     def close(self) -> None:
         """Drop this process's OVSDB connection (reopened on next use)."""
