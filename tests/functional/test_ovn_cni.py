@@ -75,8 +75,7 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
 
     # Ping and TCP across nodes, over the underlay (Geneve).
     before = ovn_stack.fabric.underlay_bytes(node1)
-    wait_for(lambda: received(ping(pod_a, pod_b.address, count=1)) == 1,
-             20, f"a ping from {pod_a.address} to {pod_b.address}")
+    ovn_stack.fabric.wait_ping(pod_a, pod_b)
     assert received(ping(pod_a, pod_b.address, count=3)) == 3
     transfer = tcp_transfer(pod_a, pod_b, 10_000_000)
     assert transfer.received == transfer.sent == 10_000_000
@@ -122,8 +121,7 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
     port_d, pod_d = cluster.add(f"d-{tag}", node2)
     assert installed(pod_d)
     for src, dst in ((pod_c, pod_b), (pod_c, pod_d), (pod_a, pod_d)):
-        wait_for(lambda s=src, d=dst: received(ping(s, d.address, count=1))
-                 == 1, 20, f"a ping from {src.address} to {dst.address}")
+        ovn_stack.fabric.wait_ping(src, dst)
     assert daemon1.status()["cniFailures"] == 0
     after = daemon1.worker_pids()
     assert after["server"] != killed["server"]
