@@ -40,6 +40,7 @@ from benchmarks import (
     fleet,
     memory,
     ovs_binding,
+    ovsdb_clients,
     probes,
     recovery,
     shim_cpu,
@@ -60,7 +61,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-real": controller_real.run,
     "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run, "dataplane": dataplane.run,
-    "ovs-binding": ovs_binding.run,
+    "ovs-binding": ovs_binding.run, "ovsdb-clients": ovsdb_clients.run,
 }
 
 

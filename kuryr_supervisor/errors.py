@@ -119,8 +119,9 @@ class OvsdbUnavailable(TryAgain):
 
 
 class PortNotActive(TryAgain):
-    """The pod's Neutron port did not become ACTIVE within ADD's wait:
-    code 11, never counted (the network's agent, not the node, is late)."""
+    """The pod's Neutron port did not become ACTIVE (or, on an OVN node,
+    ovn-controller did not install its flows) within ADD's wait: code 11,
+    never counted (the network's agent, not the node, is late)."""
 
 
 class NotAvailable(CNIError):

@@ -175,6 +175,9 @@ class CNIService:
         close = getattr(self._ipam, "close", None)
         if close is not None:
             close(final=final)
+        # The binding's connections too (the OVS binding's OVSDB one): a
+        # process that uses the service now and then holds none between.
+        getattr(self._binding, "close", lambda: None)()
 
     # -- DEL, CHECK ---------------------------------------------------------
     def _delete(self, request: Request) -> None:

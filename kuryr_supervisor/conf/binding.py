@@ -46,6 +46,34 @@ OPTS: list[cfg.Opt] = [
                       "longer fails the CNI "
                       "request with code 11 (not counted against the ADD "
                       "failure budget) and the readiness check ovsdb."),
+    cfg.StrOpt("ovs_port_ready", default="auto", mutable=True, choices=[
+        ("auto", "ovn-installed on an OVN chassis (Open_vSwitch "
+                 "external_ids:ovn-remote set) whose ovn-controller is "
+                 "20.06 or later (or does not say its version), "
+                 "port-status anywhere else (an OVS agent's node); "
+                 "judged once per Server process and logged"),
+        ("ovn-installed", "ADD returns once ovn-controller set "
+                          "external_ids:ovn-installed=true on the pod's "
+                          "Interface (its flows are installed), seen "
+                          "through the node's OVSDB connection"),
+        ("port-status", "ADD returns once the pod's PodPort says the "
+                        "Neutron port is ACTIVE ([cni_daemon] "
+                        "wait_for_active_port; the controller copies it "
+                        "from Neutron)")],
+               help="With driver = ovs: when ADD may return, i.e. what "
+                    "proves the pod's port is wired. Either wait is "
+                    "bounded by [cni_daemon] annotation_timeout; a port "
+                    "not ready in time gets CNI code 11 naming what is "
+                    "missing (on OVN: ovn-controller not running or not "
+                    "connected, no chassis, the port not claimed by this "
+                    "chassis), never counted, and the pod's interface is "
+                    "removed."),
+    cfg.StrOpt("ovn_rundir", default="/run/ovn",
+               help="With driver = ovs on an OVN node: the directory of "
+                    "ovn-controller's pidfile and control socket, asked "
+                    "(read-only) for its version, its Southbound "
+                    "connection and the ports it claimed, to say why a "
+                    "port is not installed."),
     cfg.StrOpt("ovs_tx_checksum_off", default="auto",
                choices=[("auto", "off when the integration bridge's "
                                  "datapath_type is netdev (userspace)"),
@@ -80,6 +108,9 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise ValueError(f"[binding] ovs_bridge {group.ovs_bridge!r} is not "
                          "a valid bridge name (1-15 letters, digits, "
                          "'_', '.' or '-', not starting with '-' or '.')")
+    if not group.ovn_rundir.startswith("/"):
+        raise ValueError(f"[binding] ovn_rundir {group.ovn_rundir!r} is not "
+                         "an absolute path")
     if not _CONNECTION.match(group.ovsdb_connection):
         raise ValueError(f"[binding] ovsdb_connection "
                          f"{group.ovsdb_connection!r} is not "

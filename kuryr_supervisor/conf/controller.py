@@ -130,14 +130,18 @@ PORT_OPTS = [
     cfg.FloatOpt("port_create_timeout_max", default=120.0, min=1.0,
                  help="Longest timeout of one port create request "
                       "(seconds)."),
-    cfg.FloatOpt("port_status_interval", default=0.0, min=0.0, mutable=True,
+    cfg.FloatOpt("port_status_interval", default=1.0, min=0.0, mutable=True,
                  help="Seconds between asking Neutron, by id, for the "
                       "status of ports made in the last two minutes that "
-                      "are not ACTIVE yet, so their PodPort says ACTIVE (or "
-                      "BINDING_FAILED) soon after Neutron does. 0 "
-                      "(default): statuses are written at each resync "
-                      "only. Set it (e.g. 1) with the CNI role's "
-                      "wait_for_active_port."),
+                      "are not ACTIVE yet (at most 20 a round), so their "
+                      "PodPort says ACTIVE (or BINDING_FAILED) soon after "
+                      "Neutron does: what a node that waits for the port's "
+                      "status (an ML2/OVS agent's, [binding] "
+                      "ovs_port_ready = port-status) needs for its ADD to "
+                      "return. 0: statuses are written at each resync "
+                      "only (enough where no node waits for them: the "
+                      "Linux bridge binding, OVN nodes that wait for "
+                      "ovn-installed)."),
 ]
 
 

@@ -44,6 +44,19 @@ HEALTH_OPTS: list[cfg.Opt] = [
     cfg.FloatOpt("checker_deadline", default=10.0, min=0.2, mutable=True,
                  help="A check snapshot older than this fails liveness "
                       "(the checker itself is stuck)."),
+    cfg.FloatOpt("check_timeout", default=5.0, min=0.1, max=120.0,
+                 mutable=True,
+                 help="Seconds a check that does I/O may take before it "
+                      "is reported failing (\"<check>: no answer within "
+                      "N s\"), unless it has a bound of its own: ovsdb "
+                      "takes [binding] ovsdb_timeout, k8s-api [kubernetes] "
+                      "api_check_timeout, keystone and neutron "
+                      "[controller] openstack_timeout. Each such check "
+                      "runs on a thread of its own, never in the loop that "
+                      "beats the HealthManager's heartbeat, and is not "
+                      "started again while a run is still going, so a hung "
+                      "dependency makes the daemon not ready, naming it, "
+                      "never stale."),
 ]
 
 

@@ -6,8 +6,13 @@ overall verdict is a pure function (:func:`verdict`) of the results.
 
 Two sorts of checks (see :mod:`kuryr_supervisor.health.checks.base`):
 
-- I/O checks run only in :meth:`HealthMonitor.run_io`, on the HealthManager's
-  timer, into an immutable :class:`Snapshot` that is swapped in whole;
+- I/O checks are started only by :meth:`HealthMonitor.run_io`, on the
+  HealthManager's timer, each on a thread of its own under its own deadline
+  (:mod:`.runner`): the timer waits for them at most ``wait`` seconds, so a
+  hung dependency never holds the loop that beats the heartbeat; an
+  evaluation shows each one's last outcome (a run past its deadline is that
+  check failing, named), and :class:`Snapshot` records when the timer last
+  went round (the ``checker`` check);
 - shared-memory checks run in every :meth:`HealthMonitor.evaluate`, so a
   worker's death or SIGTERM's draining shows on the very next probe.
 
@@ -19,6 +24,7 @@ when it fails, INFO when it recovers), steady state only at DEBUG; only
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -29,6 +35,7 @@ from oslo_config import cfg
 from kuryr_supervisor.health import processes
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 from kuryr_supervisor.health.checks.budgets import CheckerCheck
+from kuryr_supervisor.health.runner import CheckRunner, Outcome, run_check
 from kuryr_supervisor.state import Component, LiveCause, SharedState
 
 LOG = logging.getLogger(__name__)
@@ -118,15 +125,6 @@ class Report:
         return next((v for v in self.checks if v.name == name), None)
 
 
-def _run(check: Check, now: float) -> Result:
-    """Run one check; an exception is that check failing, never the monitor's."""
-    try:
-        return check.run(now)
-    except Exception as exc:  # reported as the check's failure
-        LOG.debug("health check %s raised", check.name, exc_info=True)
-        return Result.failed(f"check raised {type(exc).__name__}: {exc}")
-
-
 class HealthMonitor:
     """Runs the checks, keeps their records and publishes the verdict."""
 
@@ -144,7 +142,11 @@ class HealthMonitor:
         self._snapshot: Snapshot | None = None
         self.checks: tuple[Check, ...] = (
             *checks, CheckerCheck(conf, self._last_run))
-        self._io = [c for c in self.checks if c.sort is Sort.IO]
+        self._runners = {
+            c.name: CheckRunner(c, functools.partial(self.deadline, c),
+                                clock=state.now, wall=wall,
+                                on_done=self._io_done)
+            for c in self.checks if c.sort is Sort.IO}
         self._records: dict[str, _Record] = {}
         self._lock = threading.Lock()
         self._published: tuple[bool, bool] | None = None
@@ -158,15 +160,43 @@ class HealthMonitor:
         snap = self._snapshot
         return snap.taken_at if snap is not None else self._created
 
-    def run_io(self) -> Snapshot:
-        """Run every I/O check and measure each worker (the timer's job)."""
-        now = self.state.now()
-        results = {c.name: _run(c, now) for c in self._io}
+    def deadline(self, check: Check) -> float:
+        """Seconds a run of ``check`` may take (its own bound, else
+        ``[health] check_timeout``; read at every look: SIGHUP)."""
+        own = check.timeout()
+        return float(own if own is not None
+                     else self.conf.health.check_timeout)
+
+    def _io_done(self) -> None:
+        """A check answered on its thread: let the timer republish, so an
+        answer that came after it stopped waiting shows at once."""
+        if self._on_change is not None:
+            self._on_change()
+
+    def run_io(self, wait: float | None = None) -> Snapshot:
+        """Start every I/O check not still running, wait for them at most
+        ``wait`` seconds (None: up to each one's deadline), measure each
+        worker; the timer's job. Never blocks longer than ``wait``."""
+        begun = time.monotonic()
+        started = [r for r in self._runners.values() if r.start()]
+        for runner in started:
+            limit = self.deadline(runner.check) if wait is None else wait
+            runner.wait(max(0.0, begun + limit - time.monotonic()))
         self.measure_workers()
-        snap = Snapshot(taken_at=self.state.now(), wall=self._wall(),
-                        results=results)
+        now = self.state.now()
+        results = {name: (o.result if o is not None else NOT_CHECKED)
+                   for name, o in self._outcomes(now).items()}
+        snap = Snapshot(taken_at=now, wall=self._wall(), results=results)
         self._snapshot = snap
         return snap
+
+    def _outcomes(self, now: float) -> dict[str, Outcome | None]:
+        return {name: r.outcome(now) for name, r in self._runners.items()}
+
+    def close(self) -> None:
+        """The checks' threads end after their current run."""
+        for runner in self._runners.values():
+            runner.close()
 
     def measure_workers(self) -> None:
         """Publish each live worker's USS; the master enforces the limit."""
@@ -176,9 +206,10 @@ class HealthMonitor:
                 if figure is not None:
                     self.state.set_memory(status.component, figure)
 
-    def tick(self) -> Report:
-        """One timer cycle: run the I/O checks, then publish the verdict."""
-        self.run_io()
+    def tick(self, wait: float | None = None) -> Report:
+        """One timer cycle: run the I/O checks (waiting at most ``wait``
+        seconds for them), then publish the verdict."""
+        self.run_io(wait)
         return self.publish()
 
     def publish(self) -> Report:
@@ -202,17 +233,17 @@ class HealthMonitor:
         from the one last published."""
         now = self.state.now()
         wall = self._wall()
-        snap = self._snapshot
+        outcomes = self._outcomes(now)
         views = []
         for check in self.checks:
             if check.sort is Sort.IO:
-                if snap is not None:
-                    result = snap.results.get(check.name, NOT_CHECKED)
-                    at, seen = snap.wall, snap.taken_at
+                got = outcomes.get(check.name)
+                if got is not None:
+                    result, at, seen = got.result, got.wall, got.seen
                 else:
                     result, at, seen = NOT_CHECKED, wall, now
             else:
-                result, at, seen = _run(check, now), wall, now
+                result, at, seen = run_check(check, now), wall, now
             views.append(self._record(check, result, at, seen))
         checks = tuple(views)
         overall = verdict(checks)

@@ -21,9 +21,10 @@ At fleet scale the API server is shared, so nodes must not move in step:
   "pod gone" decisions are confirmed with a GET (``PodChecker``,
   ``confirm_gone``).
 
-Heartbeats: the stream is read by a pump thread into a queue, and the loop
-itself waits on the queue for at most one heartbeat interval, so it beats
-while the watch is idle; sooner when ``wake_in`` asks (a sink holding work
+Heartbeats: the watch is opened and its stream read by a pump thread into
+a queue, and the loop itself waits on the queue for at most one heartbeat
+interval, so it beats while the watch is idle or its request unanswered (an
+API server that accepts and never answers); sooner when ``wake_in`` asks (a sink holding work
 until a deadline, e.g. the controller's port batch: the heartbeat callback
 is its chance to do it). Only the loop beats, never the pump: if the loop
 hangs, heartbeats stop and the supervisor sees it. A pump silent for longer
@@ -157,11 +158,14 @@ class PodWatch:
     def watch(self, stopping: threading.Event) -> int:
         """Follow one watch request to its end, beating while idle; returns
         how many events it brought."""
-        assert self.resource_version is not None
-        stream = self.source.watch_pods(self.resource_version)
+        version = self.resource_version
+        assert version is not None
+        stream = _Opened()
         events: queue.Queue[object] = queue.Queue()
-        pump = threading.Thread(target=_pump, args=(stream, events),
-                                name="watch-pump", daemon=True)
+        pump = threading.Thread(
+            target=_pump, args=(lambda: self.source.watch_pods(version),
+                                stream, events),
+            name="watch-pump", daemon=True)
         pump.start()
         silent_since = beaten = time.monotonic()
         count = 0
@@ -258,9 +262,40 @@ def _error_kind(exc: BaseException) -> str:
     return "other"
 
 
-def _pump(stream: Stream, events: queue.Queue[object]) -> None:
-    """Move a blocking stream into a queue: events, then _END or an error."""
+class _Opened:
+    """The pump's stream, once its request is answered; closing it before
+    then makes the pump close it as soon as it is."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stream: Stream | None = None
+        self._closed = False
+
+    def set(self, stream: Stream) -> bool:
+        """Keep ``stream``; False (and it is closed) if already given up."""
+        with self._lock:
+            if not self._closed:
+                self._stream = stream
+                return True
+        stream.close()
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+
+def _pump(open_stream: Callable[[], Stream], opened: _Opened,
+          events: queue.Queue[object]) -> None:
+    """Open the watch, then move its blocking stream into a queue: events,
+    then _END or an error."""
     try:
+        stream = open_stream()
+        if not opened.set(stream):
+            return
         for event in stream:
             events.put(event)
         events.put(_END)

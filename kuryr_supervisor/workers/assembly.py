@@ -20,6 +20,7 @@ from oslo_config import cfg
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import binding as bindings
 from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.binding.portready import PortReady
 from kuryr_supervisor.cni.ipam import Allocation, IpamStore, PodRef
 from kuryr_supervisor.cni.ipam.external import (
     Activated,
@@ -52,7 +53,9 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
                   subnet: SubnetProvider | None = None,
                   lookup: Lookup | None = None,
                   bound: Callable[[PodRef], None] | None = None,
-                  activated: Activated | None = None) -> CNIService:
+                  activated: Activated | None = None,
+                  binding: bindings.BridgeBinding | bindings.OvsBinding
+                  | None = None) -> CNIService:
     """The CNI service as configured.
 
     ``pod_check`` (raises ``errors.PodGone``) runs on ADD before allocating;
@@ -61,7 +64,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
     ``lookup`` makes addresses come from elsewhere (the controller's
     PodPort) instead of the embedded IPAM, and ``bound`` tells that source
     a pod holds its address; ``activated`` waits, once the pod is plumbed,
-    until its port is ACTIVE.
+    until its port is wired; ``binding``: the one built from the
+    configuration unless given.
     """
     settings = ipam_conf.settings(conf)
 
@@ -77,7 +81,7 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
             conf.cni_daemon.annotation_timeout), bound=bound,
             activated=activated)
 
-    binding = bindings.from_conf(conf)
+    binding = binding or bindings.from_conf(conf)
     return CNIService(
         LazyIpam(open_store, subnet or (lambda: settings.subnet)), binding,
         ContainerLocks(locks_dir(conf)), state,
@@ -96,21 +100,24 @@ def build_server_service(conf: cfg.ConfigOpts,
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
     # "annotation" is the deprecated name of "podport": the pod's own
     # annotation is never read (its owner can write it).
-    # With OVS the port becomes ACTIVE only once it is plugged (the node's
-    # agent claims it from the bridge): waited for after plumbing. The
+    # With OVS the port is wired only once it is plugged (the node's OVN
+    # controller or agent claims it from the bridge): waited for after
+    # plumbing (portready: ovn-installed, or ACTIVE in the PodPort). The
     # Linux bridge binding keeps waiting before.
     after = conf.binding.driver == "ovs"
     lookup = (podport_lookup(client, active=lambda: (
         cni_conf.wait_for_active(conf) and not after))
         if conf.cni_daemon.address_source in ("podport", "annotation")
         else None)
-    activated = (podport_activated(
-        client, enabled=lambda: cni_conf.wait_for_active(conf))
-        if lookup is not None and after else None)
+    binding = bindings.from_conf(conf)
+    activated: Activated | None = None
+    if lookup is not None and isinstance(binding, bindings.OvsBinding):
+        activated = PortReady(conf, binding, podport_activated(
+            client, enabled=lambda: cni_conf.wait_for_active(conf)))
     return build_service(conf, state, pod_check=checker.check_pod,
                          subnet=subnet, lookup=lookup,
                          bound=podport_bound(client) if lookup else None,
-                         activated=activated)
+                         activated=activated, binding=binding)
 
 
 def podport_lookup(client: k8s.K8sClient, *,
@@ -161,9 +168,10 @@ def podport_activated(client: k8s.K8sClient, *,
     status seen, the API unreachable."""
     wait = podport.status_waiter(client, settled=True)
 
-    def activated(pod: PodRef, port_id: str, seconds: float) -> None:
-        if not enabled():
+    def activated(alloc: Allocation, seconds: float) -> None:
+        if not enabled() or not alloc.port_id:
             return
+        pod, port_id = alloc.pod, alloc.port_id
         where = f"port {port_id} of pod {pod.namespace}/{pod.name}"
         try:
             found = wait(pod.namespace, pod.name, pod.uid, seconds)

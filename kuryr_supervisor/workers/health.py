@@ -13,10 +13,15 @@ logic) and :class:`~kuryr_supervisor.health.probes.ProbeApp` (the HTTP answers):
   serves only ``/metrics`` on the master's ``[metrics] host:port`` listener
   (absent when the master could not bind it: /metrics stays on the probe
   port);
-- the main loop runs the I/O checks every ``[health] check_interval`` and
-  publishes the verdict, and heartbeats at least every ``[supervisor]
-  heartbeat_interval`` even when the check interval is longer; both options
-  are re-read every cycle, so SIGHUP changes them in place;
+- the main loop starts the I/O checks every ``[health] check_interval``
+  (each on a thread of its own, under its own deadline: see
+  :mod:`kuryr_supervisor.health.runner`), waits for them at most half a
+  heartbeat interval, publishes the verdict, and heartbeats at least every
+  ``[supervisor] heartbeat_interval`` even when the check interval is
+  longer; a check that answers later wakes it to republish. Nothing it
+  does waits on a dependency: the Node condition's patch is made on a
+  thread of its own too. Both options are re-read every cycle, so SIGHUP
+  changes them in place;
 - on SIGTERM it keeps answering (readiness already fails through the draining
   flag) until the Server (controller role: the Handler) is gone or
   ``graceful_shutdown_timeout`` - 1 s has passed, so the kubelet sees the pod go unready rather than refused.
@@ -40,6 +45,7 @@ from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
 from kuryr_supervisor.health.probes import ProbeApp
+from kuryr_supervisor.health.runner import Offloaded
 from kuryr_supervisor.kubernetes import nodecondition
 from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
 from kuryr_supervisor.state import Component, SharedState, WorkerKind
@@ -104,6 +110,7 @@ class HealthManagerWorker(Worker):
         self.metrics_server: BoundedHTTPServer | None = None
         self._ipam: IpamSampler | None = None
         self._condition: NodeConditionPublisher | None = None
+        self._patcher: Offloaded | None = None
         self._events: nodeevents.NodeEvents | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
@@ -117,10 +124,13 @@ class HealthManagerWorker(Worker):
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
         self._condition = nodecondition.from_conf(self.conf)
+        if self._condition is not None:
+            self._patcher = Offloaded(self._condition.update,
+                                      "node-condition")
         self._events = nodeevents.from_conf(self.state, self.conf)
-        # The first snapshot before the first request: no probe ever sees
-        # "not checked yet" for the I/O checks.
-        self.monitor.tick()
+        # The first snapshot before the first request: no probe sees "not
+        # checked yet" for an I/O check that answers within a heartbeat.
+        self.monitor.tick(wait=self.heartbeat_interval)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         exporter = MetricsExporter(self.state, self.monitor)
@@ -154,7 +164,7 @@ class HealthManagerWorker(Worker):
         if self.monitor is not None and (now >= due or woken):
             try:
                 if now >= due:
-                    report = self.monitor.tick()
+                    report = self.monitor.tick(wait=self.check_wait)
                     due = now + float(self.conf.health.check_interval)
                     self._sample()
                     self._publish_condition(report)
@@ -166,12 +176,18 @@ class HealthManagerWorker(Worker):
         self.beat()
         return due
 
+    @property
+    def check_wait(self) -> float:
+        """Seconds a cycle waits for the I/O checks it started: half a
+        heartbeat interval, so the heartbeat never waits on them."""
+        return self.heartbeat_interval / 2
+
     def _publish_condition(self, report: Report) -> None:
         """The Node condition follows liveness (not readiness: an API outage
-        must not mark every node unhealthy at once). Called from the timer,
-        never the probe path: a patch may block for the client timeout."""
-        if self._condition is not None:
-            self._condition.update(report.verdict.live, report.verdict.summary)
+        must not mark every node unhealthy at once). Handed to a thread of
+        its own: a patch may block for the client timeout."""
+        if self._patcher is not None:
+            self._patcher.submit(report.verdict.live, report.verdict.summary)
 
     def pause(self, due: float) -> float:
         """Seconds to wait before the next turn: until due, at most one
@@ -185,6 +201,10 @@ class HealthManagerWorker(Worker):
         if self._events is not None:
             self._events.stop()
             self._events = None
+        if self._patcher is not None:
+            self._patcher.close()
+        if self.monitor is not None:
+            self.monitor.close()
         if self.server is not None:
             self.server.close()
             self.server = None

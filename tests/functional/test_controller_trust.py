@@ -49,9 +49,17 @@ def controller(tmp_path: Path, cloud: Cloud) -> Iterator[Daemon]:
 
 def hold_live_not_ready(d: Daemon, name: str, words: str,
                         seconds: float) -> str:
-    """For ``seconds``: /alive 200, /ready 503 naming ``name``."""
-    _, body = wait_until(lambda: not_ready(d), 15)
-    assert f"[-]{name} failed" in body and words in body, body
+    """For ``seconds``: /alive 200, /ready 503 naming ``name`` (within
+    15 s: a first check still waiting on its dependency says "not checked
+    yet" until its deadline)."""
+    def named() -> tuple[int, str] | None:
+        got = not_ready(d)
+        return got if got and f"[-]{name} failed" in got[1] \
+            and words in got[1] else None
+    try:
+        _, body = wait_until(named, 15)
+    except TimeoutError:
+        raise AssertionError(not_ready(d)) from None
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         assert d.probe("/alive") == 200

@@ -5,8 +5,11 @@ Keystone and the ML2/OVN Neutron (tests/fixtures/ovn/).
 The controller makes each pod's port (``binding:host_id`` = the pod's node)
 and keeps its status in the PodPort; each node's daemon (Kubernetes mode,
 the fake API) plugs the pod into its ``br-int``, ovn-controller claims the
-port, Neutron turns it ACTIVE, and ADD returns only then. Proves: ports
-ACTIVE and bound to the right host when ADD returns; ping and TCP between
+port and installs its flows, and ADD returns only once the Interface says
+``ovn-installed`` (the node picks that barrier itself). Proves: the flows
+installed when ADD returns, the ports ACTIVE and bound to the right host;
+a port that cannot be installed (ovn-controller stopped) gets code 11
+naming ovn-controller, never counted, its interface removed; ping and TCP between
 pods on different nodes through Geneve; a security group that drops does
 drop; a worker killed and a daemon restarted in between lose nothing; DEL
 takes the interface off ``br-int`` and the port goes DOWN.
@@ -15,18 +18,26 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from kuryr_supervisor.cni.binding import BridgeBinding
 from tests.fixtures.ovn.cni import Cluster
-from tests.fixtures.ovn.fabric import ping, received, tcp_transfer
+from tests.fixtures.ovn.fabric import Pod, ping, received, tcp_transfer
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 from tests.functional.cni_harness import Namespaces
 
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
+
+
+def installed(pod: Pod) -> bool:
+    """``external_ids:ovn-installed="true"`` on the pod's Interface."""
+    return pod.node.vsctl("--if-exists", "get", "Interface", pod.ovs_port,
+                          "external_ids:ovn-installed") == '"true"'
 
 
 @pytest.fixture
@@ -45,20 +56,26 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
     node1, node2 = ovn_stack.fabric.nodes
     tag = uuid.uuid4().hex[:6]
 
-    # ADD returns once the port is ACTIVE, bound to the pod's node.
+    # ADD returns once ovn-controller installed the port's flows (the
+    # node chose the ovn-installed barrier itself); Neutron says ACTIVE,
+    # bound to the pod's node.
     port_a, pod_a = cluster.add(f"a-{tag}", node1)
     port_b, pod_b = cluster.add(f"b-{tag}", node2)
-    for port, node in ((port_a, node1), (port_b, node2)):
-        assert port["status"] == "ACTIVE", port
+    for (port, pod), node in (((port_a, pod_a), node1),
+                              ((port_b, pod_b), node2)):
+        assert installed(pod), pod.node.vsctl("list", "Interface",
+                                              pod.ovs_port)
+        port = ovn_stack.wait_port(port["id"], "ACTIVE", 10)
         assert port["binding:host_id"] == node.name
         assert port["binding:vif_type"] == "ovs"
+    assert "ADD waits for ovn-installed" in cluster.daemons[
+        node1.name].log_path.read_text()
     for pod in (pod_a, pod_b):
         assert pod.ovs_port in pod.node.vsctl("list-ports", "br-int").split()
 
     # Ping and TCP across nodes, over the underlay (Geneve).
     before = ovn_stack.fabric.underlay_bytes(node1)
-    wait_for(lambda: received(ping(pod_a, pod_b.address, count=1)) == 1,
-             20, f"a ping from {pod_a.address} to {pod_b.address}")
+    ovn_stack.fabric.wait_ping(pod_a, pod_b)
     assert received(ping(pod_a, pod_b.address, count=3)) == 3
     transfer = tcp_transfer(pod_a, pod_b, 10_000_000)
     assert transfer.received == transfer.sent == 10_000_000
@@ -94,7 +111,7 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
     for name in ("server", "watcher"):
         os.kill(killed[name], signal.SIGKILL)
     port_c, pod_c = cluster.add(f"c-{tag}", node1)
-    assert port_c["status"] == "ACTIVE"
+    assert installed(pod_c)
     daemon2 = cluster.daemons[node2.name]
     daemon2.close()
     daemon2.start()
@@ -102,10 +119,9 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
     assert pod_b.ovs_port in node2.vsctl("list-ports", "br-int").split()
     assert ovn_stack.port(port_b["id"])["status"] == "ACTIVE"
     port_d, pod_d = cluster.add(f"d-{tag}", node2)
-    assert port_d["status"] == "ACTIVE"
+    assert installed(pod_d)
     for src, dst in ((pod_c, pod_b), (pod_c, pod_d), (pod_a, pod_d)):
-        wait_for(lambda s=src, d=dst: received(ping(s, d.address, count=1))
-                 == 1, 20, f"a ping from {src.address} to {dst.address}")
+        ovn_stack.fabric.wait_ping(src, dst)
     assert daemon1.status()["cniFailures"] == 0
     after = daemon1.worker_pids()
     assert after["server"] != killed["server"]
@@ -122,3 +138,35 @@ def test_pods_on_two_nodes_through_our_cni(ovn_stack: OvnStack,
         assert down["binding:host_id"] == pod.node.name
     # Pod b is unplugged: nothing reaches it any more.
     assert received(ping(pod_a, pod_b.address, count=2)) == 0
+
+
+def test_a_port_never_installed_names_what_is_missing(
+        ovn_stack: OvnStack, cluster: Cluster) -> None:
+    """ovn-controller stopped on node 1: ADD fails within the wait with
+    code 11 naming it; nothing counted; nothing left on br-int. Started
+    again, the same pod's ADD succeeds."""
+    node1, _ = ovn_stack.fabric.nodes
+    tag = uuid.uuid4().hex[:6]
+    daemon = cluster.daemons[node1.name]
+    daemon.options["cni_daemon"]["annotation_timeout"] = 6.0
+    daemon.write_config()
+    daemon.signal(signal.SIGHUP)
+    node1.controller.stop()
+    try:
+        name = f"x-{tag}"
+        cluster.pods[name] = (cluster.api.add_pod("default", name, node1.name),
+                              node1, cluster.new_netns())
+        started = time.monotonic()
+        code, out = cluster.cni("ADD", name)
+        took = time.monotonic() - started
+        assert code != 0 and out["code"] == 11, out
+        assert "not installed by OVN" in out["msg"], out
+        assert "ovn-controller is not running" in out["msg"], out
+        assert took < 6.0 + 5.0, took
+        assert daemon.status()["cniFailures"] == 0
+        host = BridgeBinding.host_ifname(f"ctr-{name}", "eth0")
+        assert host not in node1.vsctl("list-ports", "br-int").split()
+    finally:
+        node1.controller.start()
+    code, out = cluster.cni("ADD", name)
+    assert code == 0, (out, daemon.log())

@@ -75,9 +75,13 @@ def test_pods_on_two_nodes_talk_through_geneve(
     for port in (port_a, port_b):
         ovn_stack.wait_port(port["id"], "ACTIVE")
     before = ovn_stack.fabric.underlay_bytes(node1)
-    # The first echo may wait for the tunnel's neighbour resolution.
-    wait_for(lambda: received(ping(pod_a, pod_b.address, count=1)) == 1,
-             20, f"a ping from {pod_a.address} to {pod_b.address}")
+    ovn_stack.fabric.wait_ping(pod_a, pod_b)
+    # What a failed ping would print: the packet's path through OVS (out
+    # the Geneve tunnel), the pinned underlay, ovn-controller, the bindings.
+    told = ovn_stack.fabric.explain(pod_a, pod_b)
+    for words in ("Datapath actions:", "tnl_push", node2.encap_ip,
+                  "connected", f"Port_Binding of {port_b['id']}"):
+        assert words in told, told
     done = ping(pod_a, pod_b.address, count=5)
     assert received(done) == 5, done.stdout
     transfer = tcp_transfer(pod_a, pod_b, 20_000_000)
@@ -102,9 +106,7 @@ def test_security_group_that_drops_does_drop(
         for port in (guarded_port, open_port):
             ovn_stack.wait_port(port["id"], "ACTIVE")
         # The same client reaches a pod of the default group on that node...
-        wait_for(lambda: received(ping(client, reachable.address,
-                                       count=1)) == 1,
-                 20, f"a ping to {reachable.address}")
+        ovn_stack.fabric.wait_ping(client, reachable)
         # ...but not the pod whose group has no ingress rule.
         assert received(ping(client, guarded.address, count=3)) == 0
         # Allowing ICMP opens it: the group, not the path, dropped it.

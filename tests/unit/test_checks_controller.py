@@ -136,13 +136,16 @@ def test_supervisor_kills_the_stale_handler_alone(
                                      "5.0s (deadline 1s")
 
 
-def test_openstack_check_bounded_by_its_deadline() -> None:
-    """A probe that hangs: the check answers within its deadline, naming
-    the wait, and does not start a second probe while the first hangs."""
+def test_openstack_check_bounded_by_its_deadline(conf: cfg.ConfigOpts
+                                                 ) -> None:
+    """A probe that hangs: the monitor's cycle returns at once, the check
+    fails within its deadline naming the wait, and no second probe starts
+    while the first hangs; its late answer is the next result."""
     import threading
     import time as _time
 
     from kuryr_supervisor.health.checks.openstack import KeystoneCheck
+    from kuryr_supervisor.health.monitor import HealthMonitor
 
     release = threading.Event()
     calls: list[int] = []
@@ -154,16 +157,27 @@ def test_openstack_check_bounded_by_its_deadline() -> None:
             raise RuntimeError("late")
 
     check = KeystoneCheck(Hung(), lambda: 0.0, deadline=lambda: 0.2)
-    for _ in range(3):
-        start = _time.monotonic()
-        result = check.run(_time.monotonic())
-        assert _time.monotonic() - start < 1.0
-        assert not result.ok and "no answer within 0.2s" in result.message
-    assert calls == [1]
-    release.set()
-    _time.sleep(0.1)
-    result = check.run(_time.monotonic())
-    assert not result.ok and "late" in result.message
+    assert check.timeout() == 0.2
+    state = SharedState.create(multiprocessing.get_context("fork"),
+                               active=controller_components(["x"]))
+    mon = HealthMonitor(state, conf, [check])
+    try:
+        for _ in range(3):
+            start = _time.monotonic()
+            mon.tick(wait=0.05)
+            assert _time.monotonic() - start < 0.5
+        _time.sleep(0.25)
+        view = mon.evaluate().get("keystone")
+        assert view is not None and not view.ok
+        assert view.message == "keystone: no answer within 0.2 s"
+        assert calls == [1]
+        release.set()
+        _time.sleep(0.1)
+        view = mon.evaluate().get("keystone")
+        assert view is not None and not view.ok and "late" in view.message
+    finally:
+        release.set()
+        mon.close()
 
 
 def test_neutron_ports_check_names_the_full_subnet(conf: cfg.ConfigOpts) -> None:

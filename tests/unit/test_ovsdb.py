@@ -1,12 +1,16 @@
-"""The OVSDB adapter against a stand-in ``ovs-vsctl`` (a real subprocess:
-a script that answers, fails or hangs), its errors as CNI errors, and the
-readiness check ``ovsdb`` over it. The real ovsdb-server is exercised by
-``tests/functional/test_ovs_binding*.py``."""
+"""The OVSDB adapter's parts without a database: JSON-RPC framing against a
+peer on a socketpair (split and joined messages, the peer's echo, a call
+that gets no answer, a peer that goes away), ``update2`` diffs applied to
+the replica, its errors as CNI errors, and the readiness check ``ovsdb``
+over a stand-in. The real ovsdb-server: ``tests/functional/
+test_ovsdb_adapter.py``."""
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
-from pathlib import Path
+from typing import Any
 
 import pytest
 from oslo_config import cfg
@@ -14,70 +18,158 @@ from oslo_config import cfg
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import ovsdb
 from kuryr_supervisor.cni.binding.ovsports import is_ours_by_name, ovsdb_error
+from kuryr_supervisor.cni.ovsdb import wire
+from kuryr_supervisor.cni.ovsdb.rows import Kind, Replica, Table, apply_diff
 from kuryr_supervisor.conf import binding as binding_conf
-from kuryr_supervisor.health.checks.base import Kind, Sort
+from kuryr_supervisor.health.checks.base import Kind as CheckKind
+from kuryr_supervisor.health.checks.base import Sort
 from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
 
-FIND = {"headings": ["name", "external_ids", "mtu_request"],
-        "data": [["ksv0123456789ab",
-                  ["map", [["iface-id", "p-1"], ["kuryr-supervisor", "cni"]]],
-                  ["set", []]]]}
+
+class Peer:
+    """The far end of a socketpair: reads what the channel sends."""
+
+    def __init__(self) -> None:
+        self.mine, theirs = socket.socketpair()
+        self.notes: list[tuple[str, Any]] = []
+        self.closed = threading.Event()
+        self.channel = wire.Channel(
+            theirs, "test", on_notify=lambda m, p: self.notes.append((m, p)),
+            on_close=lambda why: self.closed.set())
+        self._buf = b""
+
+    def receive(self) -> dict[str, Any]:
+        decoder = json.JSONDecoder()
+        while True:
+            try:
+                msg, end = decoder.raw_decode(self._buf.decode())
+                self._buf = self._buf[end:]
+                return dict(msg)
+            except ValueError:
+                self._buf += self.mine.recv(65536)
 
 
-def vsctl(tmp_path: Path, body: str) -> str:
-    """A stand-in ovs-vsctl: records its arguments, then runs ``body``."""
-    script = tmp_path / "ovs-vsctl"
-    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\n{body}\n')
-    script.chmod(0o755)
-    return str(script)
+def test_split_and_joined_messages_and_the_echo() -> None:
+    peer = Peer()
+    try:
+        got: list[Any] = []
+        caller = threading.Thread(target=lambda: got.append(
+            peer.channel.call("transact", ["db"], 5)))
+        caller.start()
+        request = peer.receive()
+        assert request["method"] == "transact" and request["params"] == ["db"]
+        reply = json.dumps({"id": request["id"], "result": [{"é": 1}],
+                            "error": None}).encode()
+        note = json.dumps({"method": "update2", "id": None,
+                           "params": ["m", {"T": {}}]}).encode()
+        echo = json.dumps({"method": "echo", "id": "e1", "params": []}).encode()
+        data = note + reply + b" \n" + echo
+        for i in range(0, len(data), 7):        # split anywhere, UTF-8 too
+            peer.mine.sendall(data[i:i + 7])
+            time.sleep(0.001)
+        caller.join(5)
+        assert got == [[{"é": 1}]]
+        assert peer.notes == [("update2", ["m", {"T": {}}])]
+        assert peer.receive() == {"result": [], "error": None, "id": "e1"}
+    finally:
+        peer.channel.close()
+        peer.mine.close()
 
 
-def args(tmp_path: Path) -> list[str]:
-    return (tmp_path / "args").read_text().splitlines()
+def test_no_answer_is_bounded_and_a_gone_peer_fails_waiters() -> None:
+    peer = Peer()
+    try:
+        started = time.monotonic()
+        with pytest.raises(wire.NoAnswer, match="no answer within 0.2 s"):
+            peer.channel.call("transact", [], 0.2)
+        assert time.monotonic() - started < 1
+        failed: list[BaseException] = []
+
+        def waiting() -> None:
+            try:
+                peer.channel.call("transact", [], 10)
+            except wire.ChannelClosed as exc:
+                failed.append(exc)
+        caller = threading.Thread(target=waiting)
+        caller.start()
+        peer.receive()
+        peer.receive()
+        peer.mine.close()
+        caller.join(5)
+        assert failed and peer.closed.wait(5)
+        with pytest.raises(wire.ChannelClosed):
+            peer.channel.call("transact", [], 1)
+    finally:
+        peer.channel.close()
 
 
-def test_every_call_names_the_database_a_timeout_and_no_wait(tmp_path: Path) -> None:
-    out = tmp_path / "find.json"
-    out.write_text(json.dumps(FIND))
-    db = ovsdb.Ovsdb("unix:/x/db.sock", 3.0, vsctl=vsctl(tmp_path, f"cat {out}"))
-    iface = db.interface("ksv0123456789ab")
-    assert iface == {"name": "ksv0123456789ab", "mtu_request": [],
-                     "external_ids": {"iface-id": "p-1", "kuryr-supervisor": "cni"}}
-    assert args(tmp_path)[:3] == ["--db=unix:/x/db.sock", "--timeout=3", "--no-wait"]
-    assert args(tmp_path)[-3:] == ["find", "Interface", "name=ksv0123456789ab"]
+def test_a_peer_error_is_an_rpc_error() -> None:
+    peer = Peer()
+    try:
+        got: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                peer.channel.call("monitor_cond", [], 5)
+            except wire.RpcError as exc:
+                got.append(exc)
+        caller = threading.Thread(target=call)
+        caller.start()
+        request = peer.receive()
+        peer.mine.sendall(json.dumps({"id": request["id"], "result": None,
+                                      "error": "unknown database"}).encode())
+        caller.join(5)
+        assert [str(e) for e in got] == ["unknown database"]
+    finally:
+        peer.channel.close()
+        peer.mine.close()
 
 
-def test_add_port_is_one_transaction_with_quoted_values(tmp_path: Path) -> None:
-    db = ovsdb.Ovsdb("unix:/x/db.sock", 1.0, vsctl=vsctl(tmp_path, "true"))
-    db.add_port("br-int", "ksv0123456789ab", {"iface-id": 'a"b=c', "x": "y"}, 1442)
-    assert args(tmp_path)[3:] == [
-        "--may-exist", "add-port", "br-int", "ksv0123456789ab", "--", "set",
-        "Interface", "ksv0123456789ab", 'external_ids:iface-id="a\\"b=c"',
-        'external_ids:x="y"', "mtu_request=1442"]
-
-
-def test_a_hung_database_is_bounded(tmp_path: Path) -> None:
-    db = ovsdb.Ovsdb("unix:/x/db.sock", 1.0, vsctl=vsctl(tmp_path, "exec sleep 30"))
-    started = time.monotonic()
-    with pytest.raises(ovsdb.OvsdbUnavailable, match="did not answer within 1 s"):
-        db.ports("br-int")
-    assert time.monotonic() - started < 10
-
-
-@pytest.mark.parametrize("stderr,kind,code,counted", [
-    ("ovs-vsctl: unix:/x: database connection failed (No such file or directory)",
-     errors.OvsdbUnavailable, 11, False),
-    ("2026-01-01T00:00:00Z|00001|fatal_signal|WARN|terminating with signal 14 "
-     "(Alarm clock)", errors.OvsdbUnavailable, 11, False),
-    ("ovs-vsctl: no bridge named br-int", errors.OvsdbUnavailable, 11, False),
-    ("ovs-vsctl: constraint violation: something", errors.PlumbingError, 100, True),
+@pytest.mark.parametrize("kind,old,diff,new", [
+    (Kind.MAP, {"a": "1", "b": "2"},
+     ["map", [["a", "1"], ["b", "3"], ["c", "4"]]], {"b": "3", "c": "4"}),
+    (Kind.SET, ["x", "y"], ["set", [["uuid", "y"], ["uuid", "z"]]],
+     ["x", "z"]),
+    (Kind.SET, [], ["uuid", "u"], ["u"]),
+    (Kind.OPTIONAL, None, 5, 5),
+    (Kind.OPTIONAL, 5, 6, 6),
+    (Kind.OPTIONAL, 5, ["set", []], None),
+    (Kind.ATOM, "system", "netdev", "netdev"),
 ])
-def test_failures_become_cni_errors(tmp_path: Path, stderr: str, kind: type,
+def test_update2_diffs(kind: Kind, old: Any, diff: Any, new: Any) -> None:
+    assert apply_diff(kind, old, diff) == new
+
+
+def test_replica_follows_inserts_modifies_and_deletes() -> None:
+    table = Table("Interface", {"name": Kind.ATOM, "external_ids": Kind.MAP,
+                                "ofport": Kind.OPTIONAL})
+    replica = Replica((table,))
+    replica.reset({"Interface": {"u1": {"initial": {
+        "name": "a", "external_ids": ["map", [["k", "v"]]]}}}})
+    assert list(replica.find("Interface", name="a"))[0]["ofport"] is None
+    replica.apply({"Interface": {
+        "u1": {"modify": {"external_ids": ["map", [["ovn-installed",
+                                                    "true"]]],
+                          "ofport": 7}},
+        "u2": {"insert": {"name": "b"}}, "Other": {}}})
+    [a] = replica.find("Interface", name="a")
+    assert a["external_ids"] == {"k": "v", "ovn-installed": "true"}
+    assert a["ofport"] == 7 and a["_uuid"] == "u1"
+    replica.apply({"Interface": {"u1": {"delete": None}}})
+    assert [r["name"] for r in replica.find("Interface")] == ["b"]
+
+
+@pytest.mark.parametrize("exc,kind,code,counted", [
+    (ovsdb.OvsdbUnavailable("OVSDB unix:/x: no answer within 5 s"),
+     errors.OvsdbUnavailable, 11, False),
+    (ovsdb.OvsdbError("no bridge named br-int"),
+     errors.OvsdbUnavailable, 11, False),
+    (ovsdb.OvsdbError("OVSDB unix:/x refused: constraint violation"),
+     errors.PlumbingError, 100, True),
+])
+def test_failures_become_cni_errors(exc: ovsdb.OvsdbError, kind: type,
                                     code: int, counted: bool) -> None:
-    db = ovsdb.Ovsdb("unix:/x", 1.0, vsctl=vsctl(tmp_path, f"echo '{stderr}' >&2; exit 1"))
-    with pytest.raises(ovsdb.OvsdbError) as info:
-        db.del_port("br-int", "ksv0123456789ab")
-    err = ovsdb_error("DEL", info.value, "br-int")
+    err = ovsdb_error("DEL", exc, "br-int")
     assert type(err) is kind and err.wire.code == code
     assert err.wire.counts_as_failure is counted
 
@@ -97,21 +189,39 @@ def conf(connection: str = "unix:/x/db.sock") -> cfg.ConfigOpts:
     return c
 
 
-def test_readiness_ovsdb(tmp_path: Path) -> None:
-    rows = tmp_path / "rows.json"
-    script = vsctl(tmp_path, f"cat {rows}")
-    check = OvsdbCheck(conf(), connect=lambda c: ovsdb.Ovsdb(
-        c.binding.ovsdb_connection, 1.0, vsctl=script))
-    assert (check.kind, check.sort, check.name) == (Kind.READINESS, Sort.IO, "ovsdb")
-    rows.write_text(json.dumps({"headings": ["name", "datapath_type"],
-                                "data": [["br-int", "netdev"]]}))
+class StandIn:
+    """What the check asks of :class:`ovsdb.Ovsdb`."""
+
+    connection = "unix:/x/db.sock"
+
+    def __init__(self) -> None:
+        self.answer: Any = {"name": "br-int", "datapath_type": "netdev"}
+
+    def bridge(self, name: str) -> dict[str, Any] | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return dict(self.answer) if self.answer else None
+
+
+def test_readiness_ovsdb_over_one_held_connection() -> None:
+    made: list[StandIn] = []
+
+    def connect(c: cfg.ConfigOpts) -> Any:
+        made.append(StandIn())
+        return made[-1]
+    check = OvsdbCheck(conf(), connect=connect)
+    assert (check.kind, check.sort, check.name) == (CheckKind.READINESS,
+                                                    Sort.IO, "ovsdb")
+    assert check.timeout() == 5.0
     result = check.run(0.0)
     assert result.ok and "br-int present (datapath netdev" in result.message
-    rows.write_text(json.dumps({"headings": ["name", "datapath_type"], "data": []}))
+    made[0].answer = None
     result = check.run(0.0)
-    assert not result.ok and "integration bridge br-int is not in OVSDB" in result.message
-    hung = vsctl(tmp_path, "exec sleep 30")
-    check = OvsdbCheck(conf(), connect=lambda c: ovsdb.Ovsdb(
-        c.binding.ovsdb_connection, 1.0, vsctl=hung))
+    assert not result.ok
+    assert "integration bridge br-int is not in OVSDB" in result.message
+    made[0].answer = ovsdb.OvsdbUnavailable(
+        "OVSDB unix:/x/db.sock: no answer within 5 s")
     result = check.run(0.0)
-    assert not result.ok and result.message.startswith("OVSDB unix:/x/db.sock unusable")
+    assert not result.ok
+    assert result.message == "OVSDB unix:/x/db.sock: no answer within 5 s"
+    assert len(made) == 1                       # one connection, kept

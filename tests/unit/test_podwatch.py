@@ -222,6 +222,34 @@ def test_a_stalled_stream_is_abandoned() -> None:
     assert time.monotonic() - started < 2
 
 
+def test_beats_while_a_watch_request_is_unanswered() -> None:
+    """An API server that accepts the watch and never answers: the loop
+    beats on while the request waits, gives it up at the stall timeout,
+    and the stream opened late is closed, never read."""
+    answered = threading.Event()
+    late = ScriptedStream([ev("ADDED", "a", "2")])
+
+    class Hung(ScriptedSource):
+        def watch_pods(self, resource_version: str) -> ScriptedStream:
+            answered.wait(10)
+            return late
+
+    beats: list[float] = []
+    watch = PodWatch(Hung([([], "1")], []), ListSink(),
+                     heartbeat=lambda: beats.append(time.monotonic()),
+                     heartbeat_interval=0.05, stall_timeout=0.5)
+    stop = threading.Event()
+    watch.step(stop)
+    started = time.monotonic()
+    assert watch.step(stop) > 0                 # stalled: backs off
+    assert time.monotonic() - started < 2
+    gaps = [b - a for a, b in zip(beats, beats[1:], strict=False)]
+    assert len(beats) >= 8 and max(gaps) < 0.3, gaps
+    answered.set()
+    eventually(lambda: late.closed, 2)
+    assert watch.resource_version == "1"
+
+
 def test_wait_beats_and_stops() -> None:
     beats: list[int] = []
     watch = PodWatch(ScriptedSource([], []), ListSink(),

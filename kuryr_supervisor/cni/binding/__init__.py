@@ -37,7 +37,8 @@ __all__ = ["BRIDGE_RECHECK", "HOST_PREFIX", "MARK", "BridgeBinding",
 def ovsdb_from_conf(conf: cfg.ConfigOpts) -> ovsdb.Ovsdb:
     """The OVSDB adapter as configured ([binding] ovsdb_*)."""
     return ovsdb.Ovsdb(conf.binding.ovsdb_connection,
-                       conf.binding.ovsdb_timeout)
+                       conf.binding.ovsdb_timeout,
+                       bridge=conf.binding.ovs_bridge)
 
 
 def from_conf(conf: cfg.ConfigOpts) -> BridgeBinding | OvsBinding:
@@ -46,5 +47,6 @@ def from_conf(conf: cfg.ConfigOpts) -> BridgeBinding | OvsBinding:
     if group.driver == "ovs":
         return OvsBinding(group.ovs_bridge, group.mtu,
                           ovsdb=ovsdb_from_conf(conf),
-                          tx_checksum_off=group.ovs_tx_checksum_off)
+                          tx_checksum_off=group.ovs_tx_checksum_off,
+                          ovn_rundir=group.ovn_rundir)
     return BridgeBinding(group.bridge, group.mtu)

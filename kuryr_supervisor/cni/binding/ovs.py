@@ -10,23 +10,26 @@ creates the bridge or any flow.
 
 Invariants:
 
-* ``plumb`` is all or nothing: the pod's interface is complete (address,
-  route, MAC, checksum offload) before its port appears on the bridge, in
-  one OVSDB transaction; on any failure the port (if added) and the veth
-  are removed before raising.
+* ``plumb`` is all or nothing: the port (one OVSDB transaction) is sent
+  once the veth exists and committed while the pod's side is configured
+  (address, route, MAC, checksum offload); ADD returns only when both are
+  done. On any failure the port (if it was added) and the veth are
+  removed before raising.
 * ``unplumb`` takes the port off the bridge, then deletes the host end (the
   peer dies with it); both steps are fine when already done, so a second
   DEL (containerd sends one with an empty CNI_NETNS) answers 0.
-* The bridge's ``datapath_type`` is read at most every
-  :data:`BRIDGE_RECHECK` seconds; with ``netdev`` (the userspace datapath)
+* The bridge's ``datapath_type`` is read from the OVSDB connection's
+  monitor (no round trip); with ``netdev`` (the userspace datapath)
   transmit checksum offload is switched off on the pod's interface when
   ``[binding] ovs_tx_checksum_off`` is ``auto``.
+* One OVSDB connection per process, held (:mod:`kuryr_supervisor.cni.
+  ovsdb`): opened at the first use after the fork, :meth:`OvsBinding.
+  close` drops it (the next use opens it again).
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
-import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
@@ -35,13 +38,14 @@ from typing import Any
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import netlink as _netlink
 from kuryr_supervisor.cni import ovsdb as _ovsdb
-from kuryr_supervisor.cni.binding.bridge import BRIDGE_RECHECK, PlumbResult
+from kuryr_supervisor.cni.binding.bridge import PlumbResult
 from kuryr_supervisor.cni.binding.ovsports import OvsPorts, external_ids, ovsdb_error
 from kuryr_supervisor.cni.binding.plumbing import (
     CONFIGURE_POD,
     CREATE_VETH,
     Plumbing,
 )
+from kuryr_supervisor.cni.ovsdb import ovnlocal
 
 LOG = logging.getLogger(__name__)
 
@@ -53,14 +57,15 @@ class OvsBinding(OvsPorts, Plumbing):
 
     def __init__(self, bridge: str = "br-int", mtu: int = 1500, *,
                  ovsdb: _ovsdb.Ovsdb, tx_checksum_off: str = "auto",
+                 ovn_rundir: str = "/run/ovn",
                  netlink_module: ModuleType | Any = _netlink,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(bridge, mtu, ovsdb=ovsdb,
                          netlink_module=netlink_module)
         self.tx_checksum_off = tx_checksum_off
         self._clock = clock
-        self._lock = threading.Lock()
-        self._datapath: tuple[str, float] | None = None
+        self._datapath: str | None = None
+        self.ovn = ovnlocal.OvnLocal(ovsdb, ovn_rundir)
 
     def plumb(self, *, container_id: str, ifname: str, netns: str,
               address: ipaddress.IPv4Interface,
@@ -75,7 +80,8 @@ class OvsBinding(OvsPorts, Plumbing):
         host = self.host_ifname(container_id, ifname)
         host_mac, pod_mac = nl.random_mac(), mac or nl.random_mac()
         checksum_off = self._checksum_off()
-        created = ported = False
+        created = False
+        adding: Callable[[], None] | None = None
         step = "open netns"
         try:
             with nl.open_netns(netns) as nsfd:
@@ -85,37 +91,53 @@ class OvsBinding(OvsPorts, Plumbing):
                                 host_mac=host_mac, peer_mac=pod_mac,
                                 peer_netns=nsfd, master=None)
                     created = True
-                with nl.rtnl(nsfd) as ns:
+                # The port's transaction goes now; the pod's side is done
+                # while the database commits it.
+                adding = self.ovsdb.begin_add_port(
+                    self.bridge, host, external_ids(
+                        iface_id=iface_id, mac=pod_mac, owner=owner),
+                    self.mtu)
+                with nl.rtnl(nsfd, inet=checksum_off) as ns:
                     step = CONFIGURE_POD
                     nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
                                      gateway)
-                if checksum_off:
-                    step = "switch transmit checksum offload off"
-                    nl.tx_checksum(ifname, nsfd, enable=False)
-            ported = True
-            self.ovsdb.add_port(self.bridge, host, external_ids(
-                iface_id=iface_id, mac=pod_mac, owner=owner), self.mtu)
+                    if checksum_off:
+                        step = "switch transmit checksum offload off"
+                        nl.tx_checksum(ifname, enable=False, sock=ns.inet)
+            done, adding = adding, None
+            done()
         except _ovsdb.OvsdbError as exc:
             # A hung database would hang the port's removal too: GC removes
             # a port it committed late (ours, owned by no allocation).
-            self._rollback(host, created, ported and not isinstance(
-                exc, _ovsdb.OvsdbUnavailable))
+            self._rollback(host, created, False)
             raise ovsdb_error(f"plumb {container_id}/{ifname}: add port "
                               f"{host} to {self.bridge}", exc,
                               self.bridge) from exc
         except _netlink.NetlinkError as exc:
-            self._rollback(host, created, ported)
+            self._rollback(host, created, self._added(adding))
             raise self._plumb_error(exc, step=step, container_id=container_id,
                                     ifname=ifname, netns=netns,
                                     address=address) from exc
         except BaseException:
-            self._rollback(host, created, ported)
+            self._rollback(host, created, self._added(adding))
             raise
         LOG.debug("plumbed %s/%s: %s on %s (iface-id %s), %s in %s",
                   container_id, ifname, host, self.bridge, iface_id, address,
                   netns)
         return PlumbResult(host_ifname=host, host_mac=host_mac,
                            pod_ifname=ifname, pod_mac=pod_mac, mtu=self.mtu)
+
+    @staticmethod
+    def _added(adding: Callable[[], None] | None) -> bool:
+        """Whether a port transaction sent (and not finished) committed:
+        waited for, so the rollback knows whether to remove the port."""
+        if adding is None:
+            return False
+        try:
+            adding()
+        except _ovsdb.OvsdbError:
+            return False    # refused, or hung (then GC removes it)
+        return True
 
     def _checksum_off(self) -> bool:
         """Whether to switch transmit checksum offload off (see the module
@@ -126,29 +148,47 @@ class OvsBinding(OvsPorts, Plumbing):
         return self.datapath_type() == "netdev"
 
     def datapath_type(self) -> str:
-        """The bridge's datapath_type ("" is the kernel's, ``system``),
-        read at most every :data:`BRIDGE_RECHECK` seconds."""
-        cached = self._datapath
-        if cached is not None and self._clock() - cached[1] < BRIDGE_RECHECK:
-            return cached[0]
-        with self._lock:
-            try:
-                row = self.ovsdb.bridge(self.bridge)
-            except _ovsdb.OvsdbError as exc:
-                raise ovsdb_error(f"read bridge {self.bridge}", exc,
-                                  self.bridge) from exc
-            if row is None:
-                self._datapath = None
-                raise errors.OvsdbUnavailable(
-                    f"integration bridge {self.bridge} does not exist "
-                    "([binding] ovs_bridge; OVN's controller or the OVS "
-                    "agent creates it)")
-            kind = str(row.get("datapath_type") or "")
-            if cached is None or cached[0] != kind:
-                LOG.info("integration bridge %s: datapath_type %s", self.bridge,
-                         kind or "system")
-            self._datapath = (kind, self._clock())
-            return kind
+        """The bridge's datapath_type ("" is the kernel's, ``system``), as
+        the OVSDB connection's monitor has it."""
+        try:
+            kind = self.ovsdb.datapath_type(self.bridge)
+        except _ovsdb.OvsdbError as exc:
+            raise ovsdb_error(f"read bridge {self.bridge}", exc,
+                              self.bridge) from exc
+        if kind is None:
+            self._datapath = None
+            raise errors.OvsdbUnavailable(
+                f"integration bridge {self.bridge} does not exist "
+                "([binding] ovs_bridge; OVN's controller or the OVS "
+                "agent creates it)")
+        if self._datapath != kind:
+            LOG.info("integration bridge %s: datapath_type %s", self.bridge,
+                     kind or "system")
+            self._datapath = kind
+        return kind
+
+    def wait_installed(self, container_id: str, ifname: str, port_id: str,
+                       seconds: float) -> None:
+        """Return once ovn-controller set ``ovn-installed`` on the pod's
+        Interface (the port's flows are in), as the OVSDB connection's
+        monitor sees it (no polling); else, after ``seconds``, code 11
+        (never counted) naming what is missing."""
+        host = self.host_ifname(container_id, ifname)
+        try:
+            row = self.ovsdb.wait_interface(host, ovnlocal.installed,
+                                            seconds)
+        except _ovsdb.OvsdbError as exc:
+            raise ovsdb_error(f"wait for {host} to be installed", exc,
+                              self.bridge) from exc
+        if row is None:
+            raise errors.PortNotActive(
+                f"port {port_id} of {container_id}/{ifname} not installed "
+                f"by OVN within {seconds:.1f} s (no ovn-installed on "
+                f"{host}): {self.ovn.why_not_installed(host, port_id)}")
+
+    def close(self) -> None:
+        """Drop this process's OVSDB connection (reopened on next use)."""
+        self.ovsdb.close()
 
     def _rollback(self, host: str, created: bool, ported: bool) -> None:
         """Remove what plumb made: the port, then the veth."""

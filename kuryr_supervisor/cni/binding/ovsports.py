@@ -26,7 +26,7 @@ from kuryr_supervisor.cni.binding.base import HASH_LEN, HOST_PREFIX
 from kuryr_supervisor.cni.binding.check import BridgeCheck
 
 #: The external_ids key (and value) that marks an Interface as ours.
-MARK = ("kuryr-supervisor", "cni")
+MARK = _ovsdb.MARK
 
 
 def ovsdb_error(what: str, exc: _ovsdb.OvsdbError,

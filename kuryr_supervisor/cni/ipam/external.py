@@ -66,10 +66,11 @@ class FixedAddress:
 #: is unreachable (ADD keeps trying, with backoff, until its own deadline).
 Lookup = Callable[[PodRef, float], "FixedAddress | None"]
 
-#: ``(pod, port id, seconds)``: return once the source says the port is
-#: ACTIVE; raise a CNI error (code 11, never counted) when it is not within
-#: ``seconds`` or failed to bind.
-Activated = Callable[[PodRef, str, float], None]
+#: ``(allocation, seconds)``: return once the pod's port (the
+#: allocation's ``port_id``) is wired (the source says ACTIVE, or the node
+#: saw it installed); raise a CNI error (code 11, never counted) when it is
+#: not within ``seconds`` or failed to bind.
+Activated = Callable[[Allocation, float], None]
 
 
 class ExternalIpam:
@@ -164,8 +165,8 @@ class ExternalIpam:
 
     def settle(self, alloc: Allocation) -> None:
         """After plumbing, before the ADD is recorded: wait (``activated``,
-        when wired) until the pod's port is ACTIVE, within what is left of
-        this ADD's wait. Its agent only binds the port once it is plugged
+        when wired) until the pod's port is wired (ACTIVE, or installed by
+        OVN), within what is left of this ADD's wait. Its agent only binds the port once it is plugged
         (OVN's controller claims it from the bridge), so this cannot be
         waited for before plumbing."""
         if self._activated is None or not alloc.port_id:
@@ -173,7 +174,7 @@ class ExternalIpam:
         deadline = getattr(self._waiting, "deadline", None)
         left = (self._timeout() if deadline is None
                 else deadline - time.monotonic())
-        self._activated(alloc.pod, alloc.port_id, max(1.0, left))
+        self._activated(alloc, max(1.0, left))
 
     def _macs_in_use(self, pod: PodRef) -> dict[str, str]:
         """MAC -> who: this node's links, other pods' attachments (the

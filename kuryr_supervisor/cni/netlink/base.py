@@ -117,13 +117,21 @@ def _setns(fd: int) -> None:
 
 def netns_socket(netns: int) -> socket.socket:
     """A NETLINK_ROUTE socket inside ``netns``, made by a throwaway thread."""
-    box: dict[str, Any] = {}
+    return netns_sockets(netns, [(socket.AF_NETLINK, socket.SOCK_DGRAM,
+                                  NETLINK_ROUTE)])[0]
+
+
+def netns_sockets(netns: int,
+                  kinds: list[tuple[int, int, int]]) -> list[socket.socket]:
+    """Sockets (family, type, proto) inside ``netns``, all made by one
+    throwaway thread (setns moves only the thread that calls it)."""
+    box: dict[str, Any] = {"socks": []}
 
     def enter_and_create() -> None:
         try:
             _setns(netns)
-            box["sock"] = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM,
-                                        NETLINK_ROUTE)
+            for family, kind, proto in kinds:
+                box["socks"].append(socket.socket(family, kind, proto))
         except BaseException as exc:  # noqa: BLE001 - re-raised by caller
             box["exc"] = exc
 
@@ -131,5 +139,7 @@ def netns_socket(netns: int) -> socket.socket:
     thread.start()
     thread.join()
     if "exc" in box:
+        for sock in box["socks"]:
+            sock.close()
         raise box["exc"]
-    return box["sock"]  # type: ignore[no-any-return]
+    return list(box["socks"])

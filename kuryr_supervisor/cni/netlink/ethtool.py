@@ -58,18 +58,22 @@ def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int) -> int:
 
 
 def tx_checksum(ifname: str, netns: int | None = None, *,
-                enable: bool | None = None) -> bool:
+                enable: bool | None = None,
+                sock: socket.socket | None = None) -> bool:
     """Whether transmit checksum offload is on for ``ifname`` (in
-    ``netns``, an open namespace fd), after setting it to ``enable`` when
-    given."""
+    ``netns``, an open namespace fd, or where ``sock``, an AF_INET socket,
+    was made: ``rtnl(netns, inet=True).inet``), after setting it to
+    ``enable`` when given."""
     try:
-        sock = _inet_socket(netns)
+        own = sock is None
+        used = _inet_socket(netns) if sock is None else sock
         try:
             if enable is not None:
-                _ethtool(sock, ifname, ETHTOOL_STXCSUM, int(enable))
-            return bool(_ethtool(sock, ifname, ETHTOOL_GTXCSUM, 0))
+                _ethtool(used, ifname, ETHTOOL_STXCSUM, int(enable))
+            return bool(_ethtool(used, ifname, ETHTOOL_GTXCSUM, 0))
         finally:
-            sock.close()
+            if own:
+                used.close()
     except OSError as exc:
         raise NetlinkError(f"ethtool tx-checksumming on {ifname}: {exc}",
                            errno_of(exc)) from exc

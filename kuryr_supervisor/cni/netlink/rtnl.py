@@ -22,7 +22,7 @@ from kuryr_supervisor.cni.netlink.base import (
     AF_INET,
     NETLINK_ROUTE,
     NetlinkError,
-    netns_socket,
+    netns_sockets,
     translated,
 )
 
@@ -81,6 +81,8 @@ class Rtnl:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._seq = 0
+        #: An AF_INET socket in the same namespace (``rtnl(inet=True)``).
+        self.inet: socket.socket | None = None
         sock.connect((0, 0))        # the kernel: plain send() and recv()
         with contextlib.suppress(OSError):  # ACKs without the request copy
             sock.setsockopt(_SOL_NETLINK, _NETLINK_CAP_ACK, 1)
@@ -164,18 +166,30 @@ class Rtnl:
 
 
 @contextlib.contextmanager
-def rtnl(netns: int | None = None) -> Iterator[Rtnl]:
-    """A raw rtnetlink socket in the host namespace or in ``netns``."""
+def rtnl(netns: int | None = None, *, inet: bool = False) -> Iterator[Rtnl]:
+    """A raw rtnetlink socket in the host namespace or in ``netns``;
+    ``inet``: with an AF_INET datagram socket there too (``Rtnl.inet``,
+    for ethtool ioctls), made by the same throwaway thread."""
     where = "host" if netns is None else "netns"
     with translated(f"open netlink in {where}"):
-        sock = (socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
-                              NETLINK_ROUTE)
-                if netns is None else netns_socket(netns))
+        if netns is None:
+            socks = [socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                                   NETLINK_ROUTE)]
+            if inet:
+                socks.append(socket.socket(socket.AF_INET,
+                                           socket.SOCK_DGRAM))
+        else:
+            socks = netns_sockets(netns, [
+                (socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE),
+                *([(socket.AF_INET, socket.SOCK_DGRAM, 0)] if inet else [])])
     try:
-        sock.settimeout(_REQUEST_TIMEOUT)
-        yield Rtnl(sock)
+        socks[0].settimeout(_REQUEST_TIMEOUT)
+        handle = Rtnl(socks[0])
+        handle.inet = socks[1] if inet else None
+        yield handle
     finally:
-        sock.close()
+        for sock in socks:
+            sock.close()
 
 
 def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,

@@ -12,8 +12,12 @@ Invariants:
 - ``now`` is the shared state's monotonic clock, read once per evaluation, so
   every check of one evaluation sees the same instant.
 - An :attr:`Sort.IO` check touches the system (files, sockets, netlink) and
-  runs only on the HealthManager's timer; a :attr:`Sort.SHARED` check reads
-  shared memory only and is evaluated on every probe request.
+  runs only on the HealthManager's timer, on a thread of its own
+  (:mod:`kuryr_supervisor.health.runner`): a run longer than
+  :meth:`Check.timeout` (``[health] check_timeout`` when it returns None)
+  is the check failing, named, and is not started again while it goes on;
+  a :attr:`Sort.SHARED` check reads shared memory only and is evaluated on
+  every probe request.
 - Option values are read from the ``ConfigOpts`` on every run, never cached,
   so a SIGHUP reload takes effect without a restart.
 """
@@ -70,6 +74,12 @@ class Check(abc.ABC):
     @abc.abstractmethod
     def run(self, now: float) -> Result:
         """Evaluate the check at monotonic time ``now``."""
+
+    def timeout(self) -> float | None:
+        """Seconds an I/O run may take before it counts as failed; None:
+        ``[health] check_timeout``. A check whose dependency has its own
+        bound (an option) returns that bound."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.kind.value}>"

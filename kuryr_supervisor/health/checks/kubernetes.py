@@ -31,13 +31,19 @@ class K8sApiCheck(Check):
     kind = Kind.READINESS
     sort = Sort.IO
 
-    def __init__(self, probe: Probe, *, interval: float = 10.0) -> None:
+    def __init__(self, probe: Probe, *, interval: float = 10.0,
+                 timeout: float | None = None) -> None:
         """``probe`` is e.g. ``functools.partial(k8s_client.probe, timeout)``
-        and must itself be bounded in time."""
+        and should itself be bounded in time; ``timeout`` is the run's
+        deadline (the health monitor reports a longer run as failing)."""
         self._probe = probe
         self.interval = interval
+        self._timeout = timeout
         self._last: Result | None = None
         self._at = 0.0
+
+    def timeout(self) -> float | None:
+        return self._timeout
 
     def run(self, now: float) -> Result:
         if self._last is not None and now - self._at < self.interval:
@@ -59,7 +65,8 @@ def from_conf(conf: cfg.ConfigOpts) -> K8sApiCheck | None:
     client = k8s.K8sClient.from_conf(conf)
     return K8sApiCheck(
         functools.partial(client.probe, conf.kubernetes.api_check_timeout),
-        interval=conf.kubernetes.api_check_interval)
+        interval=conf.kubernetes.api_check_interval,
+        timeout=float(conf.kubernetes.api_check_timeout))
 
 
 def extra_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:

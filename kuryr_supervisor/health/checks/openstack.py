@@ -16,23 +16,17 @@ and Neutron's on call paths of their own, so a hung Neutron leaves the
 Keystone check green, and a Neutron check that cannot get a token says
 that it could not ask, leaving the cause to the Keystone check.
 
-Bounded: the HealthManager runs these checks in its own loop, between its
-heartbeats, so a Keystone or Neutron that hangs must not hold it. Each
-check with a ``deadline`` runs its probe in a thread of its own and waits
-at most that long for the whole probe (a token request and a Neutron call
-back to back included); past it the check fails naming the dependency and
-the wait, and a later run waits for the same probe again instead of
-starting a second one. The deadline is ``[controller] openstack_timeout``,
-capped at a quarter of ``[supervisor] health_deadline`` so the two
-OpenStack checks together never make the HealthManager stale. An answer
-that is not JSON is reported the same way: not ready, named, never a
-liveness failure.
+Bounded: like every I/O check each runs on a thread of its own under its
+``timeout`` (:mod:`kuryr_supervisor.health.runner`), ``[controller]
+openstack_timeout``: past it the check fails naming the dependency and the
+wait, and no second probe starts while the first hangs, so a Keystone or
+Neutron that hangs never holds the HealthManager's loop. An answer that is
+not JSON is reported the same way: not ready, named, never a liveness
+failure.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +39,8 @@ LOG = logging.getLogger(__name__)
 
 
 class _Cached(Check):
-    """An I/O readiness check that probes at most every ``interval``."""
+    """An I/O readiness check that probes at most every ``interval``,
+    each probe bounded by ``deadline`` (see the module docstring)."""
 
     kind = Kind.READINESS
     sort = Sort.IO
@@ -56,39 +51,18 @@ class _Cached(Check):
         self._deadline = deadline
         self._last: Result | None = None
         self._at = 0.0
-        self._pending: concurrent.futures.Future[Result] | None = None
+
+    def timeout(self) -> float | None:
+        return self._deadline() if self._deadline is not None else None
 
     def run(self, now: float) -> Result:
         if self._last is not None and now - self._at < self._interval():
             return self._last
-        result = self._guarded() if self._deadline is None else self._bounded()
-        self._last, self._at = result, now
-        return result
-
-    def _guarded(self) -> Result:
         try:
-            return self.probe()
+            result = self.probe()
         except Exception as exc:  # noqa: BLE001 - a check reports, never raises
-            return Result.failed(f"{self.name} unreachable: {exc}")
-
-    def _bounded(self) -> Result:
-        """The probe in its own thread, waited for ``deadline`` seconds."""
-        assert self._deadline is not None
-        seconds = self._deadline()
-        if self._pending is None:
-            future: concurrent.futures.Future[Result] = concurrent.futures.Future()
-
-            def work() -> None:
-                future.set_result(self._guarded())
-            threading.Thread(target=work, name=f"check-{self.name}",
-                             daemon=True).start()
-            self._pending = future
-        try:
-            result = self._pending.result(timeout=seconds)
-        except concurrent.futures.TimeoutError:
-            return Result.failed(f"{self.name}: no answer within {seconds:g}s "
-                                 f"(hung dependency)")
-        self._pending = None
+            result = Result.failed(f"{self.name} unreachable: {exc}")
+        self._last, self._at = result, now
         return result
 
     def probe(self) -> Result:
@@ -186,6 +160,5 @@ def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
 
 
 def check_deadline(conf: cfg.ConfigOpts) -> float:
-    """Seconds one OpenStack check may wait (see the module docstring)."""
-    return min(float(conf.controller.openstack_timeout),
-               float(conf.supervisor.health_deadline) / 4)
+    """Seconds one OpenStack check may take: ``openstack_timeout``."""
+    return float(conf.controller.openstack_timeout)
