@@ -27,6 +27,7 @@ from kuryr_supervisor.conf import (
     ipam,
     kubernetes,
     metrics,
+    network_health,
     secretfiles,
     supervisor,
     vif_pool,
@@ -36,7 +37,7 @@ CONF = cfg.CONF
 PROJECT = "kuryr-supervisor"
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller, vif_pool)
+    cni_install, controller, vif_pool, network_health)
 
 
 class ConfigError(Exception):

@@ -34,7 +34,7 @@ from typing import Any
 from cotyledon.types import WorkerId
 from oslo_config import cfg
 
-from kuryr_supervisor.health import httpserver, nodeevents
+from kuryr_supervisor.health import httpserver, netwatch, nodeevents
 from kuryr_supervisor.health.checks import Check, default_checks
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
@@ -105,6 +105,7 @@ class HealthManagerWorker(Worker):
         self._ipam: IpamSampler | None = None
         self._condition: NodeConditionPublisher | None = None
         self._events: nodeevents.NodeEvents | None = None
+        self._network: netwatch.NetworkWatch | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
     def start(self) -> BoundedHTTPServer:
@@ -121,6 +122,8 @@ class HealthManagerWorker(Worker):
         # The first snapshot before the first request: no probe ever sees
         # "not checked yet" for the I/O checks.
         self.monitor.tick()
+        # STATUS flags and the node's record, off this loop's thread.
+        self._network = netwatch.from_conf(self.monitor, self.state, self.conf)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         exporter = MetricsExporter(self.state, self.monitor)
@@ -185,6 +188,9 @@ class HealthManagerWorker(Worker):
         if self._events is not None:
             self._events.stop()
             self._events = None
+        if self._network is not None:
+            self._network.stop()
+            self._network = None
         if self.server is not None:
             self.server.close()
             self.server = None
