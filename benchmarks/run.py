@@ -44,6 +44,7 @@ from benchmarks import (
     recovery,
     shim_cpu,
     startup,
+    status,
 )
 from benchmarks.context import Context, Outcome
 from benchmarks.harness import REPO, Workspace
@@ -60,7 +61,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-real": controller_real.run,
     "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run, "dataplane": dataplane.run,
-    "ovs-binding": ovs_binding.run,
+    "ovs-binding": ovs_binding.run, "status": status.run,
 }
 
 
