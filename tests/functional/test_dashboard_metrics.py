@@ -65,15 +65,21 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     d.close()
 
 
-def judging_controller(tmp_path: Path) -> Iterator[Daemon]:
-    """A controller whose network judge has judged (its figures are
-    served once it leads and has listed the nodes' records)."""
+def judging_controller(tmp_path: Path) -> str:
+    """/metrics of a controller whose network judge has judged (its
+    figures are served once it leads and has listed the nodes' records)."""
     cloud = start_cloud()
     cloud.api.add_node("node-a")
     ctl = controller_daemon(tmp_path / "ctl", cloud, {
         "controller": {"handlers": "neutron_port,network_health"}})
     try:
-        yield ctl.start()
+        ctl.start().wait_ready(30)
+
+        def judged() -> str | None:
+            text = scrape(ctl.metrics_port)
+            return text if "kuryr_supervisor_network_nodes" in text else None
+        text: str = wait_until(judged, 20)
+        return text
     finally:
         ctl.close()
         cloud.stop()
@@ -83,12 +89,7 @@ def test_dashboard_and_alerts_name_served_metrics(daemon: Daemon,
                                                   tmp_path: Path) -> None:
     daemon.wait_ready()
     names, _ = served(scrape(daemon.metrics_port))
-    for ctl in judging_controller(tmp_path):
-        ctl.wait_ready(30)
-        judge = wait_until(lambda: (lambda t: t if
-                           "kuryr_supervisor_network_nodes" in t else None)(
-                               scrape(ctl.metrics_port)), 20)
-        names |= served(judge)[0]
+    names |= served(judging_controller(tmp_path))[0]
     queries = list(pt.dashboard_queries()) + [
         (f"alert {a['alert']}", a["expr"]) for a in pt.alerts()]
     for where, query in queries:
