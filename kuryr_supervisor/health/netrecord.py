@@ -19,7 +19,7 @@ written once more. The record is created, owned by the Node, the first
 time. A failed write is tried again with backoff (up to the heartbeat);
 a resource the API does not serve (the controller and its CRD not
 installed) is said once and asked again every :data:`NOT_INSTALLED_RETRY`
-seconds. :class:`RecordThread` runs the writer beside the HealthManager's
+seconds. :func:`record_loop` runs the writer beside the HealthManager's
 loop, so neither the probes nor the loop ever wait for the API.
 
 Uninstalling (:func:`release_on_stop`, the daemon's exit hook) deletes the
@@ -28,13 +28,13 @@ record and releases the judge's conditions on this node's Node.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from oslo_config import cfg
 
+from kuryr_supervisor.health.pollloop import PollLoop
 from kuryr_supervisor.kubernetes import netconditions, nodenetwork
 from kuryr_supervisor.kubernetes.nodenetwork import NetworkReport
 from kuryr_supervisor.kubernetes.wire import K8sError, K8sPermanent
@@ -169,35 +169,10 @@ class RecordWriter:
         return found
 
 
-class RecordThread:
-    """The writer's loop on a thread of its own."""
-
-    def __init__(self, writer: RecordWriter, *,
-                 interval: float = POLL_INTERVAL) -> None:
-        self.writer = writer
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="node-record",
-                                        daemon=True)
-
-    def start(self) -> RecordThread:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        failing = False
-        while not self._stop.wait(self._interval):
-            try:
-                self.writer.step()
-                failing = False
-            except Exception:  # noqa: BLE001 - a record never stops the worker
-                if not failing:
-                    LOG.exception("NodeNetwork record writer failed")
-                failing = True
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(1.0)
+def record_loop(writer: RecordWriter, *,
+                interval: float = POLL_INTERVAL) -> PollLoop:
+    """The writer's loop on a thread of its own (not started)."""
+    return PollLoop(writer.step, interval=interval, name="node-record")
 
 
 class ReleaseCalls(Protocol):

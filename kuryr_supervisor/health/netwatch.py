@@ -4,8 +4,8 @@ STATUS answers, and write the node's NodeNetwork record.
 Both read what the loop already produced (the I/O checks' last snapshot
 and the published verdict) and never run a check themselves:
 
-* :class:`StatusFlags`, on a thread of its own every :data:`INTERVAL`
-  seconds, turns the data-plane checks into the STATUS answer in shared
+* :class:`StatusFlags`, on a thread of its own (:mod:`.pollloop`) every
+  :data:`INTERVAL` seconds, turns the data-plane checks into the STATUS answer in shared
   memory (:mod:`.dataplane`), logging each change once; the Server answers
   STATUS from it without waiting on anything;
 * the record writer (:mod:`.netrecord`, Kubernetes mode, ``[network_health]
@@ -16,13 +16,13 @@ and the published verdict) and never run a check themselves:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from oslo_config import cfg
 
 from kuryr_supervisor.health.dataplane import Results, status_answer
 from kuryr_supervisor.health.monitor import HealthMonitor
+from kuryr_supervisor.health.pollloop import PollLoop
 from kuryr_supervisor.state import SharedState, StatusCause
 from kuryr_supervisor.state.cnistatus import StatusBoard
 
@@ -54,40 +54,24 @@ class StatusFlags:
 
 
 class NetworkWatch:
-    """The flags' thread, and the record writer's if there is one."""
+    """The flags' loop, and the record writer's if there is one."""
 
-    def __init__(self, flags: StatusFlags, record: object | None = None, *,
-                 interval: float = INTERVAL) -> None:
+    def __init__(self, flags: StatusFlags, record: PollLoop | None = None,
+                 *, interval: float = INTERVAL) -> None:
         self.flags, self.record = flags, record
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="net-status",
-                                        daemon=True)
+        self._loop = PollLoop(flags.update, interval=interval,
+                              name="net-status")
 
     def start(self) -> NetworkWatch:
-        self._thread.start()
-        start = getattr(self.record, "start", None)
-        if start is not None:
-            start()
+        self._loop.start()
+        if self.record is not None:
+            self.record.start()
         return self
 
-    def _run(self) -> None:
-        failing = False
-        while not self._stop.wait(self._interval):
-            try:
-                self.flags.update()
-                failing = False
-            except Exception:  # noqa: BLE001 - never stops the worker
-                if not failing:
-                    LOG.exception("STATUS flags update failed")
-                failing = True
-
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(1.0)
-        stop = getattr(self.record, "stop", None)
-        if stop is not None:
-            stop()
+        self._loop.stop()
+        if self.record is not None:
+            self.record.stop()
 
 
 def snapshot_results(monitor: HealthMonitor) -> Callable[[], Results]:
@@ -108,10 +92,10 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
     from kuryr_supervisor.kubernetes import client as k8s
     if conf.network_health.record and k8s.is_configured(conf):
         from kuryr_supervisor.health.dataplane import ReportSource
-        from kuryr_supervisor.health.netrecord import RecordThread, RecordWriter
+        from kuryr_supervisor.health.netrecord import RecordWriter, record_loop
         client = k8s.K8sClient.from_conf(conf)
         opts = conf.network_health
-        record = RecordThread(RecordWriter(
+        record = record_loop(RecordWriter(
             client, client.node, ReportSource(state.overall, results),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),

@@ -13,16 +13,9 @@ from kuryr_supervisor.health.netrecord import NOT_INSTALLED_RETRY, RecordWriter,
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes import nodenetwork as nn
 from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.netjudge import Clock
 
 NODE = "node-a"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
