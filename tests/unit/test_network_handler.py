@@ -169,3 +169,22 @@ def test_a_new_handler_process_serves_no_old_figures(world: World) -> None:
     ctx = HandlerContext(world.conf, world.state, world.ready.append)
     NetworkHealthHandler(ctx)        # a follower's: it never judges
     assert world.state.verdicts.read() is None
+
+
+def test_a_refused_write_backs_off(world: World) -> None:
+    """RBAC refuses the Nodes' status (403): a node's write is tried again
+    after 2, 4, 8... s (at most 60), never on every judgement."""
+    world.judge_until(105)
+    world.write("node-c", report(ok=False))
+    world.sync()
+    world.api.fail(403)
+    before = len(world.api.requests)
+    for _ in range(120):                    # two minutes, judged each second
+        world.clock.now += 1.0
+        world.handler.judge(world.clock.now)
+    patches = [r for r in world.api.requests[before:]
+               if r[2].endswith("/nodes/node-c/status")]
+    assert 3 <= len(patches) <= 7, len(patches)
+    world.api.fail(None)
+    world.judge_until(world.clock.now + 61)
+    assert world.cond("node-c")["status"] == "False"

@@ -121,7 +121,7 @@ class NetworkHealthHandler:
             self.client = k8s.K8sClient.from_conf(conf)
         self.nodes = NodeConditions(self.client,
                                     conf.network_health.condition_type,
-                                    wall=self._wall)
+                                    wall=self._wall, clock=self._clock)
         self.recorder = events.recorder(self.client).start()
         self.report = Report(self.recorder.record,
                              getattr(self.ctx.state, "verdicts", None),
@@ -163,9 +163,9 @@ class NetworkHealthHandler:
         now = self._clock()
         if self.nodes is not None and \
                 now - self._listed_at >= float(opts.resync_interval):
+            self._listed_at = now           # a failure waits a whole period
             try:
                 self.nodes.load(self._beat)
-                self._listed_at = now
             except k8s.K8sError as exc:
                 LOG.info("Node resync postponed: %s", exc)
         if self.book.dirty or now - self._judged_at >= float(

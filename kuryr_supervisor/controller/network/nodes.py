@@ -10,8 +10,10 @@ conditions only). A write is a strategic merge patch conditional on the
 Node's resourceVersion: when the Node changed since it was read (409) it
 is read again and written once more, so a condition another writer set
 meanwhile is seen before ours goes over it. At most :data:`MAX_WRITES`
-writes per call, beating between them; what is left, or failed, is written
-on the next call.
+writes per call, beating between them; what is left is written on the
+next call, what failed after a backoff of its own (2 s doubling to
+:data:`BACKOFF_MAX`: a refusal, such as RBAC, never becomes a write per
+judgement), said once.
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ LOG = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 MAX_WRITES = 50
+#: Most seconds between two attempts to write one node's conditions.
+BACKOFF_MAX = 60.0
 
 Conditions = list[Mapping[str, Any]]
 
@@ -62,9 +66,12 @@ class NodeConditions:
     """See the module."""
 
     def __init__(self, calls: NodeCalls, own_type: str, *,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.calls, self.own_type = calls, own_type
-        self._wall = wall
+        self._wall, self._clock = wall, clock
+        #: node -> (failed writes in a row, no attempt before this time)
+        self._failed: dict[str, tuple[int, float]] = {}
         #: name -> (conditions, resourceVersion) as last read or written
         self.nodes: dict[str, tuple[Conditions, str]] = {}
         self.want: dict[str, Want] = {}
@@ -122,15 +129,27 @@ class NodeConditions:
                           wall=self._wall())
 
     def flush(self, beat: Callable[[], None] = lambda: None) -> int:
-        """Write what differs (at most :data:`MAX_WRITES`); the writes made."""
+        """Write what differs (at most :data:`MAX_WRITES`, none for a node
+        whose last write failed until its backoff is over); the writes
+        made."""
         made = 0
-        for name in self.pending()[:MAX_WRITES]:
+        now = self._clock()
+        due = [n for n in self.pending()
+               if self._failed.get(n, (0, 0.0))[1] <= now]
+        for name in due[:MAX_WRITES]:
             beat()
             try:
                 made += self._write(name)
             except K8sError as exc:
-                LOG.warning("cannot write the network conditions of node "
-                            "%s (next judgement tries again): %s", name, exc)
+                count = self._failed.get(name, (0, 0.0))[0] + 1
+                delay = min(BACKOFF_MAX, 2.0 ** count)
+                self._failed[name] = (count, now + delay)
+                log = LOG.warning if count == 1 else LOG.debug
+                log("cannot write the network conditions of node %s (tried "
+                    "again in %.0fs): %s", name, delay, exc)
+                continue
+            if self._failed.pop(name, None) is not None:
+                LOG.info("network conditions of node %s written again", name)
         return made
 
     def _write(self, name: str) -> int:
