@@ -37,14 +37,16 @@ class StatusFlags:
     def __init__(self, board: StatusBoard,
                  results: Callable[[], Results]) -> None:
         self.board, self._results = board, results
-        self._last: tuple[int, StatusCause, str] = (0, StatusCause.NONE, "")
+        # None: the first look publishes, whatever an earlier HealthManager
+        # (this one's predecessor, restarted) left in shared memory.
+        self._last: tuple[int, StatusCause, str] | None = None
 
     def update(self) -> None:
         answer = status_answer(self._results())
         if answer == self._last:
             return
         code, _, detail = answer
-        if code != self._last[0]:
+        if code != (self._last[0] if self._last is not None else 0):
             if code:
                 LOG.warning("CNI STATUS now answers code %d: %s", code, detail)
             else:
