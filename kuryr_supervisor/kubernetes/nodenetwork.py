@@ -123,7 +123,9 @@ def rfc3339(wall: float) -> str:
         "%Y-%m-%dT%H:%M:%SZ")
 
 
-def _epoch(text: Any) -> float:
+def epoch(text: Any) -> float:
+    """RFC 3339 (as :func:`rfc3339` writes it) to epoch seconds; 0 when
+    it is not one."""
     try:
         return datetime.datetime.strptime(
             str(text), "%Y-%m-%dT%H:%M:%SZ").replace(
@@ -250,7 +252,7 @@ def from_object(obj: Mapping[str, Any]) -> Record:
         canary = Canary(_text(raw, "address"), _text(raw, "portId"))
     report = NetworkReport(
         Daemon(_bool(daemon, "ready", "status.daemon"),
-               _epoch(daemon.get("since")), _text(daemon, "summary")),
+               epoch(daemon.get("since")), _text(daemon, "summary")),
         checks, gateway, peers, canary)
     return Record(name, report, float(beat),
                   str(meta.get("resourceVersion") or ""))

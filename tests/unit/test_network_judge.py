@@ -347,7 +347,8 @@ def test_a_relist_does_not_make_a_silent_node_fresh() -> None:
 
 
 def test_a_new_leader_carries_on_the_faults_it_finds() -> None:
-    w = World(state=rules.seed({"c": ("KuryrPeersUnreachable", "x")}, 0.0))
+    w = World(state=rules.seed({"c": ("KuryrPeersUnreachable", "x", 0.0)},
+                               0.0))
     w.write_all(healthy())
     w.run(29)
     assert w.faulty() == {"c"}
@@ -370,3 +371,18 @@ def test_an_invalid_record_keeps_the_last_valid_one() -> None:
 
 def test_cluster_kinds_are_the_metric_vocabulary() -> None:
     assert tuple(rules.LIKELY) == KINDS
+
+
+def test_a_carried_fault_keeps_its_age_through_a_cluster_wide_fault() -> None:
+    """A fault the new leader found marked 10 minutes ago is no first sign
+    of a cluster-wide fault that begins now: it is kept; one marked just
+    before is withdrawn."""
+    for age, kept in ((600.0, True), (5.0, False)):
+        w = World(state=rules.seed({"a": ("KuryrPeersUnreachable", "x", age)},
+                                   0.0))
+        w.write_all(healthy())
+        for node in ("b", "c", "d"):
+            w.write(node, report(checks={"flows": False}))
+        j = w.run(1)
+        assert j.cluster is not None
+        assert (w.faulty() == {"a"}) is kept

@@ -152,13 +152,16 @@ class Judgement:
     withdrawn: tuple[str, ...] = ()
 
 
-def seed(faults: Mapping[str, tuple[str, str]], now: float) -> State:
+def seed(faults: Mapping[str, tuple[str, str, float]], now: float) -> State:
     """The state of a judge that starts while nodes are marked faulty
-    (node -> (reason, message), from their conditions): they stay so until
-    proven healthy."""
-    return State({node: NodeState(True, now, onset=now, faults=(now,),
-                                  reason=reason, message=message)
-                  for node, (reason, message) in faults.items()})
+    (node -> (reason, message, seconds since it was marked), from their
+    conditions): they stay so until proven healthy, their fault as old as
+    the condition says (a cluster-wide fault that follows does not take it
+    for one of its first signs)."""
+    return State({node: NodeState(True, now - age, onset=now - age,
+                                  faults=(now - age,), reason=reason,
+                                  message=message)
+                  for node, (reason, message, age) in faults.items()})
 
 
 def _self_symptoms(seen: Seen, now: float, p: Params) -> list[Symptom]:

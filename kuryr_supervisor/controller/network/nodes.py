@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes.netconditions import Want
+from kuryr_supervisor.kubernetes.nodenetwork import epoch
 from kuryr_supervisor.kubernetes.wire import K8sError, K8sPermanent
 
 LOG = logging.getLogger(__name__)
@@ -95,15 +96,18 @@ class NodeConditions:
         for gone in set(self.want) - set(found):
             del self.want[gone]
 
-    def faults(self) -> dict[str, tuple[str, str]]:
+    def faults(self) -> dict[str, tuple[str, str, float]]:
         """Nodes our own condition says are in a local fault:
-        name -> (reason, message)."""
+        name -> (reason, message, seconds since its lastTransitionTime)."""
         out = {}
+        now = self._wall()
         for name, (conditions, _) in self.nodes.items():
             own = nc.seeded_fault(conditions, self.own_type)
             if own is not None:
-                out[name] = (str(own.get("reason")), str(own.get("message")
-                                                         or ""))
+                since = epoch(own.get("lastTransitionTime"))
+                out[name] = (str(own.get("reason")),
+                             str(own.get("message") or ""),
+                             max(0.0, now - since) if since else 0.0)
         return out
 
     def marked(self) -> set[str]:
