@@ -45,6 +45,7 @@ from benchmarks import (
     recovery,
     shim_cpu,
     startup,
+    status,
 )
 from benchmarks.context import Context, Outcome
 from benchmarks.harness import REPO, Workspace
@@ -62,6 +63,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run, "dataplane": dataplane.run,
     "ovs-binding": ovs_binding.run, "ovsdb-clients": ovsdb_clients.run,
+    "status": status.run,
 }
 
 

@@ -92,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SystemExit as exc:
         if os.getpid() == master and conf.role == "cni":  # never in a worker
             uninstall_on_stop(conf, exc.code, installer.installed)
+            from kuryr_supervisor.health.netrecord import release_on_stop
+            release_on_stop(conf, exc.code)
         raise
     finally:
         if os.getpid() == master:

@@ -128,6 +128,11 @@ class NotAvailable(CNIError):
     """STATUS: the plugin cannot take ADDs (spec code 50)."""
 
 
+class LimitedConnectivity(NotAvailable):
+    """STATUS: the plugin cannot take ADDs, and the pods already running
+    may have lost connectivity too (spec code 51)."""
+
+
 # Internal failures: the daemon itself failed; these count against the budget.
 class InternalError(CNIError):
     """An unexpected failure inside the daemon (code 100)."""
@@ -195,6 +200,7 @@ WIRE: dict[type[CNIError], Wire] = {
     InvalidConfig: Wire(7, 400, False, False),
     TryAgain: Wire(11, 503, False, True),
     NotAvailable: Wire(50, 503, False, True),
+    LimitedConnectivity: Wire(51, 503, False, True),
     InternalError: Wire(100, 500, True, True),
     AddressExhausted: Wire(101, 507, False, True),
     AlreadyExists: Wire(102, 409, False, False),

@@ -57,6 +57,7 @@ class LazyIpam:
         self._store: Ipam | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._failure = ""
 
     def __call__(self) -> Ipam:
         with self._lock:
@@ -65,9 +66,25 @@ class LazyIpam:
             if self._store is None:
                 subnet = self._subnet()
                 if subnet is None:
-                    raise errors.TryAgain("the pod subnet is not known yet")
-                self._store = self._factory(subnet)
+                    self._failure = "the pod subnet is not known yet"
+                    raise errors.TryAgain(self._failure)
+                try:
+                    self._store = self._factory(subnet)
+                except errors.CNIError as exc:
+                    self._failure = exc.msg
+                    raise
             return self._store
+
+    def availability(self) -> str | None:
+        """Why an ADD could not have an address now (None: the store is
+        open), from what the last attempt found: never waits, never does
+        I/O, so STATUS can ask it (the Server's environment watch opens
+        the store at start and tries again every few seconds)."""
+        if self._closed:
+            return "the daemon is shutting down"
+        if self._store is not None:
+            return None
+        return f"IPAM unavailable: {self._failure or 'the store is not open yet'}"
 
     def close(self, *, final: bool = True) -> None:
         """Close the store's connection if it was ever opened. ``final`` (a

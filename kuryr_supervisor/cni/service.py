@@ -231,7 +231,7 @@ class CNIService:
 
     # -- STATUS, GC ---------------------------------------------------------
     def _status(self, request: Request) -> None:
-        upkeep.status(self._ipam, self._state)
+        upkeep.status(getattr(self._ipam, "availability", None), self._state)
 
     def _gc(self, request: Request) -> None:
         started = self._wall_clock()

@@ -8,8 +8,12 @@ container's lock), so neither races an ADD or a DEL of the same container.
 Invariants:
 - CHECK changes nothing; a pod that differs from its reservation or from
   what plumb made is a finding (CheckFailed), not a fault of ours.
-- STATUS says NotAvailable while the daemon drains or while the store
-  cannot be opened yet (no pod subnet).
+- STATUS never waits: it says NotAvailable (50) while the daemon drains,
+  while the HealthManager's checks say an ADD cannot be served (no
+  ovn-controller, OVSDB unusable), while an environment fault makes every
+  ADD fail or while the store is not open (no pod subnet yet), and
+  LimitedConnectivity (51) when the checks say running pods may have lost
+  their network too.
 - GC unplumbs before it releases (through ``forget``), spares allocations
   newer than itself, and collects as much as it can before it reports what
   it left behind.
@@ -25,7 +29,7 @@ from kuryr_supervisor import errors
 from kuryr_supervisor.cni.ipam import PENDING, Allocation
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Fault, SharedState
 
 LOG = logging.getLogger(__name__)
 
@@ -68,14 +72,35 @@ def check(ipam: Ipam, binding: Binding, request: Request,
         raise errors.CheckFailed(exc.msg, exc.details) from exc
 
 
-def status(ipam: Callable[[], Ipam], state: SharedState | None) -> None:
-    """STATUS: NotAvailable unless an ADD could be served now."""
-    if state is not None and state.draining():
-        raise errors.NotAvailable("the daemon is shutting down")
-    try:
-        ipam()
-    except errors.TryAgain as exc:
-        raise errors.NotAvailable(exc.msg) from exc
+#: Environment faults that make every ADD fail (STATUS code 50).
+ADD_FAULTS = (Fault.IPAM_STORE | Fault.DISK_FULL | Fault.BRIDGE_KIND
+              | Fault.NET_ADMIN)
+
+
+def status(availability: Callable[[], str | None] | None,
+           state: SharedState | None) -> None:
+    """STATUS: success only if an ADD could be served now; 51 when the
+    running pods may have lost their network too (see the module).
+
+    Answered from what the daemon already holds, never waiting on a
+    dependency: the draining flag, what the HealthManager published from
+    its checks (:class:`~kuryr_supervisor.state.cnistatus.StatusBoard`),
+    the environment faults, and the IPAM's ``availability`` (no I/O)."""
+    if state is not None:
+        if state.draining():
+            raise errors.NotAvailable("the daemon is shutting down")
+        code, _, detail = state.cni_status.answer()
+        if code == 51:
+            raise errors.LimitedConnectivity(detail or "data plane broken")
+        if code:
+            raise errors.NotAvailable(detail or "data plane not ready")
+        faults = state.faults() & ADD_FAULTS
+        if faults:
+            raise errors.NotAvailable("environment fault: " + ", ".join(
+                (f.name or "").lower() for f in Fault if f and f in faults))
+    why = availability() if availability is not None else None
+    if why:
+        raise errors.NotAvailable(why)
 
 
 def gc(ipam: Ipam, binding: Binding, valid: frozenset[Attachment], *,

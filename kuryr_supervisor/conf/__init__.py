@@ -31,6 +31,7 @@ from kuryr_supervisor.conf import (
     ipam,
     kubernetes,
     metrics,
+    network_health,
     secretfiles,
     supervisor,
     unknown,
@@ -41,7 +42,7 @@ CONF = cfg.CONF
 PROJECT = files.PROJECT
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller, vif_pool)
+    cni_install, controller, vif_pool, network_health)
 
 
 class ConfigError(Exception):

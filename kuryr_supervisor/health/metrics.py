@@ -39,9 +39,11 @@ from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import (
     LATENCY_BUCKETS,
     TIMED_COMMANDS,
+    Component,
     Fault,
     SharedState,
 )
+from kuryr_supervisor.state.netverdicts import KINDS, REASONS
 
 LOG = logging.getLogger(__name__)
 
@@ -85,6 +87,7 @@ class HealthCollector:
         yield from self._cni()
         yield from self._watch_and_ipam()
         yield from _pools(self.state.pools.rows())
+        yield from self._network()
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
                                value={"version": version.version()})
 
@@ -145,6 +148,56 @@ class HealthCollector:
                 cumulative.append((_bound(bound), float(running)))
             latency.add_metric([command], cumulative, sum_value=total)
         yield latency
+
+    def _network(self) -> Iterator[Metric]:
+        """The CNI role: what STATUS answers and the record's writes; the
+        controller's network judge: its verdicts (series bounded: fixed
+        labels, and one per node in a local fault, at most half the
+        cluster and :data:`~kuryr_supervisor.state.netverdicts.MAX_ROWS`)."""
+        if Component.SERVER in self.state.active:
+            code, _, _ = self.state.cni_status.answer()
+            yield GaugeMetricFamily(PREFIX + "cni_status_code",
+                                    "The code CNI STATUS answers now (0, "
+                                    "50 or 51).", value=float(code))
+            ok, failed = self.state.cni_status.writes()
+            writes = CounterMetricFamily(
+                PREFIX + "network_record_writes",
+                "API writes of this node's NodeNetwork record.",
+                labels=["result"])
+            writes.add_metric(["ok"], float(ok))
+            writes.add_metric(["failed"], float(failed))
+            yield writes
+        figures = self.state.verdicts.read()
+        if figures is None:
+            return
+        cluster = GaugeMetricFamily(
+            PREFIX + "network_cluster_fault",
+            "1 while most nodes have network trouble at once (the cloud's "
+            "fault, by its most likely kind); no Node condition changes.",
+            labels=["kind"])
+        for i, kind in enumerate(KINDS):
+            cluster.add_metric([kind], float(figures.cluster
+                                             and figures.kind == i))
+        yield cluster
+        nodes = GaugeMetricFamily(PREFIX + "network_nodes",
+                                  "Nodes judged, by verdict.",
+                                  labels=["verdict"])
+        nodes.add_metric(["healthy"], figures.healthy)
+        nodes.add_metric(["local_fault"], figures.faulty)
+        nodes.add_metric(["suspect"], figures.suspect)
+        yield nodes
+        yield GaugeMetricFamily(PREFIX + "network_troubled_nodes",
+                                "Nodes with network trouble now (a "
+                                "symptom, or probes failing unexplained).",
+                                value=figures.troubled)
+        local = GaugeMetricFamily(
+            PREFIX + "network_node_local_fault",
+            "1 for each node in a local network fault, with its reason.",
+            labels=["node", "reason"])
+        for node, reason in figures.faults:
+            local.add_metric([node, REASONS[reason] if reason < len(REASONS)
+                              else "other"], 1.0)
+        yield local
 
     def _watch_and_ipam(self) -> Iterator[Metric]:
         relists, errors = self.state.watch_counts()

@@ -28,12 +28,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import signal
-import threading
 from collections.abc import Callable
 
 from oslo_config import cfg
 
 from kuryr_supervisor.health.checks.faults import describe
+from kuryr_supervisor.health.pollloop import PollLoop
 from kuryr_supervisor.health.verdictnotes import VerdictNotes
 from kuryr_supervisor.kubernetes.events import EventRecorder, Note
 from kuryr_supervisor.state import (
@@ -207,30 +207,16 @@ class NodeEvents:
     def __init__(self, source: NodeEventSource, recorder: EventRecorder, *,
                  interval: float = POLL_INTERVAL) -> None:
         self.source, self.recorder = source, recorder
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="node-watch",
-                                        daemon=True)
+        self._loop = PollLoop(source.poll, interval=interval,
+                              name="node-watch")
 
     def start(self) -> NodeEvents:
         self.recorder.start()
-        self._thread.start()
+        self._loop.start()
         return self
 
-    def _run(self) -> None:
-        failing = False
-        while not self._stop.wait(self._interval):
-            try:
-                self.source.poll()
-                failing = False
-            except Exception:  # noqa: BLE001 - events never stop the worker
-                if not failing:
-                    LOG.exception("node event source failed")
-                failing = True
-
     def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(1.0)
+        self._loop.stop()
         self.recorder.stop()
 
 

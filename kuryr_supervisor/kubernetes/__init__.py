@@ -12,5 +12,8 @@ For the controller role: ``clusterpods`` (every pod of the cluster, for the
 same loop), ``podport`` (the PodPort resource: the pod's Neutron port,
 written by the controller alone, read by the CNI role), ``portannotation``
 (the port data's checks; the legacy annotation, never trusted) and
-``lease`` (leader election).
+``lease`` (leader election). Network health: ``nodenetwork`` (the
+NodeNetwork resource: what a node says of its data plane, written by that
+node, read by the controller's judge, over ``nodenetworkcalls``) and
+``netconditions`` (the judge's Node conditions, and which are ours).
 """

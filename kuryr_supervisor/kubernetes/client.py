@@ -1,8 +1,9 @@
 """The Kubernetes API adapter: the calls the daemon makes, as one client.
 
 :class:`K8sClient` combines the calls on pods and the health probes (here)
-with those on PodPorts (:mod:`.podportcalls`), Leases (:mod:`.leasecalls`)
-and the Node, its Events and namespaces (:mod:`.nodecalls`), all over one
+with those on PodPorts (:mod:`.podportcalls`), Leases (:mod:`.leasecalls`),
+the Nodes, their Events and namespaces (:mod:`.nodecalls`) and the
+NodeNetworks (:mod:`.nodenetworkcalls`), all over one
 transport (:mod:`.transport`: the connection pool, deadlines and errors).
 With :mod:`.config` (re-exported here for callers) these are the only
 importers of ``kubernetes``; answers are decoded by :mod:`.wire`, whose
@@ -23,6 +24,7 @@ from kuryr_supervisor.kubernetes.config import (  # noqa: F401 - re-exported
 )
 from kuryr_supervisor.kubernetes.leasecalls import LeaseCalls
 from kuryr_supervisor.kubernetes.nodecalls import NodeCalls
+from kuryr_supervisor.kubernetes.nodenetworkcalls import NodeNetworkCalls
 from kuryr_supervisor.kubernetes.podportcalls import PodPortCalls
 from kuryr_supervisor.kubernetes.registry import Pod
 from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
@@ -49,7 +51,7 @@ def _versioned(resource_version: str) -> list[tuple[str, str]]:
             ("resourceVersionMatch", "NotOlderThan")]
 
 
-class K8sClient(PodPortCalls, LeaseCalls, NodeCalls):
+class K8sClient(PodPortCalls, LeaseCalls, NodeCalls, NodeNetworkCalls):
     """The calls the daemon makes, on this node's pods and Node object.
 
     Mixins over one transport, not small classes each holding it: every

@@ -18,7 +18,9 @@ loop from flooding the API, as in client-go's ``EventCorrelator``:
 
 Events of a cluster-scoped object live in the ``default`` namespace; the
 involved object's ``uid`` is the node's name, as the kubelet's are (``kubectl
-describe node`` finds both). An Event the API has expired (its TTL, 1 h by
+describe node`` finds both). A note names this node by default, or any
+:class:`Subject` (the controller's network judge tells of other nodes and
+of the cluster). An Event the API has expired (its TTL, 1 h by
 default) is created again on the next repeat.
 """
 from __future__ import annotations
@@ -51,18 +53,40 @@ Patch = Callable[[str, str, Mapping[str, Any]], Any]
 
 
 @dataclasses.dataclass(frozen=True)
+class Subject:
+    """The object an Event is about (``involvedObject``): a Node (its
+    ``uid`` the name, as the kubelet's) or any other object."""
+
+    kind: str
+    name: str
+    namespace: str = ""
+    api_version: str = "v1"
+
+    def reference(self) -> dict[str, str]:
+        ref = {"apiVersion": self.api_version, "kind": self.kind,
+               "name": self.name}
+        if self.namespace:
+            ref["namespace"] = self.namespace
+        if self.kind == "Node":
+            ref["uid"] = self.name
+        return ref
+
+
+@dataclasses.dataclass(frozen=True)
 class Note:
     """One thing worth an Event. ``key`` says which notes are the same Event
-    (empty: the reason alone)."""
+    (empty: the reason alone); ``subject`` what it is about (None: the
+    recorder's own Node)."""
 
     type: str            # "Normal" or "Warning"
     reason: str          # CamelCase, e.g. WorkerRestarted
     message: str
     key: str = ""
+    subject: Subject | None = None
 
     @property
-    def identity(self) -> tuple[str, str, str]:
-        return self.type, self.reason, self.key
+    def identity(self) -> tuple[str, str, str, Subject | None]:
+        return self.type, self.reason, self.key, self.subject
 
 
 def rfc3339(wall: float) -> str:
@@ -106,7 +130,8 @@ class Correlator:
         self.burst, self.rate = burst, rate
         self._wall = wall
         self._size = cache_size
-        self._seen: collections.OrderedDict[tuple[str, str, str], _Seen] = \
+        self._seen: collections.OrderedDict[
+            tuple[str, str, str, Subject | None], _Seen] = \
             collections.OrderedDict()
         self.filtered = 0
 
@@ -134,6 +159,13 @@ class Correlator:
         if seen is not None:
             seen.name = name
 
+    @staticmethod
+    def namespace(note: Note) -> str:
+        """Where the note's Event lives: its subject's namespace, or
+        ``default`` for a cluster-scoped subject (a Node)."""
+        return (note.subject.namespace if note.subject is not None
+                and note.subject.namespace else NAMESPACE)
+
     def expired(self, note: Note) -> dict[str, Any]:
         """The API no longer has the Event: a create carrying the count."""
         seen = self._seen[note.identity]
@@ -142,12 +174,12 @@ class Correlator:
 
     def body(self, note: Note, seen: _Seen, message: str,
              now: float) -> dict[str, Any]:
-        name = f"{self.node}.{time.time_ns():x}"
+        subject = note.subject or Subject("Node", self.node)
+        name = f"{subject.name}.{time.time_ns():x}"[:253]
         return {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": NAMESPACE},
-            "involvedObject": {"apiVersion": "v1", "kind": "Node",
-                               "name": self.node, "uid": self.node},
+            "metadata": {"name": name, "namespace": self.namespace(note)},
+            "involvedObject": subject.reference(),
             "type": note.type, "reason": note.reason, "message": message,
             "source": {"component": SOURCE, "host": self.node},
             "reportingComponent": SOURCE,
@@ -214,7 +246,8 @@ class EventRecorder:
                 self._post(note, request[1])
             else:
                 try:
-                    self._patch(NAMESPACE, request[1], request[2])
+                    self._patch(self.correlator.namespace(note), request[1],
+                                request[2])
                 except K8sPermanent as exc:
                     if exc.status != 404:
                         raise
@@ -231,7 +264,7 @@ class EventRecorder:
         self.posted += 1
 
     def _post(self, note: Note, body: Mapping[str, Any]) -> None:
-        self._create(NAMESPACE, body)
+        self._create(body["metadata"]["namespace"], body)
         self.correlator.created(note, body["metadata"]["name"])
 
 

@@ -57,6 +57,16 @@ def mapped_errors(what: str) -> Iterator[None]:
         raise K8sTemporary(f"{what}: {exc}") from exc
 
 
+def fenced(method: str, path: str) -> bool:
+    """Writes that steer pods or nodes: PodPorts, and Node status (the
+    controller's network judge); the fence allows them only while leading
+    (:mod:`.fence`; never armed in the CNI role)."""
+    if method == "GET":
+        return False
+    return f"/{podport.PLURAL}" in path or (
+        path.startswith("/api/v1/nodes/") and path.endswith("/status"))
+
+
 class K8sTransport:
     """The connection to one API server, for this node; the calls on it are
     the subclasses' (see :class:`~.client.K8sClient`)."""
@@ -104,7 +114,7 @@ class K8sTransport:
             params = self._api.param_serialize(
                 method, path, query_params=query or [], header_params=headers,
                 body=body, auth_settings=["BearerToken"])
-            if method != "GET" and f"/{podport.PLURAL}" in path:
+            if fenced(method, path):
                 # As late as can be: a replica paused past its lease exits
                 # here rather than write beside the new leader.
                 fence.check(f"{method} {path}")

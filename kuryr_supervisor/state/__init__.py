@@ -13,9 +13,12 @@ atomic and no cross-process lock exists that a SIGKILLed holder could leave
 taken. Read-modify-write within one process is guarded by a thread lock.
 
 Parts: :mod:`.components` (workers and their slots), :mod:`.verdict` (live
-causes, faults, the overall verdict), :mod:`.counters` (the metric block) and
-:mod:`.shared` (:class:`SharedState` itself).
+causes, faults, the overall verdict), :mod:`.counters` (the metric block),
+the boards of one writer each (:mod:`.poolstats`, :mod:`.creates`,
+:mod:`.cnistatus`: what CNI STATUS answers, :mod:`.netverdicts`: the
+network judge's verdicts) and :mod:`.shared` (:class:`SharedState` itself).
 """
+from kuryr_supervisor.state.cnistatus import Cause as StatusCause
 from kuryr_supervisor.state.components import (
     CNI_COMPONENTS,
     MAX_HANDLERS,
@@ -39,6 +42,7 @@ from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
 __all__ = [
     "CNI_CODES", "CNI_COMMANDS", "CNI_COMPONENTS", "Clock", "Component",
     "ComponentStatus", "Fault", "LATENCY_BUCKETS", "LiveCause", "MAX_HANDLERS",
-    "Overall", "RESTART_CAUSES", "Reason", "SharedState", "TIMED_COMMANDS",
+    "Overall", "RESTART_CAUSES", "Reason", "SharedState", "StatusCause",
+    "TIMED_COMMANDS",
     "WATCH_ERRORS", "WorkerKind", "controller_components",
 ]

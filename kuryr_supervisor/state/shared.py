@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kuryr_supervisor.state.cnistatus import StatusBoard
 from kuryr_supervisor.state.components import (
     CNI_COMPONENTS,
     SLOTS,
@@ -18,6 +19,7 @@ from kuryr_supervisor.state.components import (
 )
 from kuryr_supervisor.state.counters import _M_IPAM_SIZE, _METRICS_SIZE, Counters
 from kuryr_supervisor.state.creates import CreatesBoard
+from kuryr_supervisor.state.netverdicts import VerdictBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
 
@@ -41,13 +43,21 @@ class SharedState(Counters):
                  clock: Clock = time.monotonic,
                  active: tuple[Component, ...] = CNI_COMPONENTS,
                  pools: PoolBoard | None = None,
-                 creates: CreatesBoard | None = None) -> None:
+                 creates: CreatesBoard | None = None,
+                 cni_status: StatusBoard | None = None,
+                 verdicts: VerdictBoard | None = None) -> None:
         self.active = active
         #: Port pools' figures (written by the neutron_port handler).
         self.pools = pools or PoolBoard()
         #: Its port creates at Neutron, for the process restarted in its
         #: place (written by the neutron_port handler).
         self.creates = creates or CreatesBoard()
+        #: What CNI STATUS answers, from the checks (written by the
+        #: HealthManager; read by the Server).
+        self.cni_status = cni_status or StatusBoard()
+        #: The network judge's verdicts (written by the network_health
+        #: handler; read by /metrics).
+        self.verdicts = verdicts or VerdictBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -73,7 +83,9 @@ class SharedState(Counters):
         metrics[_M_IPAM_SIZE] = -1.0
         return cls(slots, globals_, summary, metrics, clock=clock,
                    active=active, pools=PoolBoard.create(ctx),
-                   creates=CreatesBoard.create(ctx))
+                   creates=CreatesBoard.create(ctx),
+                   cni_status=StatusBoard.create(ctx),
+                   verdicts=VerdictBoard.create(ctx))
 
     def now(self) -> float:
         return self._clock()

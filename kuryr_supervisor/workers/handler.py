@@ -13,6 +13,12 @@ replica holds the Lease (a standby is ready, so rolling updates proceed); the
 replica's handler processes share one identity (see
 :func:`~kuryr_supervisor.controller.leader.identity`), and a process exits
 (to be restarted as a follower) if it loses the Lease.
+
+On SIGTERM a handler that has work left for a graceful stop (the network
+judge releasing its Node conditions when uninstalling) says so with an
+optional ``finish(timeout)`` method: ``stopping`` is set, then the worker
+waits in ``finish`` (at most the graceful shutdown budget less a second)
+for ``run`` to have done it, before the process exits.
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ class HandlerWorker(Worker):
         [(_, factory)] = type(self).loader([name])
         runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
                                         self.component))
+        self._runner = runner
         if self.conf.controller.leader_election:
             from kuryr_supervisor.controller.leader import wait_for_leadership
             # A standby replica is ready: were it not, a rolling update
@@ -63,3 +70,11 @@ class HandlerWorker(Worker):
             createlease.arm(createlease.LocalCreates(self.state.creates))
         LOG.info("running handler %s", name)
         runner.run(self.stopping, self.beat)
+
+    def drain(self) -> None:
+        """Let the handler finish its last work, if it has any (see the
+        module)."""
+        finish = getattr(getattr(self, "_runner", None), "finish", None)
+        if finish is not None:
+            finish(max(0.0, float(
+                self.conf.supervisor.graceful_shutdown_timeout) - 1.0))

@@ -39,7 +39,7 @@ from typing import Any
 from cotyledon.types import WorkerId
 from oslo_config import cfg
 
-from kuryr_supervisor.health import httpserver, nodeevents
+from kuryr_supervisor.health import httpserver, netwatch, nodeevents
 from kuryr_supervisor.health.checks import Check, default_checks
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
@@ -112,6 +112,7 @@ class HealthManagerWorker(Worker):
         self._condition: NodeConditionPublisher | None = None
         self._patcher: Offloaded | None = None
         self._events: nodeevents.NodeEvents | None = None
+        self._network: netwatch.NetworkWatch | None = None
 
     # -- pieces (each callable on its own, for tests) ---------------------------
     def start(self) -> BoundedHTTPServer:
@@ -131,6 +132,8 @@ class HealthManagerWorker(Worker):
         # The first snapshot before the first request: no probe sees "not
         # checked yet" for an I/O check that answers within a heartbeat.
         self.monitor.tick(wait=self.heartbeat_interval)
+        # STATUS flags and the node's record, off this loop's thread.
+        self._network = netwatch.from_conf(self.monitor, self.state, self.conf)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         exporter = MetricsExporter(self.state, self.monitor)
@@ -201,6 +204,9 @@ class HealthManagerWorker(Worker):
         if self._events is not None:
             self._events.stop()
             self._events = None
+        if self._network is not None:
+            self._network.stop()
+            self._network = None
         if self._patcher is not None:
             self._patcher.close()
         if self.monitor is not None:

@@ -1,7 +1,7 @@
 """Every metric the dashboard (etc/grafana) and the alert rules
-(etc/prometheus) name is served by a live daemon's /metrics; the
-controller's dependency checks the OpenStack alert selects exist on a live
-controller."""
+(etc/prometheus) name is served by a live daemon's /metrics (a CNI daemon,
+or a controller whose network judge leads); the controller's dependency
+checks the OpenStack alert selects exist on a live controller."""
 from __future__ import annotations
 
 import http.client
@@ -65,9 +65,31 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     d.close()
 
 
-def test_dashboard_and_alerts_name_served_metrics(daemon: Daemon) -> None:
+def judging_controller(tmp_path: Path) -> str:
+    """/metrics of a controller whose network judge has judged (its
+    figures are served once it leads and has listed the nodes' records)."""
+    cloud = start_cloud()
+    cloud.api.add_node("node-a")
+    ctl = controller_daemon(tmp_path / "ctl", cloud, {
+        "controller": {"handlers": "neutron_port,network_health"}})
+    try:
+        ctl.start().wait_ready(30)
+
+        def judged() -> str | None:
+            text = scrape(ctl.metrics_port)
+            return text if "kuryr_supervisor_network_nodes" in text else None
+        text: str = wait_until(judged, 20)
+        return text
+    finally:
+        ctl.close()
+        cloud.stop()
+
+
+def test_dashboard_and_alerts_name_served_metrics(daemon: Daemon,
+                                                  tmp_path: Path) -> None:
     daemon.wait_ready()
     names, _ = served(scrape(daemon.metrics_port))
+    names |= served(judging_controller(tmp_path))[0]
     queries = list(pt.dashboard_queries()) + [
         (f"alert {a['alert']}", a["expr"]) for a in pt.alerts()]
     for where, query in queries:

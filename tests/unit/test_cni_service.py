@@ -439,16 +439,82 @@ def test_status(tmp_path: Any, state: SharedState) -> None:
     lazy = LazyIpam(lambda net: ipam, lambda: subnet[0])
     service = CNIService(lazy, FakeBinding(ipam), ContainerLocks(str(tmp_path)),
                          state)
-    with pytest.raises(errors.NotAvailable):
+    with pytest.raises(errors.NotAvailable) as info:
         service.handle(req("STATUS"))
+    assert info.value.wire.code == 50
     with pytest.raises(errors.TryAgain) as info:   # ADD before the podCIDR
         service.handle(req())
     assert info.value.wire.code == 11 and state.cni_failures() == 0
+    with pytest.raises(errors.NotAvailable, match="pod subnet is not known"):
+        service.handle(req("STATUS"))
     subnet[0] = ipaddress.IPv4Network("10.1.0.0/24")
+    # STATUS never opens the store itself: the Server's environment watch
+    # (or an ADD) does, and STATUS says what that found.
+    service.verify_environment(str(tmp_path))
     assert service.handle(req("STATUS")) is None
     state.set_draining()
-    with pytest.raises(errors.NotAvailable):
+    with pytest.raises(errors.NotAvailable, match="shutting down"):
         service.handle(req("STATUS"))
+
+
+@pytest.mark.parametrize(("code", "cls"), [
+    (50, errors.NotAvailable), (51, errors.LimitedConnectivity)])
+def test_status_says_what_the_checks_published(
+        parts: Any, state: SharedState, code: int,
+        cls: type[errors.CNIError]) -> None:
+    from kuryr_supervisor.state import StatusCause
+    service, _, _ = parts
+    assert service.handle(req("STATUS")) is None
+    state.cni_status.publish(code, StatusCause.FLOWS, "flows: 0 of 3 installed")
+    with pytest.raises(cls) as info:
+        service.handle(req("STATUS"))
+    assert info.value.wire.code == code
+    assert info.value.msg == "flows: 0 of 3 installed"
+    assert not info.value.wire.counts_as_failure
+    state.cni_status.publish(0, StatusCause.NONE, "")
+    assert service.handle(req("STATUS")) is None
+    state.set_fault(Fault.IPAM_STORE, True)
+    with pytest.raises(errors.NotAvailable, match="ipam_store"):
+        service.handle(req("STATUS"))
+
+
+def test_status_never_waits_for_a_dependency(tmp_path: Any,
+                                             state: SharedState) -> None:
+    """An ADD waiting on the Node's podCIDR (the API hung) holds the lazy
+    store's lock; STATUS still answers at once. Before, STATUS opened the
+    store itself and waited behind that ADD for the API."""
+    import threading
+    ipam = FakeIpam()
+    hung = threading.Event()
+    asked = threading.Event()
+    answers: list[BaseException] = []
+
+    def subnet() -> ipaddress.IPv4Network | None:
+        asked.set()
+        hung.wait()                     # the API does not answer
+        return None
+
+    def status() -> None:
+        try:
+            service.handle(req("STATUS"))
+        except errors.CNIError as exc:
+            answers.append(exc)
+    service = CNIService(LazyIpam(lambda net: ipam, subnet), FakeBinding(ipam),
+                         ContainerLocks(str(tmp_path)), state)
+    adder = threading.Thread(target=lambda: pytest.raises(
+        errors.TryAgain, service.handle, req()))
+    adder.start()
+    asker = threading.Thread(target=status)
+    try:
+        assert asked.wait(5)
+        asker.start()
+        asker.join(5)                   # a deadlock detector, not a timing
+        assert not asker.is_alive(), "STATUS waited for the hung API"
+        assert isinstance(answers[0], errors.NotAvailable)
+    finally:
+        hung.set()
+        adder.join(10)
+        asker.join(10)
 
 
 def test_busy_container_times_out_without_counting(parts: Any, state: SharedState,

@@ -31,8 +31,9 @@ def documents() -> list[dict[str, Any]]:
     return kustomize.build(HERE)
 
 
-def by_kind(kind: str) -> dict[str, Any]:
-    (doc,) = [d for d in documents() if d["kind"] == kind]
+def by_kind(kind: str, name: str = "") -> dict[str, Any]:
+    (doc,) = [d for d in documents() if d["kind"] == kind and
+              (not name or d["metadata"]["name"] == name)]
     return doc
 
 
@@ -49,7 +50,8 @@ def test_every_document_matches_the_api_schema() -> None:
         getattr(kubernetes.client, f"V1{doc['kind']}").model_validate(doc)
         assert doc["metadata"].get("namespace", "kube-system") == "kube-system"
     assert sorted(kinds) == sorted([
-        "CustomResourceDefinition", "ServiceAccount", "ClusterRole",
+        "CustomResourceDefinition", "CustomResourceDefinition",
+        "ServiceAccount", "ClusterRole",
         "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Secret",
         "Deployment"])
 
@@ -61,7 +63,8 @@ def test_podport_crd_matches_the_code() -> None:
     import re
 
     from kuryr_supervisor.kubernetes import podport
-    crd = by_kind("CustomResourceDefinition")
+    crd = by_kind("CustomResourceDefinition",
+                  f"{podport.PLURAL}.{podport.GROUP}")
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{podport.PLURAL}.{podport.GROUP}"
     assert (spec["group"], spec["names"]["kind"], spec["names"]["plural"],
@@ -83,6 +86,65 @@ def test_podport_crd_matches_the_code() -> None:
         assert not ok("mac", bad), bad
     # no label aggregates it into the tenants' edit/admin roles
     assert not any("aggregate" in k for k in crd["metadata"].get("labels", {}))
+
+
+def test_nodenetwork_crd_matches_the_code() -> None:
+    """The CRD names what the code calls, is cluster-scoped with a status
+    subresource, and its schema takes a record the node writes (every
+    field, at the code's bounds) and refuses more peers than the judge
+    reads."""
+    from kuryr_supervisor.kubernetes import nodenetwork as nn
+    crd = by_kind("CustomResourceDefinition",
+                  f"{nn.PLURAL}.{nn.GROUP}")
+    spec = crd["spec"]
+    assert (spec["group"], spec["names"]["kind"], spec["names"]["plural"],
+            spec["scope"]) == (nn.GROUP, nn.KIND, nn.PLURAL, "Cluster")
+    [version] = spec["versions"]
+    assert version["name"] == nn.VERSION and version["subresources"] == {
+        "status": {}}
+    schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]
+    report = nn.NetworkReport(
+        nn.Daemon(True, 1.7e9, "x" * 1000),
+        tuple(nn.LocalCheck(f"c{i}", True, "m" * 1000)
+              for i in range(nn.MAX_CHECKS)),
+        nn.Probe("", "a" * 100, True, 1.5),
+        tuple(nn.Probe(f"n{i}", "a" * 100, False)
+              for i in range(nn.MAX_PEERS)),
+        nn.Canary("a" * 100, "b" * 100))
+    status = nn.status(report, heartbeat_seconds=3600, wall=1.7e9)
+    assert set(status) == set(schema["properties"])
+
+    def fits(value: Any, rule: dict[str, Any], where: str) -> None:
+        kind = rule["type"]
+        assert isinstance(value, {"object": dict, "array": list,
+                                  "string": str, "boolean": bool,
+                                  "integer": int, "number": (int, float)}[
+                                      kind]), where
+        if kind == "object":
+            assert set(rule.get("required", [])) <= set(value), where
+            for key, item in value.items():
+                fits(item, rule["properties"][key], f"{where}.{key}")
+        elif kind == "array":
+            assert len(value) <= rule["maxItems"], where
+            for i, item in enumerate(value):
+                fits(item, rule["items"], f"{where}[{i}]")
+        elif kind == "string":
+            assert len(value) <= rule["maxLength"], where
+        elif kind == "integer":
+            assert rule["minimum"] <= value <= rule["maximum"], where
+    fits(status, schema, "status")
+    assert schema["properties"]["peers"]["maxItems"] == nn.MAX_PEERS
+    assert schema["properties"]["checks"]["maxItems"] == nn.MAX_CHECKS
+    assert not any("aggregate" in k for k in crd["metadata"].get("labels", {}))
+
+
+def test_the_network_judge_runs_as_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped controller runs the network_health handler beside
+    neutron_port, with its entry point installed."""
+    from kuryr_supervisor.controller import handlers
+    conf = controller_conf(monkeypatch)
+    assert conf.controller.handlers == ["neutron_port", "network_health"]
+    assert handlers.missing(conf.controller.handlers) == []
 
 
 def container() -> dict[str, Any]:
@@ -209,6 +271,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     creates.inherited()
     creates.cover({"uid-1": 10.0})
     creates.cover({"uid-1": 10.0, "uid-2": 100.0})
+    network_judge(api, client)
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -222,6 +285,14 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
             used.add(("", "pods", verbs[method]))
         elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events":
             used.add(("", "events", verbs[method]))
+        elif parts[:2] == ["api", "v1"] and parts[2:3] == ["nodes"]:
+            used.add(("", "nodes/status" if parts[-1] == "status" else
+                      "nodes", "list" if len(parts) == 3 else verbs[method]))
+        elif parts[:4] == ["apis", "kuryr-supervisor.openstack.org", "v1",
+                           "nodenetworks"]:
+            assert method == "GET" and len(parts) == 4, (method, path)
+            used.add(("kuryr-supervisor.openstack.org", "nodenetworks",
+                      "watch" if query.get("watch") else "list"))
         elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"] and \
                 parts[-1] == "status":
             used.add(("kuryr-supervisor.openstack.org", "podports/status",
@@ -235,6 +306,49 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
         elif path not in ("/readyz", "/healthz"):
             raise AssertionError(f"unexpected request {method} {path}")
     return used
+
+
+def network_judge(api: FakeAPI, client: Any) -> None:
+    """What the network_health handler calls: its start (Nodes listed),
+    the records' list and watch, a judgement that marks a node (a Node
+    read again after a conflict, its status patched), the Events (created,
+    then patched when they repeat) and the release on uninstall."""
+    import multiprocessing
+    import threading
+
+    from kuryr_supervisor.controller.handlers import HandlerContext
+    from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
+    from kuryr_supervisor.controller.network.records import RecordSource
+    from kuryr_supervisor.kubernetes import events
+    from kuryr_supervisor.kubernetes import nodenetwork as nn
+    from kuryr_supervisor.state import SharedState
+    for node in ("node-a", "node-b", "node-c"):
+        api.add_node(node)
+        api.put_nodenetwork(node, nn.status(nn.NetworkReport(
+            nn.Daemon(True, 0.0), (nn.LocalCheck("ovsdb", node != "node-a"),)),
+            heartbeat_seconds=60, wall=1.7e9))
+    conf = cfg.ConfigOpts()
+    conf_pkg.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("fault_after", 0.0, "network_health")
+    clock = [100.0]
+    handler = NetworkHealthHandler(
+        HandlerContext(conf, SharedState.create(
+            multiprocessing.get_context("fork")), lambda ready: None),
+        client=client, clock=lambda: clock[0])
+    assert handler.start(threading.Event(), lambda: None)
+    source = RecordSource(client)
+    handler.book.replace_all(*source.list_pods())
+    list(client.watch_nodenetworks(api.rv, dict))
+    api.set_node_condition("node-a", {"type": "Other", "status": "True"})
+    handler.judge(clock[0])                  # node-a: conflict, read, patch
+    handler.stop()
+    assert api.condition("node-a", "KuryrNetworkHealthy") is not None
+    recorder = events.recorder(client)
+    for _ in range(2):
+        recorder.send(events.Note("Warning", "NodeNetworkFault", "x",
+                                  subject=events.Subject("Node", "node-a")))
+    handler.release_all()
 
 
 def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:

@@ -192,9 +192,27 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     from kuryr_supervisor.cni.ipam.records import PodRef
     from kuryr_supervisor.workers.assembly import podport_bound
     podport_bound(client)(PodRef("ns", "p", uid))     # status.boundAt
+    # [network_health] record: the node's NodeNetwork, written twice (the
+    # second finds it), then released as an uninstall does.
+    from kuryr_supervisor.health.netrecord import RecordWriter, release
+    from kuryr_supervisor.kubernetes import nodenetwork
+    report = nodenetwork.NetworkReport(nodenetwork.Daemon(True, 0.0))
+    for _ in range(2):
+        RecordWriter(client, "node-a", lambda: report, heartbeat=lambda: 60,
+                     min_interval=lambda: 1).write(report)
+    api.set_node_condition("node-a", {"type": "KuryrNetworkHealthy",
+                                      "status": "True"})
+    assert release(client, "node-a", "KuryrNetworkHealthy")
+    verbs = {"GET": "get", "POST": "create", "PUT": "update",
+             "DELETE": "delete"}
     used = set()
     for _, method, path, query in api.requests:
         parts = path.strip("/").split("/")
+        if parts[:4] == ["apis", "kuryr-supervisor.openstack.org", "v1",
+                         "nodenetworks"]:
+            used.add(("nodenetworks/status" if parts[-1] == "status"
+                      else "nodenetworks", verbs[method]))
+            continue
         if parts[:2] == ["apis", "kuryr-supervisor.openstack.org"] and \
                 parts[-1] == "status":
             used.add(("podports/status", method.lower()))
@@ -223,7 +241,8 @@ def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:
     granted = set()
     for rule in role["rules"]:
         assert rule["apiGroups"] == (["kuryr-supervisor.openstack.org"]
-                                     if rule["resources"][0].startswith("podports")
+                                     if rule["resources"][0].startswith(
+                                         ("podports", "nodenetworks"))
                                      else [""])
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         granted |= {(r, v) for r in rule["resources"] for v in rule["verbs"]}

@@ -1,0 +1,226 @@
+"""The ``network_health`` handler: the network judge, on the leader only.
+
+A thin shell around the pure judge (:mod:`.judge`):
+
+1. list every Node (:mod:`.nodes`), and carry on the local faults our own
+   condition already says (a new leader does not judge afresh: a node
+   stays marked until proven healthy);
+2. list, then watch, every NodeNetwork record (:mod:`.records`), through
+   the same loop as the pods' (resume, relist, backoff);
+3. on every record change, and every ``judge_interval`` seconds, judge,
+   then write the Node conditions that differ (during a cluster-wide
+   fault: none, but the withdrawals), release ours on nodes no longer
+   judged, tell the Events and publish the figures (:mod:`.report`);
+4. every ``resync_interval`` seconds, list every Node again, so what
+   someone else changed of our conditions is set again.
+
+Ready once the records are listed. Writes to Nodes are fenced like the
+port handler's (only while leading). With ``[network_health]
+release_on_stop`` (uninstalling), a graceful stop releases every condition
+of ours before the process ends (:meth:`NetworkHealthHandler.finish`: the
+worker waits for it).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import cast
+
+from oslo_config import cfg
+
+from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.network import judge as rules
+from kuryr_supervisor.controller.network.nodes import NodeConditions
+from kuryr_supervisor.controller.network.records import RecordBook, RecordSource
+from kuryr_supervisor.controller.network.report import Report
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import events
+from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+
+LOG = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+def params(conf: cfg.ConfigOpts) -> rules.Params:
+    """The judge's parameters, read afresh (SIGHUP changes them)."""
+    o = conf.network_health
+    return rules.Params(
+        daemon_grace=o.daemon_grace, stale_grace=o.stale_grace,
+        fault_after=o.fault_after, recover_after=o.recover_after,
+        flap_count=o.flap_count, flap_window=o.flap_window,
+        flap_hold=o.flap_hold, cluster_fraction=o.cluster_fraction,
+        cluster_settle=o.cluster_settle, correlation=o.correlation)
+
+
+class NetworkHealthHandler:
+    """See the module docstring. ``client`` defaults to the configured
+    Kubernetes adapter; ``clock`` and ``wall`` are the judge's."""
+
+    def __init__(self, ctx: HandlerContext, *,
+                 client: k8s.K8sClient | None = None,
+                 clock: Clock = time.monotonic,
+                 wall: Clock = time.time) -> None:
+        self.ctx, self.client = ctx, client
+        self._clock, self._wall = clock, wall
+        self.book = RecordBook(clock)
+        self.state = rules.State()
+        self.nodes: NodeConditions | None = None
+        self.report: Report | None = None
+        self.recorder: events.EventRecorder | None = None
+        self._beat: Callable[[], None] = lambda: None
+        self._judged_at = 0.0
+        self._listed_at = 0.0
+        self._started = threading.Event()
+        self._finished = threading.Event()
+        # Built in every replica's handler process, leading or not: the
+        # figures are the leader's alone, none left from an earlier one.
+        board = getattr(ctx.state, "verdicts", None)
+        if board is not None:
+            board.clear()
+
+    # -- running ---------------------------------------------------------------
+    def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
+        conf = self.ctx.conf
+        try:
+            if not self.start(stopping, beat):
+                return
+            assert self.client is not None
+            watch = PodWatch(
+                cast(PodSource, RecordSource(self.client, beat=beat)),
+                cast(PodSink, self.book), heartbeat=self.tick,
+                heartbeat_interval=float(conf.supervisor.heartbeat_interval),
+                backoff_max=float(conf.watcher.backoff_max),
+                stall_timeout=self.client.watch_read_timeout + 5.0,
+                on_synced=lambda: self.ctx.ready(True))
+            watch.run(stopping)
+            if conf.network_health.release_on_stop:
+                self.release_all()
+        finally:
+            self.stop()
+            self._finished.set()
+
+    def finish(self, timeout: float) -> None:
+        """SIGTERM (``stopping`` already set): wait for :meth:`run` to end,
+        its release included, for at most ``timeout`` seconds."""
+        if self._started.is_set() and not self._finished.wait(timeout):
+            LOG.warning("network judge still busy at the end of the "
+                        "graceful shutdown budget")
+
+    def start(self, stopping: threading.Event,
+              beat: Callable[[], None]) -> bool:
+        """Build the collaborators, list the Nodes (retried until the API
+        answers) and carry on the faults they say; False if stopped first."""
+        conf = self.ctx.conf
+        self._beat = beat
+        self._started.set()
+        if self.client is None:
+            self.client = k8s.K8sClient.from_conf(conf)
+        self.nodes = NodeConditions(self.client,
+                                    conf.network_health.condition_type,
+                                    wall=self._wall, clock=self._clock)
+        self.recorder = events.recorder(self.client).start()
+        self.report = Report(self.recorder.record,
+                             getattr(self.ctx.state, "verdicts", None),
+                             conf.controller.lease_namespace,
+                             wall=self._wall)
+        if not self._load(stopping):
+            return False
+        self.state = rules.seed(self.nodes.faults(), self._clock())
+        return True
+
+    def stop(self) -> None:
+        """Post the Events still queued."""
+        if self.recorder is not None:
+            self.recorder.stop()
+
+    def _load(self, stopping: threading.Event) -> bool:
+        """The first list of Nodes, retried until it answers."""
+        assert self.nodes is not None
+        failing = False
+        while not stopping.is_set():
+            self._beat()
+            try:
+                self.nodes.load(self._beat)
+            except k8s.K8sError as exc:
+                if not failing:
+                    LOG.warning("cannot list Nodes yet: %s", exc)
+                failing = True
+                stopping.wait(1.0)
+                continue
+            self._listed_at = self._clock()
+            return True
+        return False
+
+    def tick(self) -> None:
+        """Heartbeat; judge when a record changed or the interval passed;
+        list Nodes again when the resync is due."""
+        self._beat()
+        opts = self.ctx.conf.network_health
+        now = self._clock()
+        if self.nodes is not None and \
+                now - self._listed_at >= float(opts.resync_interval):
+            self._listed_at = now           # a failure waits a whole period
+            try:
+                self.nodes.load(self._beat)
+            except k8s.K8sError as exc:
+                LOG.info("Node resync postponed: %s", exc)
+        if self.book.dirty or now - self._judged_at >= float(
+                opts.judge_interval):
+            try:
+                self.judge(now)
+            except k8s.K8sError as exc:       # an outage, not our failure
+                LOG.info("judgement postponed: %s", exc)
+            except Exception:  # noqa: BLE001 - counted, the loop goes on
+                LOG.exception("network judgement failed")
+                self.ctx.failed()
+
+    def judge(self, now: float) -> rules.Judgement:
+        """One judgement: verdicts, wanted conditions, writes, report."""
+        assert self.nodes is not None and self.report is not None
+        self.book.dirty = False
+        self._judged_at = now
+        self.state, j = rules.judge(self.state, self.book.seen, now,
+                                    params(self.ctx.conf))
+        self.want(j)
+        self.nodes.flush(self._beat)
+        self.ctx.succeeded()
+        self.report.tell(j)
+        return j
+
+    def want(self, j: rules.Judgement) -> None:
+        """What each Node should say: nothing moves during a cluster-wide
+        fault (but the withdrawals); a node marked by us and no longer
+        judged is released."""
+        assert self.nodes is not None
+        if j.cluster is not None:
+            for node in j.withdrawn:
+                self.nodes.want[node] = nc.Want(nc.HEALTHY)
+            return
+        for node, verdict in j.verdicts.items():
+            self.nodes.want[node] = (
+                nc.Want(nc.FAULT, verdict.reason, verdict.message)
+                if verdict.faulty else nc.Want(nc.HEALTHY))
+        for node in self.nodes.marked() - set(j.verdicts):
+            self.nodes.want[node] = nc.Want(nc.RELEASE)
+
+    def release_all(self) -> None:
+        """Uninstalling: release every condition of ours (see the module)."""
+        assert self.nodes is not None
+        try:
+            self.nodes.load(self._beat)
+        except k8s.K8sError as exc:
+            LOG.warning("cannot release the network conditions: %s", exc)
+            return
+        marked = self.nodes.marked()
+        self.nodes.want = {node: nc.Want(nc.RELEASE) for node in marked}
+        while self.nodes.pending():
+            before = self.nodes.writes
+            self.nodes.flush(self._beat)
+            if self.nodes.writes == before:
+                break
+        LOG.info("released the network conditions of %d nodes (%d left)",
+                 len(marked), len(self.nodes.pending()))

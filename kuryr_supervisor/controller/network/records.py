@@ -1,0 +1,119 @@
+"""Every node's NodeNetwork record, as the judge observed it.
+
+:class:`RecordSource` is a :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch`
+source over the records (list in pages, then watch), so the judge shares
+the pods' resume, relist and backoff logic. :class:`RecordBook` is its
+sink: the latest valid record of each node with the judge's own time of
+the first observation of that version (:class:`~.judge.Seen`), and since
+when the node's daemon has said it is not ready.
+
+Invariants:
+
+* a relist that brings a version already seen keeps its observation time:
+  relisting never makes a silent node look fresh;
+* a record that does not hold up (:func:`~kuryr_supervisor.kubernetes.
+  nodenetwork.from_object`) is logged once per node and ignored: the last
+  valid one stays, and goes stale if nothing valid follows;
+* a deleted record is forgotten: the node is no longer judged.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kuryr_supervisor.controller.network.judge import Seen
+from kuryr_supervisor.kubernetes import nodenetwork
+from kuryr_supervisor.kubernetes.client import K8sClient
+from kuryr_supervisor.kubernetes.wire import WatchStream
+
+LOG = logging.getLogger(__name__)
+
+PAGE_SIZE = 500
+
+Raw = Mapping[str, Any]
+
+
+def _identity(obj: Raw) -> Raw:
+    return obj
+
+
+class RecordSource:
+    """PodWatch's source over every NodeNetwork."""
+
+    def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
+                 beat: Callable[[], None] = lambda: None) -> None:
+        self.client, self.page_size, self.beat = client, page_size, beat
+
+    def list_pods(self, resource_version: str = "") -> tuple[list[Raw], str]:
+        items, rv, token = self.client.page_nodenetworks(
+            resource_version, limit=self.page_size)
+        out: list[Raw] = list(items)
+        while token:
+            self.beat()
+            items, _, token = self.client.page_nodenetworks(
+                limit=self.page_size, token=token)
+            out += items
+        return out, rv
+
+    def watch_pods(self, resource_version: str) -> WatchStream:
+        return self.client.watch_nodenetworks(resource_version, _identity)
+
+
+class RecordBook:
+    """PodWatch's sink; ``seen`` is what the judge reads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.seen: dict[str, Seen] = {}
+        self._invalid: set[str] = set()
+        #: Something changed since the judge last looked.
+        self.dirty = False
+
+    def replace_all(self, objs: Iterable[Raw], resource_version: str) -> None:
+        names = set()
+        for obj in objs:
+            name = self._take(obj)
+            if name:
+                names.add(name)
+        for gone in set(self.seen) - names:
+            self._forget(gone)
+
+    def upsert(self, obj: Raw) -> None:
+        self._take(obj)
+
+    def delete(self, obj: Raw) -> None:
+        self._forget(str((obj.get("metadata") or {}).get("name") or ""))
+
+    def _forget(self, name: str) -> None:
+        if self.seen.pop(name, None) is not None:
+            LOG.info("NodeNetwork record of %s deleted: the node is no "
+                     "longer judged", name)
+            self.dirty = True
+        self._invalid.discard(name)
+
+    def _take(self, obj: Raw) -> str:
+        """Fold one object in; its node's name ("" when not a record)."""
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        try:
+            record = nodenetwork.from_object(obj)
+        except ValueError as exc:
+            if name and name not in self._invalid:
+                self._invalid.add(name)
+                LOG.warning("NodeNetwork record of %s ignored: %s", name[:253],
+                            exc)
+            return name if name in self.seen else ""
+        self._invalid.discard(name)
+        old = self.seen.get(name)
+        if old is not None and record.resource_version and \
+                old.record.resource_version == record.resource_version:
+            return name          # a relist of a version already seen
+        now = self._clock()
+        ready = record.report.daemon.ready
+        since = None if ready else (
+            old.not_ready_since if old is not None and
+            old.not_ready_since is not None else now)
+        self.seen[name] = Seen(record, now, since)
+        self.dirty = True
+        return name

@@ -1,0 +1,190 @@
+"""The network_health handler in the test's own process, against the fake
+API over real HTTP, on a fake clock: records written as the nodes would
+write them, the handler's list of them, its judgements, and what the Nodes
+and the Events then say."""
+from __future__ import annotations
+
+import pytest
+
+from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
+from kuryr_supervisor.kubernetes import netconditions as nc
+from tests.fixtures.daemon import wait_until
+from tests.fixtures.netjudge import (
+    NODES,
+    OWN,
+    World,
+    nodes_api,
+    report,
+    world_fixture,
+)
+
+api = pytest.fixture(nodes_api)
+world = pytest.fixture(world_fixture)
+
+
+def test_a_local_fault_marks_that_node_alone(world: World) -> None:
+    world.judge_until(110)
+    for node in NODES:
+        assert world.cond(node)["status"] == "True"
+        assert world.cond(node, nc.NETWORK_UNAVAILABLE)["reason"] == \
+            "RouteCreated"
+    healthy_since = world.cond("node-a")["lastTransitionTime"]
+    patches = len(world.api.patches)
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    own = world.cond("node-c")
+    assert (own["status"], own["reason"]) == ("False", "KuryrLocalCheckFailed")
+    assert "ovn-controller: down" in own["message"]
+    unavailable = world.cond("node-c", nc.NETWORK_UNAVAILABLE)
+    assert (unavailable["status"], unavailable["reason"]) == (
+        "True", nc.REASON_FAULT)
+    # one write for node-c, none for the others (20 judgements meanwhile)
+    assert len(world.api.patches) == patches + 1
+    assert world.cond("node-a")["lastTransitionTime"] == healthy_since
+    wait_until(lambda: world.events("NodeNetworkFault"), 5)
+    (event,) = world.events("NodeNetworkFault")
+    assert event["involvedObject"]["kind"] == "Node"
+    assert event["involvedObject"]["name"] == "node-c"
+    assert event["type"] == "Warning"
+    figures = world.state.verdicts.read()
+    assert figures is not None and figures.faulty == 1 and not figures.cluster
+    assert figures.faults == (("node-c", 2),)      # KuryrLocalCheckFailed
+    # recovery: after recover_after (30 s) without a symptom
+    world.write("node-c", report())
+    world.judge_until(150)
+    assert world.cond("node-c")["status"] == "False"
+    world.judge_until(170)
+    own = world.cond("node-c")
+    assert (own["status"], own["reason"]) == ("True", nc.REASON_HEALTHY)
+    unavailable = world.cond("node-c", nc.NETWORK_UNAVAILABLE)
+    assert (unavailable["status"], unavailable["reason"]) == (
+        "False", nc.REASON_RECOVERED)
+    wait_until(lambda: world.events("NodeNetworkRecovered"), 5)
+
+
+def test_a_cluster_wide_fault_changes_no_condition(world: World) -> None:
+    world.judge_until(110)
+    patches = len(world.api.patches)
+    conditions = {n: world.api.nodes[n]["status"]["conditions"]
+                  for n in NODES}
+    for node in ("node-a", "node-b", "node-c"):
+        world.write(node, report(ok=False))
+    world.judge_until(500)
+    assert len(world.api.patches) == patches
+    assert {n: world.api.nodes[n]["status"]["conditions"]
+            for n in NODES} == conditions
+    wait_until(lambda: world.events("ClusterNetworkFault"), 5)
+    (event,) = world.events("ClusterNetworkFault")
+    assert event["involvedObject"] == {"apiVersion": "v1",
+                                       "kind": "Namespace",
+                                       "name": "kube-system"}
+    assert event["metadata"]["namespace"] == "default"     # cluster-scoped
+    assert "Southbound" in event["message"]
+    figures = world.state.verdicts.read()
+    assert figures is not None and figures.cluster and figures.troubled == 3
+    for node in ("node-a", "node-b", "node-c"):
+        world.write(node, report())
+    world.judge_until(600)
+    assert len(world.api.patches) == patches
+    wait_until(lambda: world.events("ClusterNetworkRecovered"), 5)
+
+
+def test_another_writers_network_unavailable_is_never_cleared(
+        world: World) -> None:
+    world.api.set_node_condition("node-c", {
+        "type": nc.NETWORK_UNAVAILABLE, "status": "True",
+        "reason": "NoRouteCreated", "lastTransitionTime": "x"})
+    world.handler.nodes.load()          # as its resync would see it
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    assert world.cond("node-c")["status"] == "False"
+    world.write("node-c", report())
+    world.judge_until(200)
+    assert world.cond("node-c")["status"] == "True"
+    assert world.cond("node-c", nc.NETWORK_UNAVAILABLE) == {
+        "type": nc.NETWORK_UNAVAILABLE, "status": "True",
+        "reason": "NoRouteCreated", "lastTransitionTime": "x"}
+
+
+def test_a_node_that_changed_meanwhile_is_read_again(world: World) -> None:
+    world.judge_until(105)
+    world.api.set_node_condition("node-c", {"type": "Ready", "status": "True"})
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)              # its cached version was stale: 409
+    assert world.cond("node-c")["status"] == "False"
+    assert world.cond("node-c", "Ready")["status"] == "True"
+
+
+def test_a_vanished_record_releases_the_node(world: World) -> None:
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    assert world.cond("node-c")["status"] == "False"
+    world.api.delete_nodenetwork("node-c")
+    world.judge_until(131)
+    assert world.api.condition("node-c", OWN) is None
+    unavailable = world.cond("node-c", nc.NETWORK_UNAVAILABLE)
+    assert (unavailable["status"], unavailable["reason"]) == (
+        "False", nc.REASON_RELEASED)
+
+
+def test_a_new_leader_carries_on_and_writes_nothing_at_start(
+        world: World) -> None:
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    world.handler.stop()
+    patches = len(world.api.patches)
+    world.write("node-c", report())             # fixed meanwhile
+    world.handler = world.make()                # the next leader
+    world.judge_until(159)
+    assert len(world.api.patches) == patches    # still faulty, nothing moved
+    world.judge_until(161)
+    assert world.cond("node-c")["status"] == "True"
+
+
+def test_release_all_on_uninstall(world: World) -> None:
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    world.handler.release_all()
+    for node in NODES:
+        assert world.api.condition(node, OWN) is None
+    assert world.cond("node-c", nc.NETWORK_UNAVAILABLE)["reason"] == \
+        nc.REASON_RELEASED
+    assert world.cond("node-a", nc.NETWORK_UNAVAILABLE)["reason"] == \
+        "RouteCreated"
+
+
+def test_a_deleted_node_is_forgotten(world: World) -> None:
+    world.judge_until(105)
+    del world.api.nodes["node-e"]
+    world.write("node-e", report(ok=False))
+    world.judge_until(130)                      # its write finds no Node
+    assert "node-e" not in world.handler.nodes.want
+
+
+def test_a_new_handler_process_serves_no_old_figures(world: World) -> None:
+    world.judge_until(102)
+    assert world.state.verdicts.read() is not None
+    world.handler.stop()
+    ctx = HandlerContext(world.conf, world.state, world.ready.append)
+    NetworkHealthHandler(ctx)        # a follower's: it never judges
+    assert world.state.verdicts.read() is None
+
+
+def test_a_refused_write_backs_off(world: World) -> None:
+    """RBAC refuses the Nodes' status (403): a node's write is tried again
+    after 2, 4, 8... s (at most 60), never on every judgement."""
+    world.judge_until(105)
+    world.write("node-c", report(ok=False))
+    world.sync()
+    world.api.fail(403)
+    before = len(world.api.requests)
+    for _ in range(120):                    # two minutes, judged each second
+        world.clock.now += 1.0
+        world.handler.judge(world.clock.now)
+    patches = [r for r in world.api.requests[before:]
+               if r[2].endswith("/nodes/node-c/status")]
+    assert 3 <= len(patches) <= 7, len(patches)
+    world.api.fail(None)
+    world.judge_until(world.clock.now + 61)
+    assert world.cond("node-c")["status"] == "False"
