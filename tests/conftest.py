@@ -72,8 +72,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture(autouse=True)
 def _no_creates_announced_across_tests() -> Generator[None, None, None]:
     """A handler run in-process arms where its port creates are announced
-    (kuryr_supervisor/controller/createlease.py, a process-wide choice in
+    (kuryr_supervisor/controller/announcer.py, a process-wide choice in
     the daemon); no test inherits another's."""
     yield
-    from kuryr_supervisor.controller import createlease
-    createlease.arm(None)
+    from kuryr_supervisor.controller.leadership import announcer
+    announcer.arm(None)

@@ -12,7 +12,7 @@ process exits at once (status 1), as the lease thread does, and the
 supervisor restarts it as a follower.
 
 Armed only in a handler process of a replica with ``[controller]
-leader_election`` (:mod:`kuryr_supervisor.controller.leader`); elsewhere
+leader_election`` (:mod:`kuryr_supervisor.controller.leadership.election`); elsewhere
 :func:`check` allows everything.
 """
 from __future__ import annotations

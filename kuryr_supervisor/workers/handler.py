@@ -11,7 +11,7 @@ go on. It is ready once its handler said so.
 With ``[controller] leader_election`` the handler starts only once this
 replica holds the Lease (a standby is ready, so rolling updates proceed); the
 replica's handler processes share one identity (see
-:func:`~kuryr_supervisor.controller.leader.identity`), and a process exits
+:func:`~kuryr_supervisor.controller.leadership.election.identity`), and a process exits
 (to be restarted as a follower) if it loses the Lease.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ import logging
 from collections.abc import Callable
 from typing import ClassVar
 
-from kuryr_supervisor.controller import createlease
 from kuryr_supervisor.controller import handlers as handlers_mod
 from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.leadership import announcer
 from kuryr_supervisor.state import WorkerKind
 from kuryr_supervisor.workers.base import Worker
 
@@ -49,7 +49,7 @@ class HandlerWorker(Worker):
         runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
                                         self.component))
         if self.conf.controller.leader_election:
-            from kuryr_supervisor.controller.leader import wait_for_leadership
+            from kuryr_supervisor.controller.leadership.election import wait_for_leadership
             # A standby replica is ready: were it not, a rolling update
             # would wait forever for a new pod while the old one leads.
             self.state.set_ready(self.component, True)
@@ -60,6 +60,6 @@ class HandlerWorker(Worker):
         elif getattr(self.state, "creates", None) is not None:
             # No creates Lease: the port creates at Neutron are kept for
             # the process restarted in this one's place.
-            createlease.arm(createlease.LocalCreates(self.state.creates))
+            announcer.arm(announcer.LocalCreates(self.state.creates))
         LOG.info("running handler %s", name)
         runner.run(self.stopping, self.beat)

@@ -56,7 +56,7 @@ def test_neutron_writes_fenced_reads_not(tmp_path: object) -> None:
     done = run("""
         import logging, pathlib, tempfile
         logging.basicConfig()
-        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.controller.openstack import adapter as osa
         from kuryr_supervisor.kubernetes import fence
         from tests.fixtures.openstack import FakeKeystone, FakeNeutron
         from tests.unit.test_openstack import neutron_conf

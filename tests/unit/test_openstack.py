@@ -15,8 +15,8 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import sendfence
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import sendfence
 from tests.fixtures.openstack import PROJECT_ID, FakeKeystone, FakeNeutron
 
 
@@ -234,7 +234,7 @@ def test_a_call_behind_a_hung_one_names_the_same_deadline() -> None:
     its path fails at once, in the words the overrun used."""
     import threading
 
-    from kuryr_supervisor.controller.bounded import BoundedCalls
+    from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
     release = threading.Event()
     calls = BoundedCalls(0.3)
     try:

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.state import Fault
 from tests.fixtures.fakeapi import FakeAPI

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import portbatch
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports import batch as portbatch
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_openstack import neutron_conf
 
@@ -176,14 +176,14 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
     not re-created; one whose create may still commit waits."""
     import ipaddress
 
-    from kuryr_supervisor.controller import portresync
+    from kuryr_supervisor.controller.ports import resync
 
     def port(pid: str, device: str, created: str, ip: str = "10.0.0.9",
              mac: str = "fa:16:3e:00:00:01") -> osa.Port:
         return osa.Port(id=pid, mac=mac, device_id=device,
                         ip=ipaddress.IPv4Address(ip), subnet_id="s",
                         created_at=created)
-    listed = portresync.by_device([
+    listed = resync.by_device([
         port("b", "u1", "2"), port("a", "u1", "1"),
         port("c", "u2", "1"), port("late", "u2", "0", ip="10.0.0.7", mac="fa:16:3e:00:00:07"),
         port("new", "u5", "1", ip="10.0.0.5", mac="fa:16:3e:00:00:05")])
@@ -193,7 +193,7 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
              "u3": ("gone", "10.0.0.3", "fa:16:3e:00:00:03"),
              "u5": ("old", "10.0.0.5", "fa:16:3e:00:00:05")}
     written = {"u2", "u3", "u5"}
-    out = portresync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
+    out = resync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
                           written, listed, named, {"u4": 10.0, "u6": 1.0}, now=5.0)
     assert [(uid, p.id) for uid, p in out.write] == [("u1", "a")]
     assert out.keep == {"u1": "a", "u2": "c", "u5": "new"}   # not the older "late"
@@ -203,7 +203,7 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
 
 
 def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:
-    from kuryr_supervisor.controller import portpace
+    from kuryr_supervisor.controller.openstack import pace as portpace
     pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
                          batch_seconds=2.0, size=100, clock=lambda: 0.0)
     assert pace.batch_size() == portpace.FIRST and pace.in_flight(3) == 1
@@ -224,7 +224,7 @@ def test_pace_likely_time_leaves_out_the_floor_per_port() -> None:
     """How long a request is announced for: its timeout until a port is
     measured; then the timeout without its floor per port (never more
     than the timeout itself)."""
-    from kuryr_supervisor.controller import portpace
+    from kuryr_supervisor.controller.openstack import pace as portpace
     pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
                          batch_seconds=2.0, size=100, clock=lambda: 0.0)
     assert pace.likely_for(10) == pace.timeout_for(10) == 10.0

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.pools import poolports
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.state.poolstats import PoolBoard
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone
@@ -186,7 +186,7 @@ def test_a_vanished_pool_port_is_replaced(
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 1)
     gone = next(iter(handler.pools.of("node-a").free.values()))
-    poolneutron.give_back(handler.cloud, [gone.id])   # deleted by hand
+    poolports.give_back(handler.cloud, [gone.id])   # deleted by hand
     pods = world.add(1)
     arrive(handler, pods)
     spec = world.api.podports[("ns", "p0")]["spec"]

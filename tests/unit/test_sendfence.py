@@ -1,4 +1,4 @@
-"""The write fence at the socket (:mod:`kuryr_supervisor.controller.sendfence`):
+"""The write fence at the socket (:mod:`kuryr_supervisor.controller.openstack.sendfence`):
 a process whose lease lapses between a call's check and the request's
 first byte (a pause there) sends nothing; real HTTP on loopback, the
 process under test a child, as the fence exits it."""
@@ -15,7 +15,7 @@ import pytest
 CHILD = """
 import sys
 import requests
-from kuryr_supervisor.controller import sendfence
+from kuryr_supervisor.controller.openstack import sendfence
 from kuryr_supervisor.kubernetes import fence
 
 url, lapses = sys.argv[1], sys.argv[2] == "lapses"

@@ -7,7 +7,7 @@ restarting the controller cannot bring Keystone back. Each is an I/O check
 last answer for ``interval`` seconds, so probes cost no request at all and
 the checks cost one request per interval. Keystone is asked only when the
 cached token is missing or expires within the renewal margin (keystoneauth's
-cache, the margin capped by :mod:`~kuryr_supervisor.controller.tokenpolicy`):
+cache, the margin capped by :mod:`~kuryr_supervisor.controller.openstack.login`):
 the check renews the token before it expires; after a refused login it
 reports the backoff (when the next login is tried) instead of trying.
 
@@ -124,7 +124,7 @@ class KeystoneCheck(_Cached):
         self._wall = wall_clock
 
     def probe(self) -> Result:
-        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.controller.openstack import adapter as osa
         try:
             token = self.cloud.token()
         except osa.OpenStackError as exc:
@@ -146,7 +146,7 @@ class NeutronCheck(_Cached):
         self._project = project_id
 
     def probe(self) -> Result:
-        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.controller.openstack import adapter as osa
         try:
             project = self._project() or self.cloud.token().project_id
             quota = self.cloud.port_quota(project)
@@ -167,7 +167,7 @@ class NeutronCheck(_Cached):
 
 def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
     """Keystone and Neutron checks, sharing one adapter (one token)."""
-    from kuryr_supervisor.controller import openstack as osa
+    from kuryr_supervisor.controller.openstack import adapter as osa
     cloud = osa.OpenStack.from_conf(conf)
     opts = conf.controller
 

@@ -11,7 +11,7 @@ Tokens: keystoneauth caches the token and authenticates again only when it
 expires within the renewal margin, so neither a request nor a readiness
 check costs a Keystone round trip while the token is fresh, and a token is
 renewed before it expires, not after a 401. Every login goes through
-:class:`~.tokenpolicy.LoginPolicy`: the margin is ``token_renew_margin``
+:class:`~.login.LoginPolicy`: the margin is ``token_renew_margin``
 but never more than half the token's real lifetime, and refused logins
 back off. A call that could not get a token fails as
 :class:`KeystoneUnavailable`, whichever service it was for.
@@ -21,14 +21,14 @@ Bounds: the session's timeout is ``[controller] openstack_timeout`` (or
 Keystone token request, a version discovery and a Neutron call is bounded;
 and every public call runs under a whole-call deadline (``deadline``,
 default three timeouts: discovery, token, call) while the caller beats
-(:mod:`.bounded`), Keystone's calls and Neutron's on call paths of their
+(:mod:`.deadline`), Keystone's calls and Neutron's on call paths of their
 own, so one hanging never fails the other's check. An answer that is not the JSON expected (a 200 of
 garbage) is an outage of the dependency, like a timeout, never a fault of
 the caller.
 
 Layout: this module holds the session, the token and the transport
 (``_call``); the Neutron calls and their port scope are
-:mod:`.neutronapi`'s, the errors and records :mod:`.neutronwire`'s (all
+:mod:`.neutron`'s, the errors and records :mod:`.wire`'s (all
 importable from here, as callers use them).
 
 Invariants: every request has a timeout; every failure leaves this module as
@@ -49,9 +49,13 @@ from oslo_config import cfg
 
 from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
-from kuryr_supervisor.controller.bounded import CallPath
-from kuryr_supervisor.controller.neutronapi import NeutronApi
-from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exported
+from kuryr_supervisor.controller.openstack.deadline import CallPath
+from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exported
+    KeystoneUnavailable,
+    LoginPolicy,
+)
+from kuryr_supervisor.controller.openstack.neutron import NeutronApi
+from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-exported
     DEVICE_OWNER,
     TAG_PREFIX,
     OpenStackError,
@@ -63,10 +67,6 @@ from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exporte
     Subnet,
     Token,
     cluster_tag,
-)
-from kuryr_supervisor.controller.tokenpolicy import (  # noqa: F401 - re-exported
-    KeystoneUnavailable,
-    LoginPolicy,
 )
 from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.config import node_name
@@ -129,7 +129,7 @@ class OpenStack(NeutronApi):
         # Concurrent callers (bulk creates in flight, pool claims) each
         # keep their connection instead of opening and dropping one each;
         # each write to one checks the write fence (see sendfence).
-        from kuryr_supervisor.controller import sendfence
+        from kuryr_supervisor.controller.openstack import sendfence
         for scheme in ("https://", "http://"):
             session.mount(scheme, sendfence.FencedAdapter(
                 pool_maxsize=CONNECTIONS))
@@ -142,7 +142,7 @@ class OpenStack(NeutronApi):
               **kwargs: Any) -> Any:
         from keystoneauth1 import exceptions as ks_exc
 
-        from kuryr_supervisor.controller import sendfence
+        from kuryr_supervisor.controller.openstack import sendfence
         what = f"Neutron {method} {path}"
         writes = method != "GET"
         if writes:

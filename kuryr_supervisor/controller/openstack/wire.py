@@ -1,7 +1,7 @@
 """Neutron and Keystone on the wire: the adapter's error taxonomy, the
 records it returns and their decoding, and the controller's port scope.
 
-Kept apart from :mod:`.openstack` and :mod:`.neutronapi` (sessions, bounds,
+Kept apart from :mod:`.adapter` and :mod:`.neutron` (sessions, bounds,
 requests) so the handler and the checks speak of ports and errors without
 keystoneauth1, and a change of Neutron's JSON touches this module only. A
 malformed answer leaves as :class:`OpenStackUnavailable` (an outage of the

@@ -11,21 +11,21 @@ Neutron calls, at scale: a (re)list of the pods, a retry round and every
 controller's ports (``device_owner``, the cluster tag
 ``kuryr-supervisor:<cluster_id>``, the pod network, the project; paged),
 never a GET per pod; the first resync of a process also lists the
-PodPorts once (what each names). The plan (:mod:`.portresync`): a pod
+PodPorts once (what each names). The plan (:mod:`.resync`): a pod
 whose PodPort is written keeps the port it names, and its other ports are
 duplicates to delete; a pod without one adopts its oldest port; a port
 the list lacks is asked for by id before anything is done
-(:mod:`.portverify`: a vanished port is made again with the same address
+(:mod:`.verify`: a vanished port is made again with the same address
 and MAC); ports of pods that are gone are deleted. Pods that need a port
 are created in requests sized from Neutron's measured time per port, a few
-in flight, with timeouts that grow with their size (:mod:`.portbatch`,
-:mod:`.portpace`), and their PodPorts written as each request is answered
-(:mod:`.portwrites`, :mod:`.podportwriter`). A restart lists, finds every
+in flight, with timeouts that grow with their size (:mod:`.batch`,
+:mod:`~kuryr_supervisor.controller.openstack.pace`), and their PodPorts written as each request is answered
+(:mod:`.provision`, :mod:`.podports`). A restart lists, finds every
 pod's port, and writes nothing to Neutron.
 
 Trust: every port created carries the cluster tag, and only ports with
 that tag, on the pod network, in the project are ever adopted or deleted
-(:mod:`.ownedports`); the sweep runs only when every port of the list
+(:mod:`.owned`); the sweep runs only when every port of the list
 carries the tag (Neutron honoured the filter).
 
 Idempotency, so a handler killed at any instant leaks and doubles nothing:
@@ -35,16 +35,16 @@ still commit, so its pods get no new create until it no longer can, and
 its late ports are adopted, or deleted as duplicates once the pod has
 another; a process that starts (a new leader, or a handler restarted by
 the master) holds the pods whose creates an earlier process announced
-until those can no longer commit (:mod:`.createlease`); a PodPort the CNI role has bound (``status.boundAt``) is never
+until those can no longer commit (:mod:`~kuryr_supervisor.controller.leadership.announcer`); a PodPort the CNI role has bound (``status.boundAt``) is never
 changed (address, MAC, port id).
 Per pod the handler keeps the UID, namespace, name and port id (one
 tuple), the UID in a set once its PodPort is written, what that PodPort
 names, and (the pools') its node.
 
-Failures (:mod:`.portretry`): a Kubernetes, Keystone or Neutron outage,
+Failures (:mod:`.retry`): a Kubernetes, Keystone or Neutron outage,
 an exhausted port quota or a full pod subnet is not the handler's fault:
 the pod is retried with backoff and readiness names the dependency
-(:mod:`.portreport` for the subnet: a Warning Event on each waiting pod).
+(:mod:`.report` for the subnet: a Warning Event on each waiting pod).
 Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
@@ -55,23 +55,23 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import (
-    createlease,
-    heap,
-    ownedports,
-    portbatch,
-    portpool,
-    portresync,
-    portverify,
-)
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.podportwriter import PodPortWriter
-from kuryr_supervisor.controller.poolwrites import PooledWrites
-from kuryr_supervisor.controller.portpace import Pace
-from kuryr_supervisor.controller.portreport import PortReport
-from kuryr_supervisor.controller.portretry import Retries
-from kuryr_supervisor.controller.portstatus import PortStatus
+from kuryr_supervisor.controller.leadership import announcer
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.pools import portpools
+from kuryr_supervisor.controller.ports import (
+    batch,
+    heaptrim,
+    resync,
+    verify,
+)
+from kuryr_supervisor.controller.ports.owned import OwnedPorts
+from kuryr_supervisor.controller.ports.podports import PodPortWriter
+from kuryr_supervisor.controller.ports.pooled import PooledWrites
+from kuryr_supervisor.controller.ports.report import PortReport
+from kuryr_supervisor.controller.ports.retry import Retries
+from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
@@ -97,7 +97,7 @@ class NeutronPortHandler(PooledWrites):
         self.pods: dict[str, tuple[str, str, str]] = {}
         self.written: set[str] = set()            # uids with their PodPort
         #: uid -> what its written PodPort names (kept; immutable once bound)
-        self.named: dict[str, portresync.Named] = {}
+        self.named: dict[str, resync.Named] = {}
         self._indexed = False                 # PodPorts not listed yet
         #: uid -> node, for pods still without a port (binding:host_id)
         self.nodes: dict[str, str] = {}
@@ -106,26 +106,26 @@ class NeutronPortHandler(PooledWrites):
         #: uid -> until when (pace clock) its announced create may commit
         self.announced: dict[str, float] = {}
         #: what the first list's pods wait for: creates announced before
-        #: this process led (:mod:`.createlease`)
-        self.held: createlease.Inherited | None = None
+        #: this process led (:mod:`~kuryr_supervisor.controller.leadership.announcer`)
+        self.held: announcer.Inherited | None = None
         opts = ctx.conf.controller
         self.pace = Pace(timeout=float(opts.openstack_timeout),
                          per_port=float(opts.port_create_timeout_per_port),
                          timeout_max=float(opts.port_create_timeout_max),
                          batch_seconds=float(opts.port_batch_seconds),
-                         size=portbatch.MAX_PORTS)
+                         size=batch.MAX_PORTS)
         self.report = PortReport(client, ctx.state)
         self.status = PortStatus(self.report)
         self.retries = Retries(ctx)
-        self.batch = portbatch.Batch()
+        self.batch = batch.Batch()
         #: Neutron may hold ports we do not know of (a lost answer, or not
         #: listed yet): list before creating.
         self.uncertain = True
         self._swept_at = 0.0
         self._beat: Callable[[], None] = lambda: None
-        self._owned: ownedports.OwnedPorts | None = None
+        self._owned: OwnedPorts | None = None
         self._writer: PodPortWriter | None = None
-        self.pools = portpool.PortPools(  # ports made ahead ([vif_pool])
+        self.pools = portpools.PortPools(  # ports made ahead ([vif_pool])
             ctx.conf, getattr(ctx.state, "pools", None))
 
     # -- running -----------------------------------------------------------------
@@ -138,7 +138,7 @@ class NeutronPortHandler(PooledWrites):
             self.cloud = osa.OpenStack.from_conf(conf)
         self.cloud.beat = beat
         self.report.client = self.client
-        lease = createlease.armed()
+        lease = announcer.armed()
         if lease is not None:
             self.held = self._inherited(lease, stopping)
         self.pools.start(self.cloud, self.owned, stopping)
@@ -153,8 +153,8 @@ class NeutronPortHandler(PooledWrites):
             wake_in=self.batch.wake_in)
         watch.run(stopping)
 
-    def _inherited(self, lease: createlease.Announcer,
-                   stopping: threading.Event) -> createlease.Inherited | None:
+    def _inherited(self, lease: announcer.Announcer,
+                   stopping: threading.Event) -> announcer.Inherited | None:
         """The creates announced before this process led; read before
         anything is listed, retried until read."""
         failing = False
@@ -180,12 +180,12 @@ class NeutronPortHandler(PooledWrites):
         return None
 
     @property
-    def owned(self) -> ownedports.OwnedPorts:
+    def owned(self) -> OwnedPorts:
         """Built on first use: ``run`` may make the clients first."""
         if self._owned is None:
             assert self.client is not None and self.cloud is not None
             opts = self.ctx.conf.controller
-            self._owned = ownedports.OwnedPorts(
+            self._owned = OwnedPorts(
                 self.client, self.cloud, network_id=opts.pod_network_id,
                 project_id=str(opts.project_id), cluster_id=opts.cluster_id,
                 beat=lambda: self._beat())
@@ -250,7 +250,7 @@ class NeutronPortHandler(PooledWrites):
                 need.add(uid)
         self.resync(need)
         if len(self.pods) >= _TRIM_FROM:
-            heap.give_back()
+            heaptrim.give_back()
 
     def upsert(self, pod: ClusterPod) -> None:
         port = self.pods.get(pod.uid, ("", "", ""))[2]
@@ -309,23 +309,23 @@ class NeutronPortHandler(PooledWrites):
             return
         self.uncertain = False
         self.retries.pending -= need    # failures below put them back
-        ours, proven = portresync.proven(listed, self.owned.tag)
+        ours, proven = resync.proven(listed, self.owned.tag)
         del listed
         ours = self.pools.adopt(ours, self.pods, self.named)  # pool's
         self.report.sweep_proven(proven)
-        listing = portresync.by_device(ours)
+        listing = resync.by_device(ours)
         del ours
         now = self.pace.now()
         self.inflight = {u: t for u, t in self.inflight.items()
                          if t > now and u in self.pods}
-        plan = portresync.plan(need, self.pods, self.written, listing,
+        plan = resync.plan(need, self.pods, self.written, listing,
                                self.named, self.inflight, now)
         for uid, _ in plan.write:
             self.inflight.pop(uid, None)
         self.retries.wait(plan.waiting)
-        incomplete, again = portverify.verify(
+        incomplete, again = verify.verify(
             self.cloud, self.client, plan, self.pods, self.written, self.named,
-            portverify.Where(self.owned.network_id, self.subnet_id,
+            verify.Where(self.owned.network_id, self.subnet_id,
                              self.owned.tag, lambda u: self.nodes.get(u, "")),
             self.report, self._beat)
         self.retries.wait(again)
@@ -333,7 +333,7 @@ class NeutronPortHandler(PooledWrites):
             self.retries.wait(plan.create)
             plan.create = []
         elif proven:
-            portresync.sweep(self.cloud, listing, self.pods, plan.keep,
+            resync.sweep(self.cloud, listing, self.pods, plan.keep,
                              self._beat)
         self.status.seen(self.client, self.pods, (
             (uid, port) for uid, kept in plan.keep.items() if uid in self.named

@@ -8,7 +8,7 @@ groups, node); this controller makes its pods' ports on one network,
 subnet and project with Neutron's default security group, so the node
 tells its pools apart: a pool port is made bound to its node
 (``binding:host_id``), and a pod takes one from its own node's pool, with
-no rebinding. Which nodes get a pool: :mod:`.poolnodes`. When Neutron
+no rebinding. Which nodes get a pool: :mod:`.nodes`. When Neutron
 refuses ``binding:host_id`` to the controller (403: a member role) the
 pools fall back to one unbound pool (the base key, node ""), warned once;
 a claimed port then gets its binding in its update, if at all. In bound
@@ -23,10 +23,10 @@ What the neutron_port handler calls (a few lines of its own):
   port a pod holds stays in the list as that pod's;
 - :meth:`PortPools.serve` before a create: each pod gets a free port of
   its node's pool at once, its PodPort written like any other's, the
-  port's update following in the background (:mod:`.poolclaim`); the pods
+  port's update following in the background (:mod:`.claims`); the pods
   left (a miss) are created as before, and the pool is refilled;
 - :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
-- :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.poolrefill`).
+- :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.refill`).
 
 Invariants: a free port is handed to one pod at most (taken out of the
 pool under the lock); a port that a claim holds or a written PodPort names
@@ -43,17 +43,17 @@ from typing import Any
 
 from oslo_config import cfg
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.poolclaim import Claims
-from kuryr_supervisor.controller.poolkey import (  # noqa: F401 - re-exported
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.pools import poolports
+from kuryr_supervisor.controller.pools.claims import Claims
+from kuryr_supervisor.controller.pools.nodes import PoolNodes
+from kuryr_supervisor.controller.pools.records import (  # noqa: F401 - re-exported
     Pods,
     Pool,
     PoolKey,
     Served,
     port_name,
 )
-from kuryr_supervisor.controller.poolnodes import PoolNodes
 from kuryr_supervisor.state.poolstats import PoolBoard
 
 LOG = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class PortPools:
 
     def wanted(self) -> list[PoolKey]:
         """The pools the refill keeps between the marks: one per node that
-        runs pods (:mod:`.poolnodes`), or the unbound one."""
+        runs pods (:mod:`.nodes`), or the unbound one."""
         if not self.bind:
             return [self.key]
         idle = float(self.opts.ports_pool_node_idle)
@@ -141,7 +141,7 @@ class PortPools:
               stopping: threading.Event) -> threading.Thread:
         """The refill thread (also gives back what a smaller or disabled
         pool holds), until ``stopping``."""
-        from kuryr_supervisor.controller.poolrefill import Refill
+        from kuryr_supervisor.controller.pools.refill import Refill
         self.cloud = self.claims.cloud = cloud
         self.claims.stopping = stopping
         thread = threading.Thread(target=Refill(self, cloud, owned).run,
@@ -164,7 +164,7 @@ class PortPools:
         rest: list[osa.Port] = []
         waiting: list[osa.Port] = []
         for port in listed:
-            if port.device_id != poolneutron.POOL_DEVICE:
+            if port.device_id != poolports.POOL_DEVICE:
                 rest.append(port)
                 continue
             uid = self.claims.owner(port.id) or holder.get(port.id, "")
@@ -202,7 +202,7 @@ class PortPools:
               hosts: Mapping[str, str] | None = None) -> Served:
         """Pool ports for the pods ``create`` (``hosts``: UID -> node), at
         once (see the module); their updates follow in the background
-        (:mod:`.poolclaim`). A pod's node gets a pool on first demand."""
+        (:mod:`.claims`). A pod's node gets a pool on first demand."""
         out = Served()
         if not self.enabled or not create or self.cloud is None:
             out.rest = list(create)

@@ -12,7 +12,7 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   divided by its ports (requests in parallel included: what a port costs
   now, not alone);
 - sizes requests from it: as many ports as take about ``batch_seconds``
-  (at least 1, at most :data:`~.portbatch.MAX_PORTS`); before the first
+  (at least 1, at most :data:`~kuryr_supervisor.controller.ports.batch.MAX_PORTS`); before the first
   answer, one request of :data:`FIRST` ports alone measures it (a slow
   start: a burst's first pods are not held behind one huge request);
 - gives each request a timeout that grows with its size:
@@ -24,7 +24,7 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   :data:`COMMIT_WAIT` times its timeout. Its pods get no new create
   before then; a port it commits later is found by the next port list
   and adopted, or, if the pod already has one, deleted as a duplicate;
-- says how long a request is announced for (:mod:`.createlease`, read by
+- says how long a request is announced for (:mod:`~kuryr_supervisor.controller.leadership.announcer`, read by
   a process that starts after its sender died, which cannot know whether
   the request ever reached Neutron): :data:`COMMIT_WAIT` times how long
   Neutron plausibly works on it (:meth:`Pace.likely_for`), not times its

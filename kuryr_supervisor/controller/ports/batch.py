@@ -17,7 +17,7 @@ second of a slow Neutron; 10,000 pods are 100 requests.
 
 Pace: :func:`create` cuts the pods into requests sized from Neutron's
 measured time per port and sends :data:`IN_FLIGHT` at once, each with a
-timeout that grows with its size (:mod:`.portpace`): a real Neutron takes
+timeout that grows with its size (:mod:`~kuryr_supervisor.controller.openstack.pace`): a real Neutron takes
 0.1-0.3 s a port, so a bulk of 100 needs tens of seconds, and a timeout
 shorter than that would only make the request's fate unknown. Each port
 is bound to its pod's node (``binding:host_id``).
@@ -42,9 +42,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kuryr_supervisor.controller import neutronwire as wire
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.portpace import Pace
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.pace import Pace
 
 #: Longest wait of a pod for others to share its request (seconds).
 WINDOW = 0.05
@@ -104,7 +104,7 @@ class Batch:
 class Outcome:
     """What a :func:`create` made: UID -> port; UID -> why not; and, for
     the pods of a request whose answer was lost, UID -> until when (the
-    pace's clock) that request may still commit (see :mod:`.portpace`)."""
+    pace's clock) that request may still commit (see :mod:`~kuryr_supervisor.controller.openstack.pace`)."""
 
     made: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
     failed: dict[str, Exception] = dataclasses.field(default_factory=dict)
@@ -130,7 +130,7 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
     need not wait for the slowest request). ``announce(uids, seconds)``
     is called before each request is sent with its pods and how long it
     may plausibly still commit (:meth:`.Pace.likely_for`,
-    :mod:`.createlease`); if it raises, that request and
+    :mod:`~kuryr_supervisor.controller.leadership.announcer`); if it raises, that request and
     the rest are not sent and their pods fail with its error. See the
     module for the other failure rules."""
     pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,

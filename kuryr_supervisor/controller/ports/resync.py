@@ -27,7 +27,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.openstack import adapter as osa
 
 LOG = logging.getLogger(__name__)
 

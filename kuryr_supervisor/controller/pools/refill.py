@@ -2,7 +2,7 @@
 
 Every ``ports_pool_update_frequency`` seconds, and at once when a pod took
 a port or a resync adopted the list, the thread looks at every pool (one
-per node that runs pods, :mod:`.poolnodes`; or the one unbound pool):
+per node that runs pods, :mod:`.nodes`; or the one unbound pool):
 
 - a pool holding more free ports than ``ports_pool_max`` (or any, when
   the pools are disabled, or its node has had no pod for
@@ -16,8 +16,8 @@ per node that runs pods, :mod:`.poolnodes`; or the one unbound pool):
   batches, one batch per pool and round, the emptiest pools first).
 
 A create refused because of ``binding:host_id`` (Neutron's policy: a
-member role) turns the pools unbound (:meth:`.portpool.PortPools.unbind`).
-While pods' claims are being applied (:mod:`.poolclaim`) it makes no
+member role) turns the pools unbound (:meth:`.portpools.PortPools.unbind`).
+While pods' claims are being applied (:mod:`.claims`) it makes no
 port: those updates come first. It reads, once, the subnet a PodPort of a
 pool port needs, so the first pod of a burst does not wait for it. It
 starts only after the first resync adopted the pool ports already in
@@ -34,10 +34,10 @@ import logging
 import threading
 from typing import Any
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.poolkey import Pool, PoolKey
-from kuryr_supervisor.controller.portpool import PortPools
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.pools import poolports
+from kuryr_supervisor.controller.pools.portpools import PortPools
+from kuryr_supervisor.controller.pools.records import Pool, PoolKey
 
 LOG = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class Refill:
         are skipped: they are that pod's."""
         if not self._relist:
             return
-        ports = self.cloud.ports_of(poolneutron.POOL_DEVICE,
+        ports = self.cloud.ports_of(poolports.POOL_DEVICE,
                                     network_id=self.owned.network_id,
                                     tag=self.owned.tag)
         new = self.pools.keep(ports)
@@ -141,7 +141,7 @@ class Refill:
                         and (idle or (key == pools.key and pools.bind)):
                     del pools.pools[key]
         for key, ids in extra:
-            gone = poolneutron.give_back(self.cloud, ids[::-1])
+            gone = poolports.give_back(self.cloud, ids[::-1])
             with pools.lock:
                 left = pools.pools.get(key)
                 if left is not None:
@@ -175,12 +175,12 @@ class Refill:
             pool.creating += count
         pools.publish()
         try:
-            ports = poolneutron.create(
+            ports = poolports.create(
                 self.cloud, network_id=self.owned.network_id,
                 subnet_id=key.subnet_id, tag=self.owned.tag, count=count,
                 host=key.node)
         except osa.OpenStackRefused as exc:
-            if key.node and poolneutron.binding_refused(exc):
+            if key.node and poolports.binding_refused(exc):
                 with pools.lock:
                     pool.creating -= count
                 pools.unbind(exc)       # nothing was made

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kuryr_supervisor.controller.neutronwire import OpenStackUnavailable
+from kuryr_supervisor.controller.openstack.wire import OpenStackUnavailable
 
 #: How often a caller waiting on a call beats (seconds).
 BEAT_EVERY = 0.2

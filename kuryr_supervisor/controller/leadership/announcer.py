@@ -4,8 +4,8 @@ port the old one is still making.
 
 A port create outlives its sender: Neutron commits a bulk create for as
 long as it works on it, whatever became of the client (see
-:mod:`.portpace`: until :data:`~.portpace.COMMIT_WAIT` times as long as
-Neutron plausibly takes for it, :meth:`~.portpace.Pace.likely_for`, after
+:mod:`~kuryr_supervisor.controller.openstack.pace`: until :data:`~kuryr_supervisor.controller.openstack.pace.COMMIT_WAIT` times as long as
+Neutron plausibly takes for it, :meth:`~kuryr_supervisor.controller.openstack.pace.Pace.likely_for`, after
 it was sent). A leader that loses the controller
 Lease in the middle of a burst (killed, or paused past its lease) leaves
 such creates behind; the new leader lists Neutron, finds no port for

@@ -23,8 +23,8 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.neutronwire import _port
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.wire import _port
 
 #: ``device_id`` of a port waiting in a pool.
 POOL_DEVICE = "kuryr-supervisor-pool"

@@ -1,14 +1,14 @@
 """The Neutron calls the controller makes, over the adapter's transport.
 
-Kept apart from :mod:`.openstack` (the keystoneauth session, the token, the
+Kept apart from :mod:`.adapter` (the keystoneauth session, the token, the
 HTTP transport and its error mapping) so a new Neutron call or filter touches
 this module only, and nothing here imports keystoneauth1: the transport,
 ``_call``, is the adapter's. Each call is one bounded call
-(:class:`~.bounded.BoundedCalls`); answers are decoded by
-:mod:`.neutronwire`.
+(:class:`~.deadline.BoundedCalls`); answers are decoded by
+:mod:`.wire`.
 
 Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
-the cluster's tag (:func:`~.neutronwire.cluster_tag`), on the pod network, in
+the cluster's tag (:func:`~.wire.cluster_tag`), on the pod network, in
 the project; every lookup passes these as Neutron filters, so another
 cluster's ports sharing the project are never seen, adopted or deleted.
 
@@ -24,8 +24,8 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kuryr_supervisor.controller.bounded import BoundedCalls
-from kuryr_supervisor.controller.neutronwire import (
+from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
+from kuryr_supervisor.controller.openstack.wire import (
     DEVICE_OWNER,
     OpenStackRefused,
     OpenStackUnavailable,

@@ -1,35 +1,32 @@
 """The port handler's writing steps: ports created, PodPorts written.
 
-Split from :mod:`.neutronport` (the handler's state and its resync) so
+Split from :mod:`.handler` (the handler's state and its resync) so
 each stays small: :class:`PortWrites` is the handler's base and holds the
 two steps every resync and every batch ends with. Creates run in requests
-sized and timed by :mod:`.portpace` (:mod:`.portbatch`); the PodPorts of
+sized and timed by :mod:`~kuryr_supervisor.controller.openstack.pace` (:mod:`.batch`); the PodPorts of
 each answered request are written at once, not after the slowest one.
-A bound PodPort is never rewritten (:class:`~.podportwriter.Kept`): what
+A bound PodPort is never rewritten (:class:`~.podports.Kept`): what
 it names is recorded instead, and the port just made becomes a duplicate
 the next resync deletes. A create whose answer was lost leaves its pods
 *in flight* until it may no longer commit; a full pod subnet is reported
-(:mod:`.portreport`), never counted.
+(:mod:`.report`), never counted.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from kuryr_supervisor.controller import (
-    createlease,
-    ownedports,
-    portbatch,
-    portresync,
-)
-from kuryr_supervisor.controller import neutronwire as wire
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.podportwriter import Kept, PodPortWriter
-from kuryr_supervisor.controller.portpace import Pace
-from kuryr_supervisor.controller.portreport import PortReport
-from kuryr_supervisor.controller.portretry import OUTAGES, Retries
-from kuryr_supervisor.controller.portstatus import PortStatus
+from kuryr_supervisor.controller.leadership import announcer
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.ports import batch, resync
+from kuryr_supervisor.controller.ports.owned import OwnedPorts
+from kuryr_supervisor.controller.ports.podports import Kept, PodPortWriter
+from kuryr_supervisor.controller.ports.report import PortReport
+from kuryr_supervisor.controller.ports.retry import OUTAGES, Retries
+from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.state import Fault
 
@@ -51,7 +48,7 @@ class PortWrites:
     subnet_id: str
     pods: dict[str, tuple[str, str, str]]
     written: set[str]
-    named: dict[str, portresync.Named]
+    named: dict[str, resync.Named]
     nodes: dict[str, str]
     inflight: dict[str, float]
     #: uid -> until when (pace clock) its announced create may commit
@@ -67,7 +64,7 @@ class PortWrites:
     _beat: Callable[[], None]
 
     @property
-    def owned(self) -> ownedports.OwnedPorts:
+    def owned(self) -> OwnedPorts:
         raise NotImplementedError
 
     def _podport_writer(self) -> PodPortWriter:
@@ -99,7 +96,7 @@ class PortWrites:
                     items.append((uid, port))
             self._write(items)
         try:
-            out = portbatch.create(
+            out = batch.create(
                 self.cloud, devices, network_id=self.owned.network_id,
                 subnet_id=self.subnet_id, tag=self.owned.cluster_tag(),
                 pace=self.pace, hosts=self.nodes if self.bind_hosts else {},
@@ -107,7 +104,7 @@ class PortWrites:
                 in_flight=int(self.ctx.conf.controller.port_create_requests),
                 on_made=made, announce=self._announce)
         except OUTAGES as exc:         # the cluster tag: nothing made
-            out = portbatch.Outcome(failed=dict.fromkeys(create, exc))
+            out = batch.Outcome(failed=dict.fromkeys(create, exc))
         if out.made:
             LOG.info("created %d of %d ports asked in bulk", len(out.made),
                      len(devices))
@@ -139,8 +136,8 @@ class PortWrites:
         seconds: say so where the process that may take this one's place
         will read it (the creates Lease of a leader, else the master's
         shared memory), with every other pod whose create may still commit
-        (:mod:`.createlease`)."""
-        lease = createlease.armed()
+        (:mod:`~kuryr_supervisor.controller.leadership.announcer`)."""
+        lease = announcer.armed()
         if lease is None:
             return
         now = self.pace.now()

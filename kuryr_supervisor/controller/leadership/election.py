@@ -12,9 +12,9 @@ renewals the write fence (:mod:`kuryr_supervisor.kubernetes.fence`) stops
 a process that was paused past its lease before its first write: every
 Neutron write and PodPort write checks, without I/O, that the lease was
 renewed within its duration, and a Neutron write checks again before
-each write to its socket (:mod:`.sendfence`). What a fence
+each write to its socket (:mod:`~kuryr_supervisor.controller.openstack.sendfence`). What a fence
 cannot stop, a create already
-at Neutron, the next leader waits out (:mod:`.createlease`).
+at Neutron, the next leader waits out (:mod:`.announcer`).
 
 The candidate is the replica, not the process: every handler process of one
 daemon uses the same identity (the pod name and the master's pid), so all
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from kuryr_supervisor import useragent
-from kuryr_supervisor.controller import createlease
+from kuryr_supervisor.controller.leadership import announcer
 from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.lease import LeaderElector
@@ -65,9 +65,9 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
         if time.monotonic() >= next_try:
             if elector.try_acquire_or_renew():
                 # Its own client: the lease thread has the elector's.
-                createlease.arm(createlease.CreateLease(
+                announcer.arm(announcer.CreateLease(
                     K8sClient.from_conf(conf), namespace=opts.lease_namespace,
-                    name=opts.lease_name + createlease.SUFFIX,
+                    name=opts.lease_name + announcer.SUFFIX,
                     identity=elector.identity))
                 threading.Thread(target=_keep, args=(elector, stopping),
                                  name="lease", daemon=True).start()

@@ -1,7 +1,7 @@
 """The port handler's writing steps with a port pool in front.
 
-:class:`PooledWrites` is :class:`~.portwrites.PortWrites` whose
-``_create_and_write`` first gives pods a pool port (:mod:`.portpool`,
+:class:`PooledWrites` is :class:`~.provision.PortWrites` whose
+``_create_and_write`` first gives pods a pool port (:mod:`~kuryr_supervisor.controller.pools.portpools`,
 ``[vif_pool]``): a pod with no create in flight takes a free port at once,
 its PodPort is written like any other's, and only the pods the pool could
 not serve (a miss) go on to be created. Kept apart so the pool touches the
@@ -9,9 +9,9 @@ handler in one place.
 """
 from __future__ import annotations
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.portpool import PortPools
-from kuryr_supervisor.controller.portwrites import PortWrites
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.pools.portpools import PortPools
+from kuryr_supervisor.controller.ports.provision import PortWrites
 
 
 class PooledWrites(PortWrites):
@@ -21,7 +21,7 @@ class PooledWrites(PortWrites):
 
     def _create_and_write(self, create: list[str],
                           write: list[tuple[str, osa.Port]]) -> None:
-        """Pool ports first ([vif_pool], :mod:`.portpool`) for pods with no
+        """Pool ports first ([vif_pool], :mod:`~kuryr_supervisor.controller.pools.portpools`) for pods with no
         create in flight; the rest as :class:`PortWrites` makes them."""
         now = self.pace.now()
         free = [u for u in create if self.inflight.get(u, 0.0) <= now]
