@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from oslo_config import cfg
 
+from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.pace import Pace
 from kuryr_supervisor.controller.ports import batch as portbatch
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_openstack import neutron_conf
@@ -26,6 +29,13 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     keystone.stop()
 
 
+def pace(api: osa.OpenStack) -> Pace:
+    """The pace of the options' defaults (0.5 s a port, at most 120 s, 2 s
+    a request), on the adapter's request timeout."""
+    return Pace(timeout=api.timeout, per_port=0.5, timeout_max=120.0,
+                batch_seconds=2.0, size=portbatch.MAX_PORTS)
+
+
 def devices(count: int, prefix: str = "pod") -> list[tuple[str, str]]:
     return [(f"kuryr-ns-{prefix}{i}", f"uid-{prefix}{i}") for i in range(count)]
 
@@ -35,7 +45,7 @@ def create(cloud: Cloud, devs: list[tuple[str, str]], in_flight: int = 3
     api, neutron = cloud
     out = portbatch.create(api, devs, network_id=neutron.network_id,
                            subnet_id=neutron.subnet["id"], tag="kuryr-supervisor:c1",
-                           in_flight=in_flight)
+                           pace=pace(api), in_flight=in_flight)
     assert out.pending == {}                 # every request was answered
     return out.made, out.failed
 
@@ -124,7 +134,7 @@ def test_every_request_announced_before_it_is_sent(cloud: Cloud) -> None:
     devs = devices(250)
     out = portbatch.create(api, devs, network_id=neutron.network_id,
                            subnet_id=neutron.subnet["id"], tag="t",
-                           in_flight=1, announce=announce)
+                           pace=pace(api), in_flight=1, announce=announce)
     # 10 alone, then 100: announced before each was sent; the third never
     assert [posts for _, posts in said] == [0, 1, 2]
     assert neutron.bulk_sizes == [10, 100]
@@ -233,3 +243,32 @@ def test_pace_likely_time_leaves_out_the_floor_per_port() -> None:
     assert pace.likely_for(100) == pytest.approx(5.0 + 100 * 3 * 0.01)
     pace.answered(1, 1000.0)                             # Neutron got slow
     assert pace.likely_for(100) == pace.timeout_for(100) == 120.0
+
+
+def test_one_request_timeout_for_every_reader(tmp_path: Path) -> None:
+    """``[neutron] timeout`` shorter than ``openstack_timeout`` is the
+    request timeout of every reader: the adapter's session and its
+    whole-call deadline, the pods' port creates (the pace) and the
+    readiness checks' adapter and wait."""
+    from kuryr_supervisor.controller.handlers import HandlerContext
+    from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
+    from kuryr_supervisor.health.checks.openstack import openstack_checks
+    keystone = FakeKeystone()
+    path = tmp_path / "controller.conf"
+    path.write_text("\n".join(
+        ["[neutron]", "timeout = 2"] +
+        [f"{k} = {v}" for k, v in keystone.conf_overrides().items()] +
+        ["[controller]", "openstack_timeout = 5", "[supervisor]",
+         "health_deadline = 12"]) + "\n")
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf(["--config-file", str(path)], default_config_files=[])
+    api = osa.OpenStack.from_conf(conf)
+    assert (api.timeout, api.deadline) == (2.0, 6.0)
+    handler = NeutronPortHandler(HandlerContext(conf, None, lambda _: None))
+    assert handler.pace.timeout == 2.0
+    assert handler.pace.timeout_for(10) == 2.0 + 10 * 0.5
+    checks = openstack_checks(conf)
+    check_cloud = checks[0].cloud      # type: ignore[attr-defined]
+    assert check_cloud.timeout == 2.0
+    assert check_cloud.deadline == pytest.approx(0.8 * 2.0)

@@ -10,5 +10,6 @@ The only importer of keystoneauth1; every failure leaves it as one of
 - :mod:`.deadline`: every call under a whole-call deadline, the caller beating;
 - :mod:`.login`: when a login to Keystone may happen (renewal margin, backoff);
 - :mod:`.sendfence`: the write fence checked before each socket write;
+- :mod:`.timeouts`: every timeout, from its options, by one rule;
 - :mod:`.pace`: how big a port create may be and how long it may take.
 """

@@ -16,11 +16,11 @@ but never more than half the token's real lifetime, and refused logins
 back off. A call that could not get a token fails as
 :class:`KeystoneUnavailable`, whichever service it was for.
 
-Bounds: the session's timeout is ``[controller] openstack_timeout`` (or
-``[neutron] timeout`` when that is shorter), so every socket operation of a
+Bounds: the session's timeout is the request timeout
+(:func:`.timeouts.request_timeout`), so every socket operation of a
 Keystone token request, a version discovery and a Neutron call is bounded;
 and every public call runs under a whole-call deadline (``deadline``,
-default three timeouts: discovery, token, call) while the caller beats
+default :func:`.timeouts.call_deadline`) while the caller beats
 (:mod:`.deadline`), Keystone's calls and Neutron's on call paths of their
 own, so one hanging never fails the other's check. An answer that is not the JSON expected (a 200 of
 garbage) is an outage of the dependency, like a timeout, never a fault of
@@ -49,6 +49,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
+from kuryr_supervisor.controller.openstack import timeouts
 from kuryr_supervisor.controller.openstack.deadline import CallPath
 from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exported
     KeystoneUnavailable,
@@ -87,7 +88,8 @@ class OpenStack(NeutronApi):
                  login: LoginPolicy | None = None,
                  endpoint: Mapping[str, Any] | None = None) -> None:
         from keystoneauth1 import adapter
-        super().__init__(deadline if deadline is not None else 3 * timeout,
+        super().__init__(deadline if deadline is not None
+                         else timeouts.call_deadline(timeout),
                          thread_name="neutron")
         self._session = session
         self._auth = auth
@@ -104,7 +106,10 @@ class OpenStack(NeutronApi):
         auth.MIN_TOKEN_LIFE_SECONDS = self.login.margin
 
     @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts) -> OpenStack:
+    def from_conf(cls, conf: cfg.ConfigOpts, *,
+                  deadline: float | None = None) -> OpenStack:
+        """The adapter ``[neutron]`` describes; ``deadline``: the whole-call
+        deadline when not the default (the readiness checks')."""
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
         group = controller_conf.NEUTRON_GROUP
@@ -115,9 +120,7 @@ class OpenStack(NeutronApi):
             raise OpenStackRefused(f"[neutron] auth options: {exc}") from exc
         if auth is None:
             raise OpenStackRefused("[neutron] auth_type is not set")
-        timeout = float(conf.controller.openstack_timeout)
-        if conf[group].timeout:
-            timeout = min(timeout, float(conf[group].timeout))
+        timeout = timeouts.request_timeout(conf)
         # The session's timeout bounds token requests and discovery too;
         # its User-Agent names this replica on every request it sends
         # (Keystone's logins, Neutron's calls; the CNI role's checks too).
@@ -133,7 +136,8 @@ class OpenStack(NeutronApi):
         for scheme in ("https://", "http://"):
             session.mount(scheme, sendfence.FencedAdapter(
                 pool_maxsize=CONNECTIONS))
-        return cls(session, auth, timeout=timeout, login=LoginPolicy(
+        return cls(session, auth, timeout=timeout, deadline=deadline,
+                   login=LoginPolicy(
             float(conf.controller.token_renew_margin)),
             endpoint=_endpoint(conf[group]))
 

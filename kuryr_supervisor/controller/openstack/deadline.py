@@ -70,6 +70,9 @@ class BoundedCalls:
         self.deadline = deadline
         #: Called while a call waits; a worker sets its heartbeat here.
         self.beat: Callable[[], None] = lambda: None
+        #: Calls run in the caller's thread, bounded by the request
+        #: timeout alone (a copy made by ``within``).
+        self.direct = False
         self._path = CallPath(thread_name)
 
     def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
@@ -77,7 +80,10 @@ class BoundedCalls:
         """``fn`` on ``via`` (default: the adapter's own), within
         ``deadline``, beating. While a call that timed out still hangs on
         that path, later calls there fail at once (the dependency is known
-        to hang) instead of queueing behind it."""
+        to hang) instead of queueing behind it. ``direct``: in the
+        caller's thread."""
+        if self.direct:
+            return fn(*args, **kwargs)
         path = via or self._path
         future = path.submit(what, fn, *args, **kwargs)
         end = time.monotonic() + self.deadline

@@ -57,6 +57,13 @@ def refined(exc: Exception) -> Exception:
     return exc
 
 
+def binding_refused(exc: Exception) -> bool:
+    """Neutron's policy refused ``binding:host_id`` to the caller (403: a
+    member role): ports are then made unbound rather than not at all."""
+    return isinstance(exc, OpenStackRefused) and exc.status == 403 \
+        and "binding:host_id" in str(exc)
+
+
 @dataclasses.dataclass(frozen=True)
 class Port:
     id: str

@@ -26,7 +26,9 @@ What the neutron_port handler calls (a few lines of its own):
   port's update following in the background (:mod:`.claims`); the pods
   left (a miss) are created as before, and the pool is refilled;
 - :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
-- :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.refill`).
+- :func:`.refill.start` in ``run``: the refill thread, which changes the
+  pools through the named methods below (:meth:`PortPools.shortfalls`,
+  :meth:`PortPools.making`, :meth:`PortPools.made`, :meth:`PortPools.extra`).
 
 Invariants: a free port is handed to one pod at most (taken out of the
 pool under the lock); a port that a claim holds or a written PodPort names
@@ -39,7 +41,6 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from oslo_config import cfg
 
@@ -137,18 +138,11 @@ class PortPools:
                     "(%s): one unbound port pool for every node, each "
                     "port bound when a pod takes it, if at all", why)
 
-    def start(self, cloud: osa.OpenStack, owned: Any,
-              stopping: threading.Event) -> threading.Thread:
-        """The refill thread (also gives back what a smaller or disabled
-        pool holds), until ``stopping``."""
-        from kuryr_supervisor.controller.pools.refill import Refill
+    def attach(self, cloud: osa.OpenStack, stopping: threading.Event) -> None:
+        """The adapter that claims use, until ``stopping`` (the refill
+        thread is :func:`.refill.start`'s)."""
         self.cloud = self.claims.cloud = cloud
         self.claims.stopping = stopping
-        thread = threading.Thread(target=Refill(self, cloud, owned).run,
-                                  args=(stopping,), name="pool-refill",
-                                  daemon=True)
-        thread.start()
-        return thread
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
@@ -233,6 +227,78 @@ class PortPools:
         self.wake.set()
         self.publish()
         return out
+
+    # -- the refill's ------------------------------------------------------------
+    def any_free(self) -> osa.Port | None:
+        """One free port of any pool (None: none)."""
+        with self.lock:
+            return next((p for pool in self.pools.values()
+                         for p in pool.free.values()), None)
+
+    def extra(self) -> list[tuple[PoolKey, list[str]]]:
+        """Take out the free ports above each pool's high-water mark (all
+        of them when the pools are off or the pool's node is idle), to be
+        given back; an idle node's pool goes, and so does the unbound one
+        of a bound mode (never refilled) once empty."""
+        high = int(self.opts.ports_pool_max) if self.enabled else 0
+        wanted = set(self.wanted())
+        extra: list[tuple[PoolKey, list[str]]] = []
+        with self.lock:
+            for key, pool in list(self.pools.items()):
+                idle = key not in wanted and key != self.key
+                ids = list(pool.free)[0 if idle else high:]
+                for port_id in ids:
+                    del pool.free[port_id]
+                if ids:
+                    extra.append((key, ids))
+                if not pool.free and not pool.creating and self.enabled \
+                        and (idle or (key == self.key and self.bind)):
+                    del self.pools[key]
+        return extra
+
+    def gave_back(self, key: PoolKey, count: int) -> None:
+        """``count`` ports of ``key``'s pool were deleted."""
+        with self.lock:
+            pool = self.pools.get(key)
+            if pool is not None:
+                pool.given_back += count
+
+    def shortfalls(self) -> list[tuple[PoolKey, int]]:
+        """(pool, ports its next batch makes) of every wanted pool below
+        its low-water mark, the emptiest first; the quota is not read
+        here."""
+        opts = self.opts
+        low, high = int(opts.ports_pool_min), int(opts.ports_pool_max)
+        out = []
+        wanted = self.wanted()
+        with self.lock:
+            for key in wanted:
+                pool = self.pools.setdefault(key, Pool())
+                have = len(pool.free) + pool.creating
+                count = min(int(opts.ports_pool_batch), high - have)
+                if have < low and count > 0:
+                    out.append((have, key, count))
+        return [(key, count) for _, key, count in sorted(
+            out, key=lambda t: (t[0], t[1].node))]
+
+    def making(self, key: PoolKey, count: int) -> None:
+        """A batch of ``count`` ports for ``key``'s pool is being made."""
+        with self.lock:
+            self.pools.setdefault(key, Pool()).creating += count
+        self.publish()
+
+    def made(self, key: PoolKey, count: int,
+             ports: Iterable[osa.Port] = ()) -> None:
+        """That batch is over: ``ports`` were made (none: it failed). They
+        land in the pool of ``key``'s node as the pools are now (a batch
+        answered after the pools turned unbound lands in the unbound one)."""
+        with self.lock:
+            pool = self.pools.get(key)      # gone if the pools turned unbound
+            if pool is not None:
+                pool.creating -= count
+            target = self.pools.setdefault(self.key_for(key.node), Pool())
+            target.free.update((p.id, p) for p in ports)
+        self.publish()
 
     # -- figures -----------------------------------------------------------------------
     def publish(self) -> None:

@@ -16,7 +16,8 @@ DB transaction and IP allocation in Neutron, about 60 KiB of answer, one
 second of a slow Neutron; 10,000 pods are 100 requests.
 
 Pace: :func:`create` cuts the pods into requests sized from Neutron's
-measured time per port and sends :data:`IN_FLIGHT` at once, each with a
+measured time per port and sends ``in_flight`` (``[controller]
+port_create_requests``) at once, each with a
 timeout that grows with its size (:mod:`~kuryr_supervisor.controller.openstack.pace`): a real Neutron takes
 0.1-0.3 s a port, so a bulk of 100 needs tens of seconds, and a timeout
 shorter than that would only make the request's fate unknown. Each port
@@ -50,8 +51,6 @@ from kuryr_supervisor.controller.openstack.pace import Pace
 WINDOW = 0.05
 #: Most ports in one bulk request.
 MAX_PORTS = 100
-#: Create requests at Neutron at once.
-IN_FLIGHT = 3
 #: Refusals after which no more ports are asked for.
 STOPS = (osa.QuotaExceeded, wire.SubnetFull)
 #: How often the waiting loop beats (seconds).
@@ -117,14 +116,14 @@ def unannounced(uids: list[str], within: float) -> None:
 
 def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            network_id: str, subnet_id: str, tag: str,
-           pace: Pace | None = None, in_flight: int = IN_FLIGHT,
+           pace: Pace, in_flight: int,
            hosts: Mapping[str, str] | None = None,
            beat: Callable[[], None] = lambda: None,
            on_made: Callable[[dict[str, osa.Port]], None] | None = None,
            announce: Callable[[list[str], float], None] = unannounced
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
-    sized by ``pace``, ``in_flight`` at once, each bound to the pod's node
+    sized and timed by ``pace`` (the handler's: ``[controller]``'s options), ``in_flight`` at once, each bound to the pod's node
     (``hosts``: UID -> node); ``on_made`` is called, in the caller's
     thread, with the ports of each request as it is answered (their pods
     need not wait for the slowest request). ``announce(uids, seconds)``
@@ -133,8 +132,6 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
     :mod:`~kuryr_supervisor.controller.leadership.announcer`); if it raises, that request and
     the rest are not sent and their pods fail with its error. See the
     module for the other failure rules."""
-    pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
-                        batch_seconds=2.0, size=MAX_PORTS)
     out = Outcome()
     tags = [tag] if tag else []
     todo = list(devices)
@@ -159,8 +156,7 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 chunk, todo = todo[:size], todo[size:]
                 future = pool.submit(
                     cloud.within(timeout).create_ports, network_id=network_id,
-                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts,
-                    direct=True)
+                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts)
                 running[future] = (chunk, pace.now(), timeout)
             if stop is not None and todo:
                 out.failed.update((uid, stop) for _, uid in todo)

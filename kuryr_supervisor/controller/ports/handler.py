@@ -59,7 +59,7 @@ from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership import announcer
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.pace import Pace
-from kuryr_supervisor.controller.pools import portpools
+from kuryr_supervisor.controller.pools import portpools, refill
 from kuryr_supervisor.controller.ports import (
     batch,
     heaptrim,
@@ -108,12 +108,7 @@ class NeutronPortHandler(PooledWrites):
         #: what the first list's pods wait for: creates announced before
         #: this process led (:mod:`~kuryr_supervisor.controller.leadership.announcer`)
         self.held: announcer.Inherited | None = None
-        opts = ctx.conf.controller
-        self.pace = Pace(timeout=float(opts.openstack_timeout),
-                         per_port=float(opts.port_create_timeout_per_port),
-                         timeout_max=float(opts.port_create_timeout_max),
-                         batch_seconds=float(opts.port_batch_seconds),
-                         size=batch.MAX_PORTS)
+        self.pace = Pace.from_conf(ctx.conf, size=batch.MAX_PORTS)
         self.report = PortReport(client, ctx.state)
         self.status = PortStatus(self.report)
         self.retries = Retries(ctx)
@@ -141,7 +136,7 @@ class NeutronPortHandler(PooledWrites):
         lease = announcer.armed()
         if lease is not None:
             self.held = self._inherited(lease, stopping)
-        self.pools.start(self.cloud, self.owned, stopping)
+        refill.start(self.pools, self.cloud, self.owned, self.pace, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),

@@ -33,12 +33,6 @@ from kuryr_supervisor.state import Fault
 LOG = logging.getLogger(__name__)
 
 
-def _no_binding(exc: Exception) -> bool:
-    """Neutron's policy refused ``binding:host_id`` (403)."""
-    return isinstance(exc, osa.OpenStackRefused) and exc.status == 403 \
-        and "binding:host_id" in str(exc)
-
-
 class PortWrites:
     """The handler's writing steps; the handler sets the state below."""
 
@@ -115,7 +109,7 @@ class PortWrites:
             self.report.subnet_full(full, str(out.failed[full[0][0]]))
         elif out.made:
             self.report.fault(Fault.SUBNET_FULL, False)
-        if self.bind_hosts and any(_no_binding(e) for e in out.failed.values()):
+        if self.bind_hosts and any(wire.binding_refused(e) for e in out.failed.values()):
             # Neutron's policy keeps binding:host_id from this user: ports
             # are made unbound rather than not at all (said once).
             LOG.warning("Neutron refuses binding:host_id to the controller's "
@@ -123,9 +117,9 @@ class PortWrites:
                         "that may set it to bind them to their node)")
             self.bind_hosts = False
             self.retries.wait([u for u, e in out.failed.items()
-                               if _no_binding(e)])
+                               if wire.binding_refused(e)])
             out.failed = {u: e for u, e in out.failed.items()
-                          if not _no_binding(e)}
+                          if not wire.binding_refused(e)}
         for uid, error in out.failed.items():
             if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
                 self.uncertain = True       # the answer was lost

@@ -22,9 +22,11 @@ check with a ``deadline`` runs its probe in a thread of its own and waits
 at most that long for the whole probe (a token request and a Neutron call
 back to back included); past it the check fails naming the dependency and
 the wait, and a later run waits for the same probe again instead of
-starting a second one. The deadline is ``[controller] openstack_timeout``,
-capped at a quarter of ``[supervisor] health_deadline`` so the two
-OpenStack checks together never make the HealthManager stale. An answer
+starting a second one. The deadline, and the adapter's own whole-call
+deadline within it, are
+:mod:`~kuryr_supervisor.controller.openstack.timeouts`' (the request
+timeout, at most a quarter of ``[supervisor] health_deadline``, so the two
+OpenStack checks together never make the HealthManager stale). An answer
 that is not JSON is reported the same way: not ready, named, never a
 liveness failure.
 """
@@ -168,24 +170,19 @@ class NeutronCheck(_Cached):
 def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
     """Keystone and Neutron checks, sharing one adapter (one token)."""
     from kuryr_supervisor.controller.openstack import adapter as osa
-    cloud = osa.OpenStack.from_conf(conf)
+    from kuryr_supervisor.controller.openstack import timeouts
+    # The adapter's own whole-call bound is shorter than the check's, so
+    # a hung call fails inside the check with the adapter's words (naming
+    # Keystone or Neutron), before the check's own wait runs out.
+    cloud = osa.OpenStack.from_conf(
+        conf, deadline=timeouts.check_call_deadline(conf))
     opts = conf.controller
 
     def interval() -> float:
         return float(opts.openstack_check_interval)
 
     def deadline() -> float:
-        return check_deadline(conf)
-    # The adapter's own whole-call bound is shorter than the check's, so
-    # a hung call fails inside the check with the adapter's words (naming
-    # Keystone or Neutron), before the check's own wait runs out.
-    cloud.deadline = min(cloud.deadline, 0.8 * deadline())
+        return timeouts.check_wait(conf)
     return [KeystoneCheck(cloud, interval, deadline=deadline),
             NeutronCheck(cloud, lambda: str(opts.project_id), interval,
                          deadline=deadline)]
-
-
-def check_deadline(conf: cfg.ConfigOpts) -> float:
-    """Seconds one OpenStack check may wait (see the module docstring)."""
-    return min(float(conf.controller.openstack_timeout),
-               float(conf.supervisor.health_deadline) / 4)
