@@ -93,7 +93,7 @@ def test_restart_writes_nothing(world: World,
     wall, mono = time.time(), time.monotonic()
     second = world.handler()
     world.start(second)
-    assert second.written == {p["metadata"]["uid"] for p in pods}
+    assert second.book.written == {p["metadata"]["uid"] for p in pods}
     k8s = [r for r in list(world.api.access) if r[0] >= mono]
     # No PodPort written (its status subresource carries Neutron's port
     # status, first written at the new handler's resync: the first one

@@ -124,7 +124,7 @@ def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
     arrive(handler, pods)
     # Neutron made the ports; the handler never heard of them
     assert len(world.neutron.ports) == 8 and world.api.podports == {}
-    assert handler.uncertain and len(handler.retries.pending) == 8
+    assert handler.book.uncertain and len(handler.retries.pending) == 8
     assert world.counts.total == 0              # an outage, not a fault
     # a pod arriving now is not created before Neutron is listed again
     late = world.add(1, "late")
@@ -133,7 +133,7 @@ def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
     assert world.ported(pods + late)
     assert len(world.neutron.ports) == 9
     assert world.neutron.bulk_sizes == [8, 1]
-    assert not handler.retries.pending and not handler.uncertain
+    assert not handler.retries.pending and not handler.book.uncertain
 
 
 def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:

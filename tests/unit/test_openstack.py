@@ -17,6 +17,7 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import sendfence
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from tests.fixtures.openstack import PROJECT_ID, FakeKeystone, FakeNeutron
 
 
@@ -58,10 +59,23 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
     assert api.delete_port(port.id) is False
     assert neutron.ports == {}
     assert keystone.issued() == 1       # one token for all of it
-    # every connection to either checks the write fence before each send
+    # A fence that can close: writes (and the login a write needs) go
+    # through a transport that checks it before each send, reads do not;
+    # both share one token.
+    fenced = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone),
+                                     fence=WriteFence(lambda: True))
     for scheme in ("http://", "https://"):
-        assert isinstance(api._session.session.adapters[scheme],
+        assert isinstance(fenced._neutron_writes.session.session.adapters[scheme],
                           sendfence.FencedAdapter)
+        assert not isinstance(fenced._session.session.adapters[scheme],
+                              sendfence.FencedAdapter)
+    made = fenced.create_port(network_id=neutron.network_id,
+                              subnet_id=neutron.subnet["id"], name="p",
+                              device_id="uid-3")
+    assert [p.id for p in fenced.ports_of("uid-3")] == [made.id]
+    assert keystone.issued() == 2       # the fenced adapter's one token
+    assert not isinstance(api._session.session.adapters["http://"],
+                          sendfence.FencedAdapter)     # an open fence
 
 
 def test_neutron_endpoint_chosen_by_region_interface_or_override(

@@ -207,7 +207,7 @@ def test_a_vanished_pool_port_is_replaced(
     spec = world.api.podports[("ns", "p0")]["spec"]
     assert spec["portId"] == gone.id
     wait_for(lambda: len(handler.pools.claims) == 0)  # the update: 404
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     wait_for(lambda: world.ported(pods))
     assert world.api.podports[("ns", "p0")]["spec"]["portId"] != gone.id
 
@@ -234,7 +234,7 @@ def test_a_slow_update_holds_no_pod_and_survives_a_restart(
     assert spec["portId"] in pool_ids
     again = running(world, stopping)                  # restart meanwhile
     assert spec["portId"] not in again.pools.of("node-a").free
-    assert again.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
+    assert again.book.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
     wait_for(lambda: world.ported(pods))
     assert neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
     # Every other port is a pool port: none was made for the pod.

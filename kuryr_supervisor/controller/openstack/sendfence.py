@@ -1,56 +1,45 @@
 """The write fence where a request leaves the process: checked before each
 socket write of a Keystone or Neutron connection, not only before a call.
 
-:func:`kuryr_supervisor.kubernetes.fence.check` before a call leaves a
-window: keystoneauth may fetch a token, urllib3 may open a connection. A
-leader paused there (SIGSTOP, a frozen VM) past its lease resumes and sends
-the create it was about to send, after the new leader has made those pods'
-ports (seen against a real Neutron: 7 ports made twice, a minute after the
-pause, then swept). Checked before each write to the socket, the window is
-one system call; a request whose headers left before a pause and whose body
-would leave after it is cut off there (the process exits; Neutron never
-gets a whole request and commits nothing).
+:meth:`~kuryr_supervisor.kubernetes.fence.WriteFence.check` before a call
+leaves a window: keystoneauth may fetch a token, urllib3 may open a
+connection. A leader paused there (SIGSTOP, a frozen VM) past its lease
+resumes and sends the create it was about to send, after the new leader
+has made those pods' ports (seen against a real Neutron: 7 ports made
+twice, a minute after the pause, then swept). Checked before each write to
+the socket, the window is one system call; a request whose headers left
+before a pause and whose body would leave after it is cut off there (the
+process exits; Neutron never gets a whole request and commits nothing).
 
-Only the requests of a call that writes (:func:`write`, around a Neutron
-write whose own check passed) are checked, a Keystone login it needs
-included; reads are not, as a call's are not. Unarmed (any process but a
-handler process of the leading replica), a check costs one test. Requests
-through an HTTP proxy are not fenced here (the call's own check still
-is).
+:class:`FencedAdapter` is the transport of the adapter's *write* session
+(:mod:`.adapter`): the calls that write go through it, and so does a
+Keystone login or a version discovery one of them needs (keystoneauth
+sends those through the session of the request that needs them); reads
+go through a session of their own, unfenced, as a call's check leaves
+them. Requests through an HTTP proxy are not fenced here (the call's own
+check still is).
 """
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
+import functools
 from typing import Any
 
 from keystoneauth1 import session as ks_session
 from urllib3 import connection, connectionpool
 
-from kuryr_supervisor.kubernetes import fence
-
-_call = threading.local()
-
-
-@contextlib.contextmanager
-def write() -> Iterator[None]:
-    """Around a call that writes (its own check passed): each socket write
-    of it, a Keystone login it needs included, checks the fence again."""
-    _call.writing = True
-    try:
-        yield
-    finally:
-        _call.writing = False
+from kuryr_supervisor.kubernetes.fence import WriteFence
 
 
 class _Fenced:
     """Mixed into urllib3's connections: ``send`` carries a request's
     headers and each chunk of its body (http.client's ``send``)."""
 
+    def __init__(self, *args: Any, fence: WriteFence, **kwargs: Any) -> None:
+        self.fence = fence
+        super().__init__(*args, **kwargs)
+
     def send(self, data: Any) -> None:
-        if getattr(_call, "writing", False):
-            fence.check("a write to Neutron")
+        self.fence.check("a write to Neutron")
         super().send(data)  # type: ignore[misc]
 
 
@@ -62,19 +51,35 @@ class _HTTPSConnection(_Fenced, connection.HTTPSConnection):
     pass
 
 
-class _HTTPPool(connectionpool.HTTPConnectionPool):
+class _FencedPool:
+    """Mixed into urllib3's pools: their connections get the fence
+    through the keyword arguments a pool passes each new connection."""
+
+    conn_kw: dict[str, Any]
+
+    def __init__(self, *args: Any, fence: WriteFence, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn_kw["fence"] = fence
+
+
+class _HTTPPool(_FencedPool, connectionpool.HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
 
-class _HTTPSPool(connectionpool.HTTPSConnectionPool):
+class _HTTPSPool(_FencedPool, connectionpool.HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
 
 
 class FencedAdapter(ks_session.TCPKeepAliveAdapter):  # type: ignore[misc]
     """keystoneauth's keep-alive transport adapter whose connections check
-    the fence before each write (see the module)."""
+    ``fence`` before each write (see the module)."""
+
+    def __init__(self, fence: WriteFence, **kwargs: Any) -> None:
+        self.fence = fence          # init_poolmanager runs in __init__
+        super().__init__(**kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
-            "http": _HTTPPool, "https": _HTTPSPool}
+            "http": functools.partial(_HTTPPool, fence=self.fence),
+            "https": functools.partial(_HTTPSPool, fence=self.fence)}
