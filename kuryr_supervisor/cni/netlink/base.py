@@ -105,7 +105,7 @@ def open_netns(path: str) -> Iterator[int]:
         os.close(fd)
 
 
-def _setns(fd: int) -> None:
+def setns(fd: int) -> None:
     if hasattr(os, "setns"):  # Python >= 3.12
         os.setns(fd, CLONE_NEWNET)
         return
@@ -121,7 +121,7 @@ def netns_socket(netns: int) -> socket.socket:
 
     def enter_and_create() -> None:
         try:
-            _setns(netns)
+            setns(netns)
             box["sock"] = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM,
                                         NETLINK_ROUTE)
         except BaseException as exc:  # noqa: BLE001 - re-raised by caller

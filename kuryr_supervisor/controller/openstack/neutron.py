@@ -32,7 +32,7 @@ from kuryr_supervisor.controller.openstack.wire import (
     Port,
     PortQuota,
     Subnet,
-    _port,
+    decode_port,
 )
 
 #: Ports per page of a port list: one page stays well under a second of
@@ -79,7 +79,7 @@ class NeutronApi(BoundedCalls):
             items = data.get("ports") if data else None
             if not isinstance(items, list):
                 raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
-            ports += [_port(p) for p in items]
+            ports += [decode_port(p) for p in items]
             links = data.get("ports_links") if data else None
             more = isinstance(links, list) and any(
                 isinstance(link, dict) and link.get("rel") == "next"
@@ -126,7 +126,7 @@ class NeutronApi(BoundedCalls):
             raise
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron GET port: no port")
-        return _port(data["port"])
+        return decode_port(data["port"])
 
     @staticmethod
     def _port_body(network_id: str, subnet_id: str, name: str,
@@ -159,7 +159,7 @@ class NeutronApi(BoundedCalls):
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
-        port = _port(data["port"])
+        port = decode_port(data["port"])
         self._check_tags("Neutron POST /v2.0/ports", [port], tags)
         return port
 
@@ -208,7 +208,7 @@ class NeutronApi(BoundedCalls):
         items = data.get("ports") if data else None
         if not isinstance(items, list) or len(items) != len(body):
             raise OpenStackUnavailable(f"{what}: not one port per request")
-        ports = [_port(p) for p in items]
+        ports = [decode_port(p) for p in items]
         if [p.device_id for p in ports] != [d for _, d in devices]:
             raise OpenStackUnavailable(f"{what}: ports not in request order")
         self._check_tags(what, ports, tags)
@@ -226,7 +226,7 @@ class NeutronApi(BoundedCalls):
                              json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable(f"{what}: no port")
-        port = _port(data["port"])
+        port = decode_port(data["port"])
         if port.device_id != device_id:
             raise OpenStackUnavailable(f"{what}: the update was not applied")
         return port

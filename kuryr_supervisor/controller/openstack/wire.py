@@ -116,7 +116,9 @@ class PortQuota:
         return max(0, self.limit - self.used - self.reserved)
 
 
-def _port(obj: Mapping[str, Any]) -> Port:
+def decode_port(obj: Mapping[str, Any]) -> Port:
+    """A port of Neutron's JSON; one that lacks what a Port needs is an
+    outage of the dependency (:class:`OpenStackUnavailable`)."""
     try:
         return _decode_port(obj)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
