@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from oslo_config import cfg
@@ -121,10 +122,12 @@ class OpenStack(NeutronApi):
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts, *,
                   deadline: float | None = None,
-                  fence: WriteFence | None = None) -> OpenStack:
+                  fence: WriteFence | None = None,
+                  clock: Callable[[], float] = time.time) -> OpenStack:
         """The adapter ``[neutron]`` describes; ``deadline``: the whole-call
         deadline when not the default (the readiness checks'); ``fence``:
-        what every write asks first (a leading handler process's lease)."""
+        what every write asks first (a leading handler process's lease);
+        ``clock``: the wall clock a token's expiry is read on."""
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
         group = controller_conf.NEUTRON_GROUP
@@ -139,7 +142,8 @@ class OpenStack(NeutronApi):
         timeout = timeouts.request_timeout(conf)
         # Every login, whichever call needs it, passes the policy.
         auth = PolicedAuth(plugin, LoginPolicy(
-            float(conf.controller.token_renew_margin)), timeout=timeout)
+            float(conf.controller.token_renew_margin)), timeout=timeout,
+            clock=clock)
         fence = fence or WriteFence()
         # The session's timeout bounds token requests and discovery too;
         # its User-Agent names this replica on every request it sends

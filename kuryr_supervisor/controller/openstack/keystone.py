@@ -1,18 +1,20 @@
 """Keystone logins under the login policy, through keystoneauth's own
 extension point: an identity plugin.
 
-keystoneauth caches a token in its identity plugin
-(:class:`keystoneauth1.identity.base.BaseIdentityPlugin`) and asks the
-plugin's ``get_auth_ref`` for a new one whenever the cached one expires
-within ``MIN_TOKEN_LIFE_SECONDS``: those are the two documented places
-where a plugin says how it logs in and how early it renews.
-:class:`PolicedAuth` is such a plugin: it holds the token cache, its
-``get_auth_ref`` asks the :class:`~.login.LoginPolicy` whether a login may
-happen now and then lets the plugin ``[neutron]`` configures (password,
-application credential...) do the login; its ``MIN_TOKEN_LIFE_SECONDS`` is
-the policy's margin, set from each new token's lifetime. So a reader sees
-when a login happens here, without keystoneauth's internals: on the first
-call, once the token expires within the margin, never while backed off.
+keystoneauth asks an identity plugin
+(:class:`keystoneauth1.identity.base.BaseIdentityPlugin`) for the current
+token with ``get_access`` (the cached one, or a new one when it expires
+within ``MIN_TOKEN_LIFE_SECONDS``), and the plugin makes a new one with
+``get_auth_ref``: the documented methods a plugin overrides.
+:class:`PolicedAuth` is such a plugin: it holds the token cache and
+decides on its own clock when the cached token is due
+(:meth:`~PolicedAuth.get_access`), its ``get_auth_ref`` asks the
+:class:`~.login.LoginPolicy` whether a login may happen now and then lets
+the plugin ``[neutron]`` configures (password, application credential...)
+do the login, and its ``MIN_TOKEN_LIFE_SECONDS`` is the policy's margin,
+set from each new token's lifetime. So a reader sees when a login happens
+here, without keystoneauth's internals: on the first call, once the token
+expires within the margin (or was invalidated), never while backed off.
 
 Every failure of a login leaves as :class:`~.login.KeystoneUnavailable`.
 Imported only by :mod:`.adapter`, when an adapter is built (keystoneauth1
@@ -20,6 +22,7 @@ is heavy, and the CNI role mostly does without it).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,7 +56,22 @@ class PolicedAuth(identity.BaseIdentityPlugin):
         self.policy = policy
         self.timeout = timeout
         self._clock = clock
+        self._cache = threading.Lock()
         self.MIN_TOKEN_LIFE_SECONDS = policy.margin  # type: ignore[assignment]
+
+    def get_access(self, session: Any, **kwargs: Any) -> Any:
+        """The cached token, or a new one (:meth:`get_auth_ref`) when
+        there is none or it expires within the margin on ``clock``; one
+        thread logs in while the others wait for its token."""
+        with self._cache:
+            if self.auth_ref is None or self._due(self.auth_ref):
+                self.auth_ref = self.get_auth_ref(session, **kwargs)
+            return self.auth_ref
+
+    def _due(self, access: Any) -> bool:
+        expires = access.expires
+        return expires is not None and \
+            expires.timestamp() - self._clock() < self.MIN_TOKEN_LIFE_SECONDS
 
     def get_auth_ref(self, session: Any, **kwargs: Any) -> Any:
         """A new token from ``plugin``, if the policy allows a login now;

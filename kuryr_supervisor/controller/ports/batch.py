@@ -65,7 +65,9 @@ class Batch:
 
     def __init__(self, *, window: float = WINDOW, size: int = MAX_PORTS,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.window, self.size, self._clock = window, size, clock
+        self.window, self.size = window, size
+        #: What the window is measured on (monotonic seconds).
+        self.clock = clock
         self._uids: dict[str, None] = {}
         self._since = 0.0
 
@@ -77,7 +79,7 @@ class Batch:
 
     def add(self, uid: str) -> None:
         if not self._uids:
-            self._since = self._clock()
+            self._since = self.clock()
         self._uids[uid] = None
 
     def discard(self, uid: str) -> None:
@@ -89,7 +91,7 @@ class Batch:
             return float("inf")
         if len(self._uids) >= self.size:
             return 0.0
-        return max(0.0, self._since + self.window - self._clock())
+        return max(0.0, self._since + self.window - self.clock())
 
     def due(self) -> bool:
         return bool(self._uids) and self.wake_in() <= 0.0
