@@ -4,11 +4,11 @@ port the old one is still making.
 
 A port create outlives its sender: Neutron commits a bulk create for as
 long as it works on it, whatever became of the client (see
-:mod:`~kuryr_supervisor.controller.openstack.pace`: until :data:`~kuryr_supervisor.controller.openstack.pace.COMMIT_WAIT` times as long as
-Neutron plausibly takes for it, :meth:`~kuryr_supervisor.controller.openstack.pace.Pace.likely_for`, after
-it was sent). A leader that loses the controller
-Lease in the middle of a burst (killed, or paused past its lease) leaves
-such creates behind; the new leader lists Neutron, finds no port for
+:mod:`~kuryr_supervisor.controller.openstack.pace`: until ``COMMIT_WAIT``
+times as long as Neutron plausibly takes for it, ``Pace.likely_for``,
+after it was sent). A leader that loses the controller Lease in the
+middle of a burst (killed, or paused past its lease) leaves such creates
+behind; the new leader lists Neutron, finds no port for
 those pods, and would make a second one each (seen against a real
 Neutron: 5 pods of a burst of 60 with two ports until a resync swept one).
 

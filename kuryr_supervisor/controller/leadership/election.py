@@ -12,10 +12,10 @@ renewals the write fence (:class:`~kuryr_supervisor.kubernetes.fence.WriteFence`
 over the elector, built here and handed to the handler) stops
 a process that was paused past its lease before its first write: every
 Neutron write and PodPort write checks, without I/O, that the lease was
-renewed within its duration, and a Neutron write checks again before
-each write to its socket (:mod:`~kuryr_supervisor.controller.openstack.sendfence`). What a fence
-cannot stop, a create already
-at Neutron, the next leader waits out (:mod:`.announcer`).
+renewed within its duration, and a Neutron write checks again before each
+write to its socket (:mod:`~kuryr_supervisor.controller.openstack.sendfence`).
+What a fence cannot stop, a create already at Neutron, the next leader
+waits out (:mod:`.announcer`).
 
 The candidate is the replica, not the process: every handler process of one
 daemon uses the same identity (the pod name and the master's pid), so all

@@ -23,9 +23,9 @@ Keystone token request, a version discovery and a Neutron call is bounded;
 and every public call runs under a whole-call deadline (``deadline``,
 default :func:`.timeouts.call_deadline`) while the caller beats
 (:mod:`.deadline`), Keystone's calls and Neutron's on call paths of their
-own, so one hanging never fails the other's check. An answer that is not the JSON expected (a 200 of
-garbage) is an outage of the dependency, like a timeout, never a fault of
-the caller.
+own, so one hanging never fails the other's check. An answer that is not
+the JSON expected (a 200 of garbage) is an outage of the dependency, like
+a timeout, never a fault of the caller.
 
 Writes: every call that writes asks the adapter's write fence first
 (:class:`~kuryr_supervisor.kubernetes.fence.WriteFence`, handed in by

@@ -24,7 +24,8 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   :data:`COMMIT_WAIT` times its timeout. Its pods get no new create
   before then; a port it commits later is found by the next port list
   and adopted, or, if the pod already has one, deleted as a duplicate;
-- says how long a request is announced for (:mod:`~kuryr_supervisor.controller.leadership.announcer`, read by
+- says how long a request is announced for (the create announcer of
+  :mod:`kuryr_supervisor.controller.leadership`, read by
   a process that starts after its sender died, which cannot know whether
   the request ever reached Neutron): :data:`COMMIT_WAIT` times how long
   Neutron plausibly works on it (:meth:`Pace.likely_for`), not times its
@@ -55,9 +56,10 @@ FIRST = 10
 
 class Pace:
     """See the module. ``timeout``: a request's base timeout (the request
-    timeout, :func:`.timeouts.request_timeout`); ``per_port``: the least time allowed per port;
-    ``timeout_max``: the longest timeout of one request; ``batch_seconds``:
-    how long one request should take; ``size``: most ports a request."""
+    timeout, :func:`.timeouts.request_timeout`); ``per_port``: the least
+    time allowed per port; ``timeout_max``: the longest timeout of one
+    request; ``batch_seconds``: how long one request should take;
+    ``size``: most ports a request."""
 
     def __init__(self, *, timeout: float, per_port: float,
                  timeout_max: float, batch_seconds: float, size: int,

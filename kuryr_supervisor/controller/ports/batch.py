@@ -18,7 +18,8 @@ second of a slow Neutron; 10,000 pods are 100 requests.
 Pace: :func:`create` cuts the pods into requests sized from Neutron's
 measured time per port and sends ``in_flight`` (``[controller]
 port_create_requests``) at once, each with a
-timeout that grows with its size (:mod:`~kuryr_supervisor.controller.openstack.pace`): a real Neutron takes
+timeout that grows with its size
+(:mod:`~kuryr_supervisor.controller.openstack.pace`): a real Neutron takes
 0.1-0.3 s a port, so a bulk of 100 needs tens of seconds, and a timeout
 shorter than that would only make the request's fate unknown. Each port
 is bound to its pod's node (``binding:host_id``).
@@ -105,7 +106,8 @@ class Batch:
 class Outcome:
     """What a :func:`create` made: UID -> port; UID -> why not; and, for
     the pods of a request whose answer was lost, UID -> until when (the
-    pace's clock) that request may still commit (see :mod:`~kuryr_supervisor.controller.openstack.pace`)."""
+    pace's clock) that request may still commit (see
+    :mod:`~kuryr_supervisor.controller.openstack.pace`)."""
 
     made: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
     failed: dict[str, Exception] = dataclasses.field(default_factory=dict)
@@ -125,15 +127,16 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            announce: Callable[[list[str], float], None] = unannounced
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
-    sized and timed by ``pace`` (the handler's: ``[controller]``'s options), ``in_flight`` at once, each bound to the pod's node
+    sized and timed by ``pace`` (the handler's: ``[controller]``'s
+    options), ``in_flight`` at once, each bound to the pod's node
     (``hosts``: UID -> node); ``on_made`` is called, in the caller's
     thread, with the ports of each request as it is answered (their pods
     need not wait for the slowest request). ``announce(uids, seconds)``
     is called before each request is sent with its pods and how long it
-    may plausibly still commit (:meth:`.Pace.likely_for`,
-    :mod:`~kuryr_supervisor.controller.leadership.announcer`); if it raises, that request and
-    the rest are not sent and their pods fail with its error. See the
-    module for the other failure rules."""
+    may plausibly still commit (``Pace.likely_for``, the create
+    announcer); if it raises, that request and the rest are not sent and
+    their pods fail with its error. See the module for the other failure
+    rules."""
     out = Outcome()
     tags = [tag] if tag else []
     todo = list(devices)
