@@ -49,6 +49,9 @@ class PolicedAuth(identity.BaseIdentityPlugin):
     made by ``plugin`` (see the module); ``timeout`` names a hung login's
     bound; ``clock`` is the wall clock a token's lifetime is read on."""
 
+    #: The cached token (keystoneauth's ``AccessInfo``; None: none yet).
+    auth_ref: Any
+
     def __init__(self, plugin: Any, policy: LoginPolicy, *, timeout: float,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__(auth_url=getattr(plugin, "auth_url", None))
