@@ -1,9 +1,11 @@
 """The port handler (entry point ``neutron_port``): one Neutron port per pod,
 announced in the pod's PodPort.
 
-- :mod:`.handler`: the handler: its pods, the watch, the resync;
-- :mod:`.provision`: ports created and PodPorts written;
-- :mod:`.pooled`: the same with a port pool in front;
+- :mod:`.handler`: the handler: the watch's events, the resync, and the
+  collaborators it is composed of;
+- :mod:`.book`: what the handler knows of its pods, in one record;
+- :mod:`.provision`: pods given their ports (a pool's first, else made in
+  bulk) and their PodPorts written;
 - :mod:`.batch`: pods batched into Neutron bulk creates, a few in flight;
 - :mod:`.podports`: PodPorts written a few at a time;
 - :mod:`.resync`: what one port list says to do, and the sweep;
