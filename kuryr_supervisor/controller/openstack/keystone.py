@@ -68,7 +68,7 @@ class PolicedAuth(identity.BaseIdentityPlugin):
         thread logs in while the others wait for its token."""
         with self._cache:
             if self.auth_ref is None or self._due(self.auth_ref):
-                self.auth_ref = self.get_auth_ref(session, **kwargs)
+                self.auth_ref = self.get_auth_ref(session)
             return self.auth_ref
 
     def _due(self, access: Any) -> bool:
