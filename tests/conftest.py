@@ -109,13 +109,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"privileged tests passed: {len(_ran)}")
-
-
-@pytest.fixture(autouse=True)
-def _no_creates_announced_across_tests() -> Generator[None, None, None]:
-    """A handler run in-process arms where its port creates are announced
-    (kuryr_supervisor/controller/createlease.py, a process-wide choice in
-    the daemon); no test inherits another's."""
-    yield
-    from kuryr_supervisor.controller import createlease
-    createlease.arm(None)

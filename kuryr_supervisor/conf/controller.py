@@ -81,13 +81,19 @@ OPTS = [
                       "Neutron (probes reuse the last answer)."),
     cfg.FloatOpt("openstack_timeout", default=5.0, min=0.1,
                  help="Timeout in seconds of every Keystone (token, version "
-                      "discovery) and Neutron request ([neutron] timeout "
-                      "when shorter). A whole call, discovery and token "
-                      "included, is bounded by three times this while the "
-                      "worker keeps heartbeating; each readiness check of "
-                      "Keystone and Neutron by this alone. A timeout or an "
-                      "answer that is not JSON makes the controller not "
-                      "ready, naming it; it is never a handler failure."),
+                      "discovery) and Neutron request; [neutron] timeout "
+                      "instead when it is set and shorter (the request "
+                      "timeout). A port create, the pods' and the pools' "
+                      "alike, gets the request timeout plus "
+                      "port_create_timeout_per_port a port (at most "
+                      "port_create_timeout_max). A whole call, discovery and "
+                      "token included, is bounded by three request timeouts "
+                      "while the worker keeps heartbeating; each readiness "
+                      "check of Keystone and Neutron by one, and never by "
+                      "more than a quarter of [supervisor] health_deadline. "
+                      "A timeout or an answer that is not JSON makes the "
+                      "controller not ready, naming it; it is never a "
+                      "handler failure."),
     cfg.BoolOpt("openstack_checks", default=False,
                 help="CNI role: check Keystone and Neutron in readiness too "
                      "(nested deployments); the controller role always "
@@ -122,8 +128,9 @@ PORT_OPTS = [
                       "sooner; larger: fewer requests."),
     cfg.FloatOpt("port_create_timeout_per_port", default=0.5, min=0.0,
                  help="Seconds a port create request may take per port, "
-                      "on top of openstack_timeout (three times the "
-                      "measured time per port when that is more). A create "
+                      "on top of the request timeout (openstack_timeout; "
+                      "[neutron] timeout when shorter), three times the "
+                      "measured time per port when that is more. A create "
                       "whose answer times out may still commit, so its "
                       "pods wait three of its timeouts before a port is "
                       "asked for them again."),

@@ -17,6 +17,15 @@ report each failed step with ``ctx.failed()`` and each successful one with
 the liveness budget ``[controller] handler_failures_count``: one handler's
 success never hides another's failures). An outage of a dependency is not a
 failure of the handler: readiness reports those.
+
+What a handler process hands its handler, besides the options and the
+shared state, is built once, where the process is assembled
+(:mod:`kuryr_supervisor.workers.handler`), and passed in the context,
+never armed in a module: ``fence``, the write fence every client that
+writes must ask (closed once the replica lost its Lease; open without
+leader election), and ``announcer``, where writes whose outcome may
+outlive the process (Neutron port creates) are announced to its successor
+(:mod:`~kuryr_supervisor.controller.leadership.announcer`).
 """
 from __future__ import annotations
 
@@ -27,6 +36,8 @@ from typing import Any, Protocol, cast
 
 from oslo_config import cfg
 
+from kuryr_supervisor.controller.leadership.announcer import Announcer
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.state import Component, SharedState
 
 NAMESPACE = "kuryr_supervisor.controller.handlers"
@@ -39,6 +50,10 @@ class HandlerContext:
     ready: Callable[[bool], None]
     #: The handler's own slot (None outside a daemon: nothing is counted).
     component: Component | None = None
+    #: What every write asks first (see the module); open by default.
+    fence: WriteFence = dataclasses.field(default_factory=WriteFence)
+    #: Where port creates are announced (None: nowhere, outside a daemon).
+    announcer: Announcer | None = None
 
     def failed(self) -> int:
         """Count one failed step; returns the consecutive count."""

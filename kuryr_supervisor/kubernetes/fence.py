@@ -6,14 +6,17 @@ renewal, and a process paused past its lease (SIGSTOP, a frozen VM, a long
 GC) resumes with every thread at once: its handler may send the write it
 was about to send before the lease thread runs. So every write that steers
 pods (a Neutron port created, updated or deleted; a PodPort written or
-deleted) first asks :func:`check`, which needs no I/O: the lease must have
-been renewed within its duration by this process's own clock. If not, the
-process exits at once (status 1), as the lease thread does, and the
-supervisor restarts it as a follower.
+deleted) first asks its :class:`WriteFence`, which needs no I/O: the lease
+must have been renewed within its duration by this process's own clock. If
+not, the process exits at once (status 1), as the lease thread does, and
+the supervisor restarts it as a follower.
 
-Armed only in a handler process of a replica with ``[controller]
-leader_election`` (:mod:`kuryr_supervisor.controller.leader`); elsewhere
-:func:`check` allows everything.
+A fence is an object, built where the process is assembled and handed to
+the clients that write (:class:`~.transport.K8sTransport`, the OpenStack
+adapter): a handler process of a replica with ``[controller]
+leader_election`` builds one over its elector
+(:mod:`kuryr_supervisor.controller.leadership.election`); every other
+client holds an open one (``WriteFence()``), which allows everything.
 """
 from __future__ import annotations
 
@@ -23,19 +26,29 @@ from collections.abc import Callable
 
 LOG = logging.getLogger(__name__)
 
-_leading: Callable[[], bool] | None = None
 
+class WriteFence:
+    """Writes need ``leading()`` to be true (None: an open fence, never
+    closed). Immutable: what a fence checks is fixed when it is built."""
 
-def arm(leading: Callable[[], bool] | None) -> None:
-    """Writes need ``leading()`` to be true from now on (None: disarm)."""
-    global _leading
-    _leading = leading
+    __slots__ = ("_leading",)
 
+    def __init__(self, leading: Callable[[], bool] | None = None) -> None:
+        self._leading = leading
 
-def check(what: str) -> None:
-    """Exit the process (status 1) unless it may write (see the module)."""
-    if _leading is not None and not _leading():
-        LOG.error("%s refused: this replica no longer holds the controller "
-                  "lease; handlers stop now", what)
-        logging.shutdown()
-        os._exit(1)
+    @property
+    def closes(self) -> bool:
+        """Whether this fence can refuse a write (it has a lease to ask)."""
+        return self._leading is not None
+
+    def allows(self) -> bool:
+        """Whether a write may be sent now."""
+        return self._leading is None or self._leading()
+
+    def check(self, what: str) -> None:
+        """Exit the process (status 1) unless it may write (see the module)."""
+        if not self.allows():
+            LOG.error("%s refused: this replica no longer holds the controller "
+                      "lease; handlers stop now", what)
+            logging.shutdown()
+            os._exit(1)

@@ -31,8 +31,9 @@ import urllib3
 from oslo_config import cfg
 
 from kuryr_supervisor import useragent
-from kuryr_supervisor.kubernetes import fence, podport
+from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.config import make_configuration, node_name
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.kubernetes.wire import K8sTemporary, from_status
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class K8sTransport:
 
     def __init__(self, configuration: client.Configuration, *, node: str,
                  request_timeout: float = 5.0, watch_timeout: int = 60,
-                 user_agent: str = "") -> None:
+                 user_agent: str = "", fence: WriteFence | None = None) -> None:
         from kubernetes import client
         self._api = client.ApiClient(configuration)
         if user_agent:
@@ -81,19 +82,23 @@ class K8sTransport:
             # logs name the replica (see :mod:`kuryr_supervisor.useragent`).
             self._api.user_agent = user_agent
         self.node = node
+        #: Asked before each PodPort write (a leading controller's lease).
+        self.fence = fence or WriteFence()
         self.request_timeout = request_timeout
         self.watch_timeout = watch_timeout
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts,
-                  environ: Mapping[str, str] = os.environ) -> Self:
+                  environ: Mapping[str, str] = os.environ, *,
+                  fence: WriteFence | None = None) -> Self:
         node = node_name(conf, environ)
         # (A tool's configuration may not hold [DEFAULT] role.)
         role = str(conf.role) if "role" in conf else "cni"
         return cls(make_configuration(conf, environ), node=node,
                    request_timeout=conf.kubernetes.request_timeout,
                    watch_timeout=conf.kubernetes.watch_timeout,
-                   user_agent=useragent.for_role(role, node, environ))
+                   user_agent=useragent.for_role(role, node, environ),
+                   fence=fence)
 
     def close(self) -> None:
         self._api.close()
@@ -117,7 +122,7 @@ class K8sTransport:
             if fenced(method, path):
                 # As late as can be: a replica paused past its lease exits
                 # here rather than write beside the new leader.
-                fence.check(f"{method} {path}")
+                self.fence.check(f"{method} {path}")
             resp = self._api.call_api(
                 *params, _request_timeout=timeout or (self.request_timeout,
                                                        self.request_timeout))

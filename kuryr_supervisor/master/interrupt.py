@@ -16,10 +16,17 @@ daemon, so both halves are needed:
 """
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import time
 from typing import Any
 
-import cotyledon
+LOG = logging.getLogger(__name__)
+
+#: How long the master lets its SIGINT reach the workers before it exits
+#: (its own exit closes their pipe: they would end by SIGTERM instead).
+SETTLE = 0.1
 
 
 def ignore_interrupt(*_: Any) -> None:
@@ -27,7 +34,14 @@ def ignore_interrupt(*_: Any) -> None:
 
 
 def stop_at_once(signo: int, frame: Any) -> None:
-    cotyledon.ServiceManager._fast_exit(reason="second SIGINT: exiting now")
+    """The second SIGINT: every process of the group is interrupted and
+    the master exits at once (status 1), as cotyledon's own fast exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    LOG.info("second SIGINT: exiting now")
+    os.killpg(0, signal.SIGINT)
+    time.sleep(SETTLE)
+    os._exit(1)
 
 
 def on_first(sig: int) -> int:

@@ -30,12 +30,12 @@ RESTART_CAUSES = (Reason.EXITED, Reason.KILLED, Reason.STALE, Reason.MEMORY)
 _M_REQUESTS = 0
 _M_LATENCY = _M_REQUESTS + len(CNI_COMMANDS) * len(CNI_CODES)
 _LAT_WIDTH = len(LATENCY_BUCKETS) + 2          # buckets, sum, count
-_M_IPAM_SIZE = _M_LATENCY + len(TIMED_COMMANDS) * _LAT_WIDTH
-_M_IPAM_USED = _M_IPAM_SIZE + 1
+M_IPAM_SIZE = _M_LATENCY + len(TIMED_COMMANDS) * _LAT_WIDTH
+_M_IPAM_USED = M_IPAM_SIZE + 1
 _M_RELISTS = _M_IPAM_USED + 1
 _M_WATCH_ERRORS = _M_RELISTS + 1
 _M_RESTARTS = _M_WATCH_ERRORS + len(WATCH_ERRORS)
-_METRICS_SIZE = _M_RESTARTS + SLOTS * len(RESTART_CAUSES)
+METRICS_SIZE = _M_RESTARTS + SLOTS * len(RESTART_CAUSES)
 
 
 class Counters:
@@ -82,11 +82,11 @@ class Counters:
     def set_ipam_pool(self, size: int | None, used: int) -> None:
         """Addresses in the pool (None: unknown yet) and allocated ones
         (written by the HealthManager from its timer)."""
-        self._metrics[_M_IPAM_SIZE] = -1 if size is None else size
+        self._metrics[M_IPAM_SIZE] = -1 if size is None else size
         self._metrics[_M_IPAM_USED] = used
 
     def ipam_pool(self) -> tuple[int | None, int]:
-        size = int(self._metrics[_M_IPAM_SIZE])
+        size = int(self._metrics[M_IPAM_SIZE])
         return (None if size < 0 else size), int(self._metrics[_M_IPAM_USED])
 
     def record_watch_relist(self) -> None:

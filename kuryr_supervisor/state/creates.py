@@ -2,7 +2,7 @@
 memory, so that the process the master restarts in its place knows them.
 
 Without leader election there is no creates Lease
-(:mod:`kuryr_supervisor.controller.createlease`); the master's shared
+(:mod:`kuryr_supervisor.controller.leadership.announcer`); the master's shared
 memory outlives a handler process the same way. The neutron_port handler
 alone writes here: the time (the shared monotonic clock) until which the
 latest of its creates may commit, then the announcement itself (the same

@@ -17,7 +17,7 @@ from kuryr_supervisor.state.components import (
     Reason,
     WorkerKind,
 )
-from kuryr_supervisor.state.counters import _M_IPAM_SIZE, _METRICS_SIZE, Counters
+from kuryr_supervisor.state.counters import M_IPAM_SIZE, METRICS_SIZE, Counters
 from kuryr_supervisor.state.creates import CreatesBoard
 from kuryr_supervisor.state.netverdicts import VerdictBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
@@ -61,7 +61,7 @@ class SharedState(Counters):
         self._slots = slots
         self._globals = globals_
         self._summary = summary
-        self._metrics = [0.0] * _METRICS_SIZE if metrics is None else metrics
+        self._metrics = [0.0] * METRICS_SIZE if metrics is None else metrics
         self._clock = clock
         self._local = threading.Lock()
 
@@ -79,8 +79,8 @@ class SharedState(Counters):
         for slot in range(SLOTS):
             slots[slot * _SLOT_SIZE + _REASON] = Reason.NOT_STARTED
         globals_[_LIVE] = 1.0
-        metrics = ctx.RawArray("d", _METRICS_SIZE)
-        metrics[_M_IPAM_SIZE] = -1.0
+        metrics = ctx.RawArray("d", METRICS_SIZE)
+        metrics[M_IPAM_SIZE] = -1.0
         return cls(slots, globals_, summary, metrics, clock=clock,
                    active=active, pools=PoolBoard.create(ctx),
                    creates=CreatesBoard.create(ctx),

@@ -11,7 +11,7 @@ go on. It is ready once its handler said so.
 With ``[controller] leader_election`` the handler starts only once this
 replica holds the Lease (a standby is ready, so rolling updates proceed); the
 replica's handler processes share one identity (see
-:func:`~kuryr_supervisor.controller.leader.identity`), and a process exits
+:func:`~kuryr_supervisor.controller.leadership.election.identity`), and a process exits
 (to be restarted as a follower) if it loses the Lease.
 
 On SIGTERM a handler that has work left for a graceful stop (the network
@@ -26,9 +26,10 @@ import logging
 from collections.abc import Callable
 from typing import ClassVar
 
-from kuryr_supervisor.controller import createlease
 from kuryr_supervisor.controller import handlers as handlers_mod
 from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.leadership import announcer
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.state import WorkerKind
 from kuryr_supervisor.workers.base import Worker
 
@@ -50,24 +51,34 @@ class HandlerWorker(Worker):
         self.state.set_ready(self.component, value)
 
     def serve(self) -> None:
+        """The composition root of a handler process: the write fence and
+        the create announcer are built here, once, and handed to the
+        handler in its context."""
         name = self.component.handler
         [(_, factory)] = type(self).loader([name])
-        runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
-                                        self.component))
-        self._runner = runner
+        fence = WriteFence()
+        creates: announcer.Announcer | None = None
         if self.conf.controller.leader_election:
-            from kuryr_supervisor.controller.leader import wait_for_leadership
+            from kuryr_supervisor.controller.leadership.election import (
+                wait_for_leadership,
+            )
             # A standby replica is ready: were it not, a rolling update
             # would wait forever for a new pod while the old one leads.
             self.state.set_ready(self.component, True)
-            if not wait_for_leadership(self.conf, self.stopping, self.beat,
-                                       master_pid=self._master_pid):
+            leading = wait_for_leadership(self.conf, self.stopping, self.beat,
+                                          master_pid=self._master_pid)
+            if leading is None:
                 return
             self.state.set_ready(self.component, False)
+            fence, creates = leading.fence, leading.announcer
         elif getattr(self.state, "creates", None) is not None:
             # No creates Lease: the port creates at Neutron are kept for
             # the process restarted in this one's place.
-            createlease.arm(createlease.LocalCreates(self.state.creates))
+            creates = announcer.LocalCreates(self.state.creates)
+        runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
+                                        self.component, fence=fence,
+                                        announcer=creates))
+        self._runner = runner
         LOG.info("running handler %s", name)
         runner.run(self.stopping, self.beat)
 

@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.openstack import adapter as osa
 from tests.fixtures.clouds import AnyCloud, controller_options
 from tests.fixtures.daemon import Daemon, wait_until
 from tests.fixtures.fakeapi import FakeAPI

@@ -20,7 +20,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import podportwriter
+from kuryr_supervisor.controller.ports import podports
 from tests.fixtures.clouds import AnyCloud
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.leader import PODPORTS, WRITES
@@ -85,7 +85,7 @@ def test_restart_writes_nothing(world: World,
     """20 pods with ports and PodPorts; a new handler (a restart) lists
     pods, ports and PodPorts (in pages) and writes nothing, to Neutron or
     the API: by the servers' access logs."""
-    monkeypatch.setattr(podportwriter, "PAGE_SIZE", 7)
+    monkeypatch.setattr(podports, "PAGE_SIZE", 7)
     pods = world.add(20)
     first = world.handler()
     world.start(first)
@@ -93,7 +93,7 @@ def test_restart_writes_nothing(world: World,
     wall, mono = time.time(), time.monotonic()
     second = world.handler()
     world.start(second)
-    assert second.written == {p["metadata"]["uid"] for p in pods}
+    assert second.book.written == {p["metadata"]["uid"] for p in pods}
     k8s = [r for r in list(world.api.access) if r[0] >= mono]
     # No PodPort written (its status subresource carries Neutron's port
     # status, first written at the new handler's resync: the first one

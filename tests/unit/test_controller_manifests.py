@@ -16,7 +16,7 @@ import yaml
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_pkg
-from kuryr_supervisor.controller.createlease import SUFFIX, CreateLease
+from kuryr_supervisor.controller.leadership.announcer import SUFFIX, CreateLease
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures import kustomize
 from tests.fixtures.fakeapi import FakeAPI
@@ -255,7 +255,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     client.replace_podport("ns", "p", obj)
     client.patch_podport_status("ns", "p", {"portStatus": "ACTIVE"})
-    from kuryr_supervisor.controller.portreport import pod_event
+    from kuryr_supervisor.controller.ports.report import pod_event
     client.create_event("ns", pod_event(uid, "ns", "p", "PortLost", "gone"))
     client.delete_podport("ns", "p", uid=current["metadata"]["uid"])
     client.probe_watch(1)

@@ -1,4 +1,4 @@
-"""The creates Lease (controller/createlease.py) against the Kubernetes API
+"""The creates Lease (controller/leadership/announcer.py) against the Kubernetes API
 fake over HTTP: what a leader announces, what a new leader inherits, and
 that nothing is sent when the announcement cannot be written."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kuryr_supervisor.controller import createlease
-from kuryr_supervisor.controller.createlease import ANNOTATION, CreateLease
+from kuryr_supervisor.controller.leadership import announcer
+from kuryr_supervisor.controller.leadership.announcer import ANNOTATION, CreateLease
 from kuryr_supervisor.kubernetes.client import K8sTemporary
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -57,7 +57,7 @@ def named(api: FakeAPI) -> dict[str, float]:
 def test_announced_pods_inherited_by_the_next_leader(api: FakeAPI) -> None:
     clock = Clock()
     a = creates(api, "a_1", clock)
-    assert a.inherited() == createlease.Inherited({})   # nothing yet
+    assert a.inherited() == announcer.Inherited({})   # nothing yet
     a.cover({"p1": 30.0, "p2": 30.0})
     assert api.leases[KEY]["spec"]["holderIdentity"] == "a_1"
     assert set(named(api)) == {"p1", "p2"}
@@ -88,8 +88,8 @@ def test_too_many_pods_or_an_unreadable_annotation_hold_every_pod(
         api: FakeAPI) -> None:
     clock = Clock()
     a = creates(api, "a_1", clock)
-    a.cover({f"p{i}": 30.0 for i in range(createlease.MOST + 1)})
-    assert set(named(api)) == {createlease.EVERY}
+    a.cover({f"p{i}": 30.0 for i in range(announcer.MOST + 1)})
+    assert set(named(api)) == {announcer.EVERY}
     held = creates(api, "b_2", clock).inherited()
     assert held.pods == {} and 29.0 <= held.left("anyone") <= 31.0
     api.leases[KEY]["metadata"]["annotations"][ANNOTATION] = "[1, 2]"
@@ -121,16 +121,16 @@ def test_local_announcements_outlive_the_process_in_shared_memory() -> None:
     from kuryr_supervisor.state.creates import CreatesBoard
     board = CreatesBoard.create(multiprocessing.get_context("fork"))
     clock = Clock()
-    first = createlease.LocalCreates(board, clock=clock)
-    assert first.inherited() == createlease.Inherited({})   # a fresh board
+    first = announcer.LocalCreates(board, clock=clock)
+    assert first.inherited() == announcer.Inherited({})   # a fresh board
     first.cover({"p1": 30.0, "p2": 10.0})
     clock.now += 15.0
-    held = createlease.LocalCreates(board, clock=clock).inherited()
+    held = announcer.LocalCreates(board, clock=clock).inherited()
     assert set(held.pods) == {"p1"} and 14.0 <= held.left("p1") <= 16.0
     assert held.rest == 0.0
     # A writer killed in the middle of a write: only the time is known,
     # and every pod waits until then.
     board.write(clock.now + 40.0, b'{"p3":')
     board._header[1] = -1.0
-    held = createlease.LocalCreates(board, clock=clock).inherited()
+    held = announcer.LocalCreates(board, clock=clock).inherited()
     assert held.pods == {} and 39.0 <= held.left("anyone") <= 41.0

@@ -1,6 +1,6 @@
 """The write fence of a replica that leads through a Lease: a process
 whose lease lapsed exits at its next PodPort or Neutron write, before the
-request is sent; elsewhere (never armed) writes go through."""
+request is sent; a client built without one (an open fence) writes."""
 from __future__ import annotations
 
 import subprocess
@@ -13,12 +13,12 @@ def run(code: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_unarmed_allows_and_lapsed_lease_exits_before_sending() -> None:
+def test_open_fence_allows_and_lapsed_lease_exits_before_sending() -> None:
     done = run("""
         import http.server, threading, logging
         logging.basicConfig()
-        from kuryr_supervisor.kubernetes import fence
         from kuryr_supervisor.kubernetes.client import K8sClient
+        from kuryr_supervisor.kubernetes.fence import WriteFence
         seen = []
         class H(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
@@ -35,12 +35,11 @@ def test_unarmed_allows_and_lapsed_lease_exits_before_sending() -> None:
         conf([], default_config_files=[])
         conf.set_override("api_root", f"http://127.0.0.1:{srv.server_port}",
                           "kubernetes")
-        client = K8sClient.from_conf(conf)
         obj = {"metadata": {"name": "p"}, "spec": {}}
-        fence.check("nothing armed")
-        client.create_podport("ns", obj)          # unarmed: sent
+        WriteFence().check("an open fence")
+        K8sClient.from_conf(conf).create_podport("ns", obj)   # open: sent
         leading = [True]
-        fence.arm(lambda: leading[0])
+        client = K8sClient.from_conf(conf, fence=WriteFence(lambda: leading[0]))
         client.create_podport("ns", obj)          # leading: sent
         print("sent", len(seen), flush=True)
         leading[0] = False                         # the lease lapsed
@@ -56,15 +55,15 @@ def test_neutron_writes_fenced_reads_not(tmp_path: object) -> None:
     done = run("""
         import logging, pathlib, tempfile
         logging.basicConfig()
-        from kuryr_supervisor.controller import openstack as osa
-        from kuryr_supervisor.kubernetes import fence
+        from kuryr_supervisor.controller.openstack import adapter as osa
+        from kuryr_supervisor.kubernetes.fence import WriteFence
         from tests.fixtures.openstack import FakeKeystone, FakeNeutron
         from tests.unit.test_openstack import neutron_conf
         keystone = FakeKeystone().start()
         neutron = FakeNeutron(keystone).start()
         api = osa.OpenStack.from_conf(neutron_conf(
-            pathlib.Path(tempfile.mkdtemp()), keystone))
-        fence.arm(lambda: False)
+            pathlib.Path(tempfile.mkdtemp()), keystone),
+            fence=WriteFence(lambda: False))
         print("read", api.ports_of("x"), flush=True)   # reads go through
         try:
             api.create_port(network_id=neutron.network_id, subnet_id="",

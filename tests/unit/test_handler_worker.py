@@ -105,3 +105,57 @@ def test_handler_slots_are_bounded_and_apart_from_the_cni_slots() -> None:
         assert state.component(comp).pid == 1000 + comp.slot
     with pytest.raises(ValueError, match=f"at most {MAX_HANDLERS}"):
         controller_components([f"h{i}" for i in range(MAX_HANDLERS + 1)])
+
+
+@pytest.mark.parametrize("elect", [False, True])
+def test_the_process_hands_its_handler_the_fence_and_the_announcer(
+        elect: bool) -> None:
+    """The handler process is where the write fence and the create
+    announcer are built, and its handler gets them in its context:
+    without leader election an open fence and the master's shared memory;
+    leading, a fence over its lease and the creates Lease."""
+    from kuryr_supervisor.controller.leadership.announcer import (
+        CreateLease,
+        LocalCreates,
+    )
+    from tests.fixtures.fakeapi import FakeAPI
+    api = FakeAPI().start()
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("heartbeat_interval", 0.1, "supervisor")
+    conf.set_override("handlers", ["a"], "controller")
+    conf.set_override("api_root", api.url, "kubernetes")
+    conf.set_override("leader_election", elect, "controller")
+    made: list[Beating] = []
+
+    def load(names: list[str]) -> list[tuple[str, Callable[[HandlerContext], Beating]]]:
+        def make(ctx: HandlerContext) -> Beating:
+            made.append(Beating(ctx))
+            return made[-1]
+        return [(names[0], make)]
+
+    class Worker(HandlerWorker):
+        loader = staticmethod(load)
+
+    state = SharedState.create(multiprocessing.get_context("fork"),
+                               active=controller_components(["a"]))
+    worker = Worker(0, state, conf, os.getppid())  # type: ignore[arg-type]
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        end = time.monotonic() + 10
+        while not made:
+            assert time.monotonic() < end, "no handler made"
+            time.sleep(0.02)
+        ctx = made[0].ctx
+        if elect:
+            assert ctx.fence.closes and ctx.fence.allows()    # it leads
+            assert isinstance(ctx.announcer, CreateLease)
+        else:
+            assert not ctx.fence.closes
+            assert isinstance(ctx.announcer, LocalCreates)
+    finally:
+        worker.stopping.set()
+        thread.join(5)
+        api.stop()

@@ -1,8 +1,12 @@
-"""The import-layer contract (.importlinter) holds, and it can fail.
+"""The import contracts (.importlinter) hold, and each can fail; so does
+the check that no module imports another's private names.
 
 The same ``lint-imports`` that ``tox -e lint`` runs is run here on the real
-tree, then on a copy in which a foundation imports the master: that upward
-import must break the contract.
+tree, then on copies in which one import goes upward (a foundation imports
+the master; the OpenStack adapter imports the port handler), sideways
+between independent rooms (leadership and the OpenStack adapter), or
+closes a cycle (inside a package with no layers): each must break a
+contract.
 """
 from __future__ import annotations
 
@@ -46,6 +50,16 @@ def test_tree_keeps_the_layers(tmp_path: Path) -> None:
     ("cni/service.py", "from kuryr_supervisor.workers import server"),
     ("health/monitor.py", "from kuryr_supervisor.workers import health"),
     ("cni/api.py", "from kuryr_supervisor.kubernetes import client"),
+    # the controller's rooms
+    ("controller/openstack/wire.py", "from kuryr_supervisor.controller.ports import book"),
+    ("controller/pools/records.py", "from kuryr_supervisor.controller.ports import book"),
+    ("controller/handlers.py", "from kuryr_supervisor.controller.pools import nodes"),
+    ("controller/leadership/announcer.py",
+     "from kuryr_supervisor.controller.openstack import wire"),
+    # cycles: modules of one package, and packages of one package
+    ("controller/pools/portpools.py", "from kuryr_supervisor.controller.pools import refill"),
+    ("health/checks/base.py", "from kuryr_supervisor.health.checks import openstack"),
+    ("cni/ipam/__init__.py", "from kuryr_supervisor.cni import service"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path: Path, module: str,
                                               upward: str) -> None:
@@ -69,3 +83,24 @@ def test_the_design_lists_the_contracts_layers() -> None:
     block = re.search(r"other\)::\n\n((?:    .+\n)+)", design)
     assert block, "design.rst: no layer list"
     assert [line.strip() for line in block[1].splitlines()] == layers
+
+
+CHECK_PRIVATE = ROOT / "tools" / "check-private-imports.py"
+
+
+@pytest.mark.parametrize("line", [
+    "from kuryr_supervisor.controller.openstack.wire import _decode_port",
+    "from kuryr_supervisor.controller.openstack._hidden import x",
+    "import kuryr_supervisor.controller._hidden",
+])
+def test_a_private_import_is_found(tmp_path: Path, line: str) -> None:
+    tree = _copy(tmp_path)
+    clean = subprocess.run([sys.executable, str(CHECK_PRIVATE)], cwd=tree,
+                           text=True, capture_output=True, timeout=60)
+    assert clean.returncode == 0, clean.stdout
+    path = tree / "kuryr_supervisor" / "controller" / "pools" / "records.py"
+    path.write_text(path.read_text() + f"\n{line}  # noqa\n")
+    found = subprocess.run([sys.executable, str(CHECK_PRIVATE)], cwd=tree,
+                           text=True, capture_output=True, timeout=60)
+    assert found.returncode == 1
+    assert "controller/pools/records.py" in found.stdout, found.stdout

@@ -1,5 +1,5 @@
 """A controller handler process waiting for the Lease
-(:func:`kuryr_supervisor.controller.leader.wait_for_leadership`) against
+(:func:`kuryr_supervisor.controller.leadership.election.wait_for_leadership`) against
 the Kubernetes API fake: it leads within about a second of the Lease
 running out, whatever ``lease_duration`` (the goal: a handover within
 ``lease_duration`` + 2 s)."""
@@ -14,9 +14,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import createlease
-from kuryr_supervisor.controller.leader import wait_for_leadership
-from kuryr_supervisor.kubernetes import fence
+from kuryr_supervisor.controller.leadership.election import wait_for_leadership
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -59,17 +57,17 @@ def test_standby_leads_within_a_second_of_the_lease_running_out(
     stopping = threading.Event()
     started = time.monotonic()
     try:
-        assert wait_for_leadership(conf, stopping, lambda: None,
-                                   master_pid=4242)
+        leading = wait_for_leadership(conf, stopping, lambda: None,
+                                      master_pid=4242)
         took = time.monotonic() - started
+        assert leading is not None
+        # Its writes are fenced by its lease, which it holds.
+        assert leading.fence.closes and leading.fence.allows()
     finally:
         stopping.set()                          # the lease thread ends
-        fence.arm(None)
-        armed = createlease.armed()
-        createlease.arm(None)
     # Its creates will be announced in the creates Lease, as this replica.
-    assert armed is not None and armed.name == key[1] + "-creates"
-    assert armed.identity.endswith("_4242")
+    assert leading.announcer.name == key[1] + "-creates"
+    assert leading.announcer.identity.endswith("_4242")
     lease = api.leases[key]
     assert lease["spec"]["holderIdentity"].endswith("_4242")
     # Out at 1 s; asked again within a second of that (a third of the

@@ -9,7 +9,6 @@ and a resync's sweep run against both clouds:
 tests/functional/test_neutronport_clouds.py."""
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.ports.batch import Batch
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
@@ -43,12 +43,29 @@ class Counts:
         self.failures = 0
 
 
+class Steps:
+    """A monotonic clock a test moves on (the batch window's)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class World(HandlerWorld):
     api: FakeAPI
     neutron: FakeNeutron
     conf: Any
     counts: Counts
+
+    def handler(self) -> NeutronPortHandler:
+        """A handler whose batch window runs on a clock :func:`arrive`
+        moves on: no test sleeps through it."""
+        handler = super().handler()
+        handler.batch = Batch(clock=Steps())
+        return handler
 
     def ports_for(self, device_id: str) -> list[dict[str, Any]]:
         return self.neutron.ports_for(device_id)
@@ -81,8 +98,15 @@ def arrive(handler: NeutronPortHandler, pods: list[dict[str, Any]]) -> None:
     """The pods' ADDED events, then the loop's wake-up once the window ends."""
     for pod in pods:
         handler.upsert(cluster_pod(pod))
-    time.sleep(handler.batch.wake_in() + 0.01)
+    window_ends(handler)
     handler.tick()
+
+
+def window_ends(handler: NeutronPortHandler) -> None:
+    """The batch window's clock moves to the end of the window."""
+    clock = handler.batch.clock
+    assert isinstance(clock, Steps)
+    clock.now += handler.batch.wake_in()
 
 
 def test_pods_arriving_together_share_one_bulk_create(world: World) -> None:
@@ -111,7 +135,7 @@ def test_a_full_batch_goes_at_once(world: World) -> None:
     for pod in pods:
         handler.upsert(cluster_pod(pod))     # no tick: only full batches go
     assert world.neutron.bulk_sizes == [10, 10]
-    time.sleep(handler.batch.wake_in() + 0.01)
+    window_ends(handler)
     handler.tick()
     assert world.neutron.bulk_sizes == [10, 10, 5] and world.ported(pods)
 
@@ -124,7 +148,7 @@ def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
     arrive(handler, pods)
     # Neutron made the ports; the handler never heard of them
     assert len(world.neutron.ports) == 8 and world.api.podports == {}
-    assert handler.uncertain and len(handler.retries.pending) == 8
+    assert handler.book.uncertain and len(handler.retries.pending) == 8
     assert world.counts.total == 0              # an outage, not a fault
     # a pod arriving now is not created before Neutron is listed again
     late = world.add(1, "late")
@@ -133,7 +157,7 @@ def test_lost_bulk_answer_is_looked_up_not_doubled(world: World) -> None:
     assert world.ported(pods + late)
     assert len(world.neutron.ports) == 9
     assert world.neutron.bulk_sizes == [8, 1]
-    assert not handler.retries.pending and not handler.uncertain
+    assert not handler.retries.pending and not handler.book.uncertain
 
 
 def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:

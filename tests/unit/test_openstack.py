@@ -15,8 +15,9 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import sendfence
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import sendfence
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from tests.fixtures.openstack import PROJECT_ID, FakeKeystone, FakeNeutron
 
 
@@ -58,10 +59,23 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
     assert api.delete_port(port.id) is False
     assert neutron.ports == {}
     assert keystone.issued() == 1       # one token for all of it
-    # every connection to either checks the write fence before each send
+    # A fence that can close: writes (and the login a write needs) go
+    # through a transport that checks it before each send, reads do not;
+    # both share one token.
+    fenced = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone),
+                                     fence=WriteFence(lambda: True))
     for scheme in ("http://", "https://"):
-        assert isinstance(api._session.session.adapters[scheme],
+        assert isinstance(fenced._neutron_writes.session.session.adapters[scheme],
                           sendfence.FencedAdapter)
+        assert not isinstance(fenced._session.session.adapters[scheme],
+                              sendfence.FencedAdapter)
+    made = fenced.create_port(network_id=neutron.network_id,
+                              subnet_id=neutron.subnet["id"], name="p",
+                              device_id="uid-3")
+    assert [p.id for p in fenced.ports_of("uid-3")] == [made.id]
+    assert keystone.issued() == 2       # the fenced adapter's one token
+    assert not isinstance(api._session.session.adapters["http://"],
+                          sendfence.FencedAdapter)     # an open fence
 
 
 def test_neutron_endpoint_chosen_by_region_interface_or_override(
@@ -101,26 +115,33 @@ def test_quota_and_over_quota(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeu
 
 def test_token_renewed_before_expiry(tmp_path: Path,
                                      cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """A token is renewed once it expires within the margin, never after:
+    Keystone, Neutron and the adapter on one fake wall clock, moved on
+    instead of slept on."""
     keystone, neutron = cloud
+    now = [time.time()]
+    keystone.clock = lambda: now[0]
     keystone.token_lifetime = 3.0
     api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone,
-                                               token_renew_margin=1.5))
+                                               token_renew_margin=1.5),
+                                  clock=lambda: now[0])
     first = api.token()
     assert first.project_id == PROJECT_ID
-    assert first.expires_at == pytest.approx(time.time() + 3.0, abs=1.0)
+    assert first.expires_at == pytest.approx(now[0] + 3.0, abs=1.0)
     for _ in range(20):                       # fresh: no new token
         api.token()
         api.ports_of("x")
     assert keystone.issued() == 1
-    time.sleep(1.7)                           # now within the margin
+    now[0] += 1.4                             # not yet within the margin
+    assert api.token() == first and keystone.issued() == 1
+    now[0] += 0.3                             # now within the margin
     second = api.token()
     assert keystone.issued() == 2 and second.expires_at > first.expires_at
-    deadline = time.time() + 4.5
-    while time.time() < deadline:             # across several lifetimes
+    for _ in range(90):                       # across several lifetimes
+        now[0] += 0.05
         api.ports_of("x")
-        time.sleep(0.05)
     assert neutron.rejected_tokens == 0       # never sent an expired token
-    assert keystone.issued() <= 6
+    assert keystone.issued() <= 5             # about once every 1.5 s
 
 
 def test_outages_are_unavailable(tmp_path: Path,
@@ -234,7 +255,7 @@ def test_a_call_behind_a_hung_one_names_the_same_deadline() -> None:
     its path fails at once, in the words the overrun used."""
     import threading
 
-    from kuryr_supervisor.controller.bounded import BoundedCalls
+    from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
     release = threading.Event()
     calls = BoundedCalls(0.3)
     try:

@@ -8,9 +8,9 @@ from pathlib import Path
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller.poolkey import PoolKey
-from kuryr_supervisor.controller.poolnodes import PoolNodes
-from kuryr_supervisor.controller.portpool import PortPools
+from kuryr_supervisor.controller.pools.nodes import PoolNodes
+from kuryr_supervisor.controller.pools.portpools import PortPools
+from kuryr_supervisor.controller.pools.records import PoolKey
 from kuryr_supervisor.health.metrics import _pools
 from kuryr_supervisor.state import poolstats
 from kuryr_supervisor.state.poolstats import PoolBoard

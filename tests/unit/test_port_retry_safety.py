@@ -29,12 +29,12 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.state import Fault
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
-from tests.unit.test_neutronport import Counts, World
+from tests.unit.test_neutronport import Counts, World, window_ends
 from tests.unit.test_openstack import neutron_conf
 
 
@@ -108,7 +108,10 @@ def drive(handler: NeutronPortHandler, done: Any, timeout: float) -> None:
     while not done():
         assert time.monotonic() < end, "not done in time"
         handler.tick()
-        time.sleep(min(0.05, max(0.0, handler.batch.wake_in())))
+        if len(handler.batch):
+            window_ends(handler)        # the batch window: its own clock
+        else:
+            time.sleep(0.05)
 
 
 def start(w: World, pods: list[dict[str, Any]]) -> NeutronPortHandler:
@@ -157,13 +160,13 @@ def test_a_create_that_timed_out_is_waited_for_not_repeated(tmp_path: Path) -> N
         pods = w.add(3)
         with DuplicateWatch(w.neutron) as dups:
             handler = start(w, pods)
-            assert handler.inflight and not w.neutron.ports     # 1.3 s timeout
+            assert handler.book.inflight and not w.neutron.ports     # 1.3 s timeout
             w.neutron.faults.port_latency = (0.0, 0.0)
             drive(handler, lambda: w.ported(pods), 20)
         assert dups.most == 1 and len(w.neutron.ports) == 3
         assert w.neutron.counts()["POST /v2.0/ports"] == 1    # never re-sent
         assert w.neutron.faults.late_commits == 1
-        assert not handler.inflight and w.counts.total == 0
+        assert not handler.book.inflight and w.counts.total == 0
     finally:
         stop(w)
 
@@ -177,14 +180,14 @@ def test_a_later_commit_is_settled_keeping_the_podport(tmp_path: Path) -> None:
         w.neutron.faults.port_latency = (4.0, 4.0)      # commits at 8 s
         pods = w.add(2)
         handler = start(w, pods)                        # 1.2 s timeout
-        until = max(handler.inflight.values())
+        until = max(handler.book.inflight.values())
         w.neutron.faults.port_latency = (0.0, 0.0)
         drive(handler, lambda: w.ported(pods), 20)      # made again at 3.6 s
         assert time.monotonic() >= until
         before = specs(w)
         drive(handler, lambda: len(w.neutron.ports) == 4, 20)   # the late ones
         assert w.neutron.faults.late_commits == 1
-        handler.resync(set(handler.pods))
+        handler.resync(set(handler.book.pods))
         assert w.ported(pods) and len(w.neutron.ports) == 2
         assert specs(w) == before
     finally:
@@ -201,13 +204,13 @@ def test_a_vanished_port_is_made_again_as_it_was(world: World) -> None:
     [old] = world.neutron.ports_for(uid)
     with world.neutron.lock:
         world.neutron._remove(old["id"])                 # an admin deleted it
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     [new] = world.neutron.ports_for(uid)
     assert new["id"] != old["id"]
     assert new["fixed_ips"][0]["ip_address"] == old["fixed_ips"][0]["ip_address"]
     assert new["mac_address"] == old["mac_address"]
     assert specs(world) == before                        # PodPort unchanged
-    handler.resync(set(handler.pods))                    # and stays so
+    handler.resync(set(handler.book.pods))                    # and stays so
     assert world.neutron.ports_for(uid) == [new] and specs(world) == before
 
 
@@ -224,7 +227,7 @@ def test_a_vanished_port_whose_address_is_taken_is_reported(world: World) -> Non
         world.neutron._make({"network_id": world.neutron.network_id,
                              "device_id": "someone-else", "fixed_ips": [
                                  {"ip_address": old["fixed_ips"][0]["ip_address"]}]})
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     assert world.neutron.ports_for(uid) == []            # nothing else made
     assert specs(world) == before and world.counts.total == 0
     assert Fault.PORT_LOST in world.counts.fault_bits    # type: ignore[attr-defined]
@@ -245,7 +248,7 @@ def test_a_vanished_port_of_a_pod_not_bound_yet_is_replaced(world: World) -> Non
     [old] = world.neutron.ports_for(uid)
     with world.neutron.lock:
         world.neutron._remove(old["id"])
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     assert world.ported(pods)
     [new] = world.neutron.ports_for(uid)
     assert world.api.podports[("ns", "p0")]["spec"]["portId"] == new["id"]
@@ -262,11 +265,11 @@ def test_an_empty_port_list_changes_nothing(world: World) -> None:
     before, ports = specs(world), dict(world.neutron.ports)
     since = time.time()
     world.neutron.faults.empty_lists = 1
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     assert world.neutron.ports.keys() == ports.keys() and specs(world) == before
     counts = world.neutron.counts(since)
     assert counts == {"GET /v2.0/ports": 1, "GET /v2.0/ports/{id}": 1}, counts
-    handler.resync(set(handler.pods))                   # a true list again
+    handler.resync(set(handler.book.pods))                   # a true list again
     assert world.ported(pods) and specs(world) == before
 
 
@@ -280,7 +283,7 @@ def test_sweep_without_tag_filtering_deletes_nothing_unproven(world: World) -> N
     untagged = world.neutron.add_foreign_port(device_id="untagged", tags=[])
     leaked = world.neutron.add_foreign_port(device_id="gone-pod", tags=[tag])
     world.neutron.faults.ignore_tag_filters = True
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     for port in (other, untagged, leaked):
         assert port["id"] in world.neutron.ports
     assert Fault.SWEEP_UNPROVEN in world.counts.fault_bits  # type: ignore[attr-defined]
@@ -289,7 +292,7 @@ def test_sweep_without_tag_filtering_deletes_nothing_unproven(world: World) -> N
     drive(handler, lambda: world.ported(pods + late), 10)   # creating works
     assert other["id"] in world.neutron.ports and untagged["id"] in world.neutron.ports
     world.neutron.faults.ignore_tag_filters = False
-    handler.resync(set(handler.pods))                    # proven: ours only
+    handler.resync(set(handler.book.pods))                    # proven: ours only
     assert leaked["id"] not in world.neutron.ports
     assert other["id"] in world.neutron.ports and untagged["id"] in world.neutron.ports
     assert Fault.SWEEP_UNPROVEN not in world.counts.fault_bits  # type: ignore[attr-defined]
@@ -339,7 +342,7 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
             [port] = w.neutron.ports_for(pod["metadata"]["uid"])
             assert port["binding:host_id"] == "node-a"
             assert port["device_owner"] == "compute:kuryr" and port["tags"] == [tag]
-        handler.resync(set(handler.pods))
+        handler.resync(set(handler.book.pods))
 
         def said(name: str) -> str:
             return str((w.api.podports[("ns", name)].get("status") or {})
@@ -356,7 +359,7 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
                   if e["involvedObject"]["name"] == "p1"]
         assert events == ["PortBindingFailed"]
         spec = specs(w)
-        handler.resync(set(handler.pods))            # nothing more to write
+        handler.resync(set(handler.book.pods))            # nothing more to write
         assert specs(w) == spec and w.counts.total == 0
         # a restart reads what the PodPorts say: it writes nothing
         writes = w.writes()
@@ -377,7 +380,7 @@ def test_ports_made_unbound_when_policy_refuses_binding(tmp_path: Path) -> None:
         handler = start(w, pods)
         handler.retries.at = 0.0
         drive(handler, lambda: w.ported(pods), 10)
-        assert not handler.bind_hosts and w.counts.total == 0
+        assert not handler.provision.bind_hosts and w.counts.total == 0
         assert all(p["binding:host_id"] == "" for p in w.neutron.ports.values())
     finally:
         stop(w)

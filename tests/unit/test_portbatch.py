@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from oslo_config import cfg
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import portbatch
+from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.ports import batch as portbatch
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_openstack import neutron_conf
 
@@ -26,6 +29,13 @@ def cloud(tmp_path: Path) -> Iterator[Cloud]:
     keystone.stop()
 
 
+def pace(api: osa.OpenStack) -> Pace:
+    """The pace of the options' defaults (0.5 s a port, at most 120 s, 2 s
+    a request), on the adapter's request timeout."""
+    return Pace(timeout=api.timeout, per_port=0.5, timeout_max=120.0,
+                batch_seconds=2.0, size=portbatch.MAX_PORTS)
+
+
 def devices(count: int, prefix: str = "pod") -> list[tuple[str, str]]:
     return [(f"kuryr-ns-{prefix}{i}", f"uid-{prefix}{i}") for i in range(count)]
 
@@ -35,7 +45,7 @@ def create(cloud: Cloud, devs: list[tuple[str, str]], in_flight: int = 3
     api, neutron = cloud
     out = portbatch.create(api, devs, network_id=neutron.network_id,
                            subnet_id=neutron.subnet["id"], tag="kuryr-supervisor:c1",
-                           in_flight=in_flight)
+                           pace=pace(api), in_flight=in_flight)
     assert out.pending == {}                 # every request was answered
     return out.made, out.failed
 
@@ -124,7 +134,7 @@ def test_every_request_announced_before_it_is_sent(cloud: Cloud) -> None:
     devs = devices(250)
     out = portbatch.create(api, devs, network_id=neutron.network_id,
                            subnet_id=neutron.subnet["id"], tag="t",
-                           in_flight=1, announce=announce)
+                           pace=pace(api), in_flight=1, announce=announce)
     # 10 alone, then 100: announced before each was sent; the third never
     assert [posts for _, posts in said] == [0, 1, 2]
     assert neutron.bulk_sizes == [10, 100]
@@ -176,14 +186,14 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
     not re-created; one whose create may still commit waits."""
     import ipaddress
 
-    from kuryr_supervisor.controller import portresync
+    from kuryr_supervisor.controller.ports import resync
 
     def port(pid: str, device: str, created: str, ip: str = "10.0.0.9",
              mac: str = "fa:16:3e:00:00:01") -> osa.Port:
         return osa.Port(id=pid, mac=mac, device_id=device,
                         ip=ipaddress.IPv4Address(ip), subnet_id="s",
                         created_at=created)
-    listed = portresync.by_device([
+    listed = resync.by_device([
         port("b", "u1", "2"), port("a", "u1", "1"),
         port("c", "u2", "1"), port("late", "u2", "0", ip="10.0.0.7", mac="fa:16:3e:00:00:07"),
         port("new", "u5", "1", ip="10.0.0.5", mac="fa:16:3e:00:00:05")])
@@ -193,7 +203,7 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
              "u3": ("gone", "10.0.0.3", "fa:16:3e:00:00:03"),
              "u5": ("old", "10.0.0.5", "fa:16:3e:00:00:05")}
     written = {"u2", "u3", "u5"}
-    out = portresync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
+    out = resync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
                           written, listed, named, {"u4": 10.0, "u6": 1.0}, now=5.0)
     assert [(uid, p.id) for uid, p in out.write] == [("u1", "a")]
     assert out.keep == {"u1": "a", "u2": "c", "u5": "new"}   # not the older "late"
@@ -203,7 +213,7 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
 
 
 def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:
-    from kuryr_supervisor.controller import portpace
+    from kuryr_supervisor.controller.openstack import pace as portpace
     pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
                          batch_seconds=2.0, size=100, clock=lambda: 0.0)
     assert pace.batch_size() == portpace.FIRST and pace.in_flight(3) == 1
@@ -224,7 +234,7 @@ def test_pace_likely_time_leaves_out_the_floor_per_port() -> None:
     """How long a request is announced for: its timeout until a port is
     measured; then the timeout without its floor per port (never more
     than the timeout itself)."""
-    from kuryr_supervisor.controller import portpace
+    from kuryr_supervisor.controller.openstack import pace as portpace
     pace = portpace.Pace(timeout=5.0, per_port=0.5, timeout_max=120.0,
                          batch_seconds=2.0, size=100, clock=lambda: 0.0)
     assert pace.likely_for(10) == pace.timeout_for(10) == 10.0
@@ -233,3 +243,32 @@ def test_pace_likely_time_leaves_out_the_floor_per_port() -> None:
     assert pace.likely_for(100) == pytest.approx(5.0 + 100 * 3 * 0.01)
     pace.answered(1, 1000.0)                             # Neutron got slow
     assert pace.likely_for(100) == pace.timeout_for(100) == 120.0
+
+
+def test_one_request_timeout_for_every_reader(tmp_path: Path) -> None:
+    """``[neutron] timeout`` shorter than ``openstack_timeout`` is the
+    request timeout of every reader: the adapter's session and its
+    whole-call deadline, the pods' port creates (the pace) and the
+    readiness checks' adapter and wait."""
+    from kuryr_supervisor.controller.handlers import HandlerContext
+    from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
+    from kuryr_supervisor.health.checks.openstack import openstack_checks
+    keystone = FakeKeystone()
+    path = tmp_path / "controller.conf"
+    path.write_text("\n".join(
+        ["[neutron]", "timeout = 2"] +
+        [f"{k} = {v}" for k, v in keystone.conf_overrides().items()] +
+        ["[controller]", "openstack_timeout = 5", "[supervisor]",
+         "health_deadline = 12"]) + "\n")
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf(["--config-file", str(path)], default_config_files=[])
+    api = osa.OpenStack.from_conf(conf)
+    assert (api.timeout, api.deadline) == (2.0, 6.0)
+    handler = NeutronPortHandler(HandlerContext(conf, None, lambda _: None))
+    assert handler.pace.timeout == 2.0
+    assert handler.pace.timeout_for(10) == 2.0 + 10 * 0.5
+    checks = openstack_checks(conf)
+    check_cloud = checks[0].cloud      # type: ignore[attr-defined]
+    assert check_cloud.timeout == 2.0
+    assert check_cloud.deadline == pytest.approx(0.8 * 2.0)

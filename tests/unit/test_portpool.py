@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.pools import refill
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.state.poolstats import PoolBoard
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone
@@ -74,7 +74,8 @@ def running(world: World, stopping: threading.Event,
     handler.pools.board = PoolBoard()
     world.start(handler)
     assert handler.cloud is not None
-    handler.pools.start(handler.cloud, handler.owned, stopping)
+    refill.start(handler.pools, handler.cloud, handler.owned, handler.pace,
+                 stopping)
     return handler
 
 
@@ -114,6 +115,20 @@ def test_pods_take_pool_ports_and_the_pool_refills(
     row = handler.pools.board.rows()[0] if handler.pools.board else {}
     assert (row["node"], row["hits"], row["misses"], row["free"], row["low"],
             row["high"]) == ("node-a", 15, 0, 25, 20, 30), row
+
+
+def test_pool_ports_a_neutron_leaves_untagged_are_deleted(
+        world: World, stopping: threading.Event) -> None:
+    """A Neutron that drops the tags of a create (no ML2
+    tag_ports_during_bulk_creation): a pool's bulk create is checked as
+    the pods' are, its ports deleted at once, never kept in a pool
+    (untagged, no scoped list would find them again: leaked)."""
+    world.neutron.drop_create_tags = True
+    handler = running(world, stopping)
+    wait_for(lambda: posts(world) >= 3)     # the resident pod's, 2 refills
+    wait_for(lambda: not world.neutron.ports)
+    assert free(handler) == 0
+    assert world.neutron.counts()["DELETE /v2.0/ports/{id}"] >= 20
 
 
 def test_empty_pool_misses_and_creates(world: World,
@@ -186,13 +201,13 @@ def test_a_vanished_pool_port_is_replaced(
     handler = running(world, stopping)
     wait_for(lambda: free(handler) == 1)
     gone = next(iter(handler.pools.of("node-a").free.values()))
-    poolneutron.give_back(handler.cloud, [gone.id])   # deleted by hand
+    handler.cloud.delete_port(gone.id)          # deleted by hand
     pods = world.add(1)
     arrive(handler, pods)
     spec = world.api.podports[("ns", "p0")]["spec"]
     assert spec["portId"] == gone.id
     wait_for(lambda: len(handler.pools.claims) == 0)  # the update: 404
-    handler.resync(set(handler.pods))
+    handler.resync(set(handler.book.pods))
     wait_for(lambda: world.ported(pods))
     assert world.api.podports[("ns", "p0")]["spec"]["portId"] != gone.id
 
@@ -219,7 +234,7 @@ def test_a_slow_update_holds_no_pod_and_survives_a_restart(
     assert spec["portId"] in pool_ids
     again = running(world, stopping)                  # restart meanwhile
     assert spec["portId"] not in again.pools.of("node-a").free
-    assert again.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
+    assert again.book.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
     wait_for(lambda: world.ported(pods))
     assert neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
     # Every other port is a pool port: none was made for the pod.

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from kuryr_supervisor.controller.neutronport import NeutronPortHandler
+from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from tests.fixtures.poolcloud import PooledNeutron
 from tests.unit import test_portpool as base

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.portretry import RETRY_MAX, RETRY_MIN, Retries
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.retry import RETRY_MAX, RETRY_MIN, Retries
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 from tests.unit.test_neutronport import Counts

@@ -1,4 +1,4 @@
-"""The write fence at the socket (:mod:`kuryr_supervisor.controller.sendfence`):
+"""The write fence at the socket (:mod:`kuryr_supervisor.controller.openstack.sendfence`):
 a process whose lease lapses between a call's check and the request's
 first byte (a pause there) sends nothing; real HTTP on loopback, the
 process under test a child, as the fence exits it."""
@@ -15,25 +15,24 @@ import pytest
 CHILD = """
 import sys
 import requests
-from kuryr_supervisor.controller import sendfence
-from kuryr_supervisor.kubernetes import fence
+from kuryr_supervisor.controller.openstack import sendfence
+from kuryr_supervisor.kubernetes.fence import WriteFence
 
 url, lapses = sys.argv[1], sys.argv[2] == "lapses"
-session = requests.Session()
-session.mount("http://", sendfence.FencedAdapter())
 checks = []
 
 def leading():
     checks.append(1)
     return not lapses or len(checks) == 1
 
-fence.arm(leading)
+fence = WriteFence(leading)
+reads, writes = requests.Session(), requests.Session()
+writes.mount("http://", sendfence.FencedAdapter(fence))
 fence.check("POST /v2.0/ports")          # the call's own check: passes
 if lapses:
-    session.post(url, data=b"outside", timeout=5)   # not a write call's
+    reads.post(url, data=b"outside", timeout=5)   # not the write session
     print("read", flush=True)
-with sendfence.write():
-    session.post(url, data=b'{"ports": []}', timeout=5)
+writes.post(url, data=b'{"ports": []}', timeout=5)
 print("answered")
 """
 

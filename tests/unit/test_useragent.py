@@ -13,8 +13,8 @@ from oslo_config import cfg
 
 from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import kubernetes as k8s_conf
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.leader import identity
+from kuryr_supervisor.controller.leadership.election import identity
+from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.version import version
 from tests.fixtures.fakeapi import FakeAPI

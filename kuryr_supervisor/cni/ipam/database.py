@@ -195,16 +195,18 @@ class Database:
             self._conn.close()
         self._conn = None
 
-    def _before_fork(self) -> None:
+    def before_fork(self) -> None:
+        """The process forks (this module's ``os.register_at_fork`` hook)."""
         # Never block a fork for long: a database busy past the timeout keeps
-        # its connection, and the child forgets it (_after_fork_in_child).
+        # its connection, and the child forgets it (after_fork_in_child).
         if self._lock.acquire(timeout=BUSY_TIMEOUT):
             try:
                 self._close_locked()
             finally:
                 self._lock.release()
 
-    def _after_fork_in_child(self) -> None:
+    def after_fork_in_child(self) -> None:
+        """In the child of a fork: the parent's connection is not ours."""
         if self._conn is not None:
             _ORPHANS.append(self._conn)  # never closed, never used
         self._conn = None
@@ -239,12 +241,12 @@ _ORPHANS: list[sqlite3.Connection] = []
 
 def _before_fork() -> None:
     for database in list(_DATABASES):
-        database._before_fork()
+        database.before_fork()
 
 
 def _after_fork_in_child() -> None:
     for database in list(_DATABASES):
-        database._after_fork_in_child()
+        database.after_fork_in_child()
 
 
 os.register_at_fork(before=_before_fork,

@@ -105,7 +105,7 @@ def open_netns(path: str) -> Iterator[int]:
         os.close(fd)
 
 
-def _setns(fd: int) -> None:
+def setns(fd: int) -> None:
     if hasattr(os, "setns"):  # Python >= 3.12
         os.setns(fd, CLONE_NEWNET)
         return
@@ -129,7 +129,7 @@ def netns_sockets(netns: int,
 
     def enter_and_create() -> None:
         try:
-            _setns(netns)
+            setns(netns)
             for family, kind, proto in kinds:
                 box["socks"].append(socket.socket(family, kind, proto))
         except BaseException as exc:  # noqa: BLE001 - re-raised by caller

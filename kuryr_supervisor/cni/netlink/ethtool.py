@@ -21,7 +21,7 @@ import struct
 import threading
 from typing import Any
 
-from kuryr_supervisor.cni.netlink.base import NetlinkError, _setns, errno_of
+from kuryr_supervisor.cni.netlink.base import NetlinkError, errno_of, setns
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GTXCSUM = 0x16
@@ -35,7 +35,7 @@ def _inet_socket(netns: int | None) -> socket.socket:
 
     def enter_and_create() -> None:
         try:
-            _setns(netns)
+            setns(netns)
             box["sock"] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         except BaseException as exc:  # noqa: BLE001 - re-raised by caller
             box["exc"] = exc

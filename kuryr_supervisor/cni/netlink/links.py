@@ -30,31 +30,31 @@ from kuryr_supervisor.cni.netlink.base import (
     translated,
 )
 from kuryr_supervisor.cni.netlink.rtnl import (
-    _F_CREATE,
-    _F_EXCL,
-    _IFA_ADDRESS,
-    _IFA_LOCAL,
-    _IFADDR,
-    _IFF_UP,
-    _IFINFO,
-    _IFLA_ADDRESS,
-    _IFLA_IFNAME,
-    _IFLA_INFO_KIND,
-    _IFLA_LINKINFO,
-    _IFLA_MASTER,
-    _IFLA_MTU,
-    _RTM_NEWADDR,
-    _RTM_NEWLINK,
+    F_CREATE,
+    F_EXCL,
+    IFA_ADDRESS,
+    IFA_LOCAL,
+    IFADDR,
+    IFF_UP,
+    IFINFO,
+    IFLA_ADDRESS,
+    IFLA_IFNAME,
+    IFLA_INFO_KIND,
+    IFLA_LINKINFO,
+    IFLA_MASTER,
+    IFLA_MTU,
+    RTM_NEWADDR,
+    RTM_NEWLINK,
     Rtnl,
-    _attr,
-    _mac,
-    _name,
+    ifname_attr,
+    mac_attr,
+    nlattr,
     rtnl,
 )
 
 _RTA = struct.Struct("=HH")
 _RTM_DELADDR = 21
-_IFA_MIN_SIZE = _IFADDR.size
+_IFA_MIN_SIZE = IFADDR.size
 
 
 def _attrs(data: memoryview) -> Iterator[tuple[int, memoryview]]:
@@ -78,23 +78,23 @@ def _u32(payload: memoryview) -> int:
 
 def parse_link(payload: memoryview) -> Link:
     """A :class:`Link` (addresses not read) from an RTM_NEWLINK payload."""
-    _, _, index, flags, _ = _IFINFO.unpack_from(payload)
+    _, _, index, flags, _ = IFINFO.unpack_from(payload)
     name, kind, mac, mtu, master = "", "", "", 0, None
-    for attr, value in _attrs(payload[_IFINFO.size:]):
-        if attr == _IFLA_IFNAME:
+    for attr, value in _attrs(payload[IFINFO.size:]):
+        if attr == IFLA_IFNAME:
             name = _text(value)
-        elif attr == _IFLA_ADDRESS:
+        elif attr == IFLA_ADDRESS:
             mac = ":".join(f"{b:02x}" for b in bytes(value))
-        elif attr == _IFLA_MTU:
+        elif attr == IFLA_MTU:
             mtu = _u32(value)
-        elif attr == _IFLA_MASTER:
+        elif attr == IFLA_MASTER:
             master = _u32(value)
-        elif attr == _IFLA_LINKINFO:
+        elif attr == IFLA_LINKINFO:
             for sub, data in _attrs(value):
-                if sub == _IFLA_INFO_KIND:
+                if sub == IFLA_INFO_KIND:
                     kind = _text(data)
     return Link(name=name, index=int(index), kind=kind, mac=mac, mtu=mtu,
-                up=bool(flags & _IFF_UP), master=master)
+                up=bool(flags & IFF_UP), master=master)
 
 
 def read_link(nl: Rtnl, ifname: str) -> Link | None:
@@ -112,18 +112,18 @@ def read_link(nl: Rtnl, ifname: str) -> Link | None:
 
 def addresses(nl: Rtnl, index: int) -> Iterator[ipaddress.IPv4Interface]:
     """The IPv4 addresses of link ``index`` (one address dump)."""
-    body = _IFADDR.pack(AF_INET, 0, 0, 0, 0)
+    body = IFADDR.pack(AF_INET, 0, 0, 0, 0)
     for payload in nl.dump(22, body):   # RTM_GETADDR
         if len(payload) < _IFA_MIN_SIZE:
             continue
-        family, prefixlen, _, _, owner = _IFADDR.unpack_from(payload)
+        family, prefixlen, _, _, owner = IFADDR.unpack_from(payload)
         if family != AF_INET or owner != index:
             continue
         local = address = None
-        for attr, value in _attrs(payload[_IFADDR.size:]):
-            if attr == _IFA_LOCAL:
+        for attr, value in _attrs(payload[IFADDR.size:]):
+            if attr == IFA_LOCAL:
                 local = bytes(value)
-            elif attr == _IFA_ADDRESS:
+            elif attr == IFA_ADDRESS:
                 address = bytes(value)
         raw = local or address
         if raw is not None and len(raw) == 4:
@@ -133,8 +133,8 @@ def addresses(nl: Rtnl, index: int) -> Iterator[ipaddress.IPv4Interface]:
 
 def _address_msg(index: int, address: ipaddress.IPv4Interface) -> bytes:
     ip = address.ip.packed
-    return (_IFADDR.pack(AF_INET, address.network.prefixlen, 0, 0, index)
-            + _attr(_IFA_LOCAL, ip) + _attr(_IFA_ADDRESS, ip))
+    return (IFADDR.pack(AF_INET, address.network.prefixlen, 0, 0, index)
+            + nlattr(IFA_LOCAL, ip) + nlattr(IFA_ADDRESS, ip))
 
 
 def ensure_bridge(nl: Rtnl, name: str,
@@ -148,12 +148,12 @@ def ensure_bridge(nl: Rtnl, name: str,
     pinned, or the kernel would let it follow the lowest port MAC and every
     pod would see its gateway's MAC change as pods come and go.
     """
-    create = (_IFINFO.pack(0, 0, 0, 0, 0) + _name(name)
-              + _attr(_IFLA_LINKINFO, _attr(_IFLA_INFO_KIND, b"bridge\0")))
+    create = (IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(name)
+              + nlattr(IFLA_LINKINFO, nlattr(IFLA_INFO_KIND, b"bridge\0")))
     created = True
     with translated(f"create bridge {name}"):
         try:
-            nl.request((_RTM_NEWLINK, _F_CREATE | _F_EXCL, create))
+            nl.request((RTM_NEWLINK, F_CREATE | F_EXCL, create))
         except OSError as exc:
             if exc.errno != errno_mod.EEXIST:
                 raise
@@ -168,12 +168,12 @@ def ensure_bridge(nl: Rtnl, name: str,
     idx = link.index
     if created and link.mac:
         with translated(f"pin MAC of bridge {name}"):
-            nl.request((_RTM_NEWLINK, 0, _IFINFO.pack(0, 0, idx, 0, 0)
-                        + _mac(link.mac)))
+            nl.request((RTM_NEWLINK, 0, IFINFO.pack(0, 0, idx, 0, 0)
+                        + mac_attr(link.mac)))
     if gateway not in link.addresses:
         with translated(f"add {gateway} to {name}"):
             try:
-                nl.request((_RTM_NEWADDR, _F_CREATE | _F_EXCL,
+                nl.request((RTM_NEWADDR, F_CREATE | F_EXCL,
                             _address_msg(idx, gateway)))
             except OSError as exc:
                 if exc.errno != errno_mod.EEXIST:
@@ -186,8 +186,8 @@ def ensure_bridge(nl: Rtnl, name: str,
                     nl.request((_RTM_DELADDR, 0, _address_msg(idx, old)))
     if not link.up:
         with translated(f"set {name} up"):
-            nl.request((_RTM_NEWLINK, 0,
-                        _IFINFO.pack(0, 0, idx, _IFF_UP, _IFF_UP)))
+            nl.request((RTM_NEWLINK, 0,
+                        IFINFO.pack(0, 0, idx, IFF_UP, IFF_UP)))
     return idx
 
 

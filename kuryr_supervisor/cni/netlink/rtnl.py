@@ -27,22 +27,22 @@ from kuryr_supervisor.cni.netlink.base import (
 )
 
 _NLMSG = struct.Struct("=IHHII")       # len, type, flags, seq, pid
-_IFINFO = struct.Struct("=BxHiII")     # family, type, index, flags, change
-_IFADDR = struct.Struct("=BBBBI")      # family, prefixlen, flags, scope, index
+IFINFO = struct.Struct("=BxHiII")     # family, type, index, flags, change
+IFADDR = struct.Struct("=BBBBI")      # family, prefixlen, flags, scope, index
 _RTMSG = struct.Struct("=BBBBBBBBI")   # family, dst/src len, tos, table,
 #                                        protocol, scope, type, flags
 _ERRNO = struct.Struct("=i")
 _NLMSG_ERROR, _NLMSG_DONE = 2, 3
-_RTM_NEWLINK, _RTM_DELLINK, _RTM_GETLINK = 16, 17, 18
-_RTM_NEWADDR, _RTM_NEWROUTE = 20, 24
+RTM_NEWLINK, _RTM_DELLINK, _RTM_GETLINK = 16, 17, 18
+RTM_NEWADDR, _RTM_NEWROUTE = 20, 24
 _F_REQUEST, _F_ACK, _F_DUMP = 0x1, 0x4, 0x300
-_F_EXCL, _F_CREATE = 0x200, 0x400
-_IFLA_ADDRESS, _IFLA_IFNAME, _IFLA_MTU, _IFLA_MASTER = 1, 3, 4, 10
-_IFLA_LINKINFO, _IFLA_NET_NS_FD, _IFLA_EXT_MASK = 18, 28, 29
-_IFLA_INFO_KIND, _IFLA_INFO_DATA, _VETH_INFO_PEER = 1, 2, 1
-_IFA_ADDRESS, _IFA_LOCAL = 1, 2
+F_EXCL, F_CREATE = 0x200, 0x400
+IFLA_ADDRESS, IFLA_IFNAME, IFLA_MTU, IFLA_MASTER = 1, 3, 4, 10
+IFLA_LINKINFO, _IFLA_NET_NS_FD, _IFLA_EXT_MASK = 18, 28, 29
+IFLA_INFO_KIND, _IFLA_INFO_DATA, _VETH_INFO_PEER = 1, 2, 1
+IFA_ADDRESS, IFA_LOCAL = 1, 2
 _RTA_OIF, _RTA_GATEWAY = 4, 5
-_IFF_UP = 0x1
+IFF_UP = 0x1
 _RT_TABLE_MAIN, _RTPROT_STATIC, _RTN_UNICAST = 254, 4, 1
 _SOL_NETLINK, _NETLINK_CAP_ACK = 270, 10
 _REQUEST_TIMEOUT = 30.0     # the kernel always answers; this is a backstop
@@ -50,21 +50,21 @@ LOOPBACK_INDEX = 1
 """The kernel gives every namespace's loopback this index."""
 
 
-def _attr(kind: int, payload: bytes) -> bytes:
+def nlattr(kind: int, payload: bytes) -> bytes:
     size = 4 + len(payload)
     return struct.pack("=HH", size, kind) + payload + b"\0" * (-size % 4)
 
 
-def _name(ifname: str) -> bytes:
-    return _attr(_IFLA_IFNAME, ifname.encode() + b"\0")
+def ifname_attr(ifname: str) -> bytes:
+    return nlattr(IFLA_IFNAME, ifname.encode() + b"\0")
 
 
-def _mac(mac: str) -> bytes:
-    return _attr(_IFLA_ADDRESS, bytes.fromhex(mac.replace(":", "")))
+def mac_attr(mac: str) -> bytes:
+    return nlattr(IFLA_ADDRESS, bytes.fromhex(mac.replace(":", "")))
 
 
 def _u32(kind: int, value: int) -> bytes:
-    return _attr(kind, struct.pack("=I", value))
+    return nlattr(kind, struct.pack("=I", value))
 
 
 def random_mac() -> str:
@@ -114,12 +114,12 @@ class Rtnl:
     def index(self, ifname: str) -> int | None:
         """The ifindex of ``ifname`` (one RTM_GETLINK by name), or None."""
         payload = self.get_link(ifname)
-        return None if payload is None else int(_IFINFO.unpack_from(payload)[2])
+        return None if payload is None else int(IFINFO.unpack_from(payload)[2])
 
     def get_link(self, ifname: str) -> memoryview | None:
         """The RTM_NEWLINK payload describing ``ifname``, None if missing."""
         self._seq += 1
-        body = (_IFINFO.pack(0, 0, 0, 0, 0) + _name(ifname)
+        body = (IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(ifname)
                 + _u32(_IFLA_EXT_MASK, 0))
         self._sock.send(_NLMSG.pack(_NLMSG.size + len(body), _RTM_GETLINK,
                                     _F_REQUEST, self._seq, 0) + body)
@@ -127,7 +127,7 @@ class Rtnl:
             for kind, seq, payload in self._receive():
                 if seq != self._seq:
                     continue
-                if kind == _RTM_NEWLINK:
+                if kind == RTM_NEWLINK:
                     return payload
                 if kind == _NLMSG_ERROR:
                     (code,) = _ERRNO.unpack_from(payload)
@@ -203,17 +203,17 @@ def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,
     with EEXIST, a ``master`` that is gone with EINVAL (or ENODEV), and
     then neither end exists.
     """
-    peer_msg = (_IFINFO.pack(0, 0, 0, 0, 0) + _name(peer)
-                + _u32(_IFLA_MTU, mtu) + _mac(peer_mac)
+    peer_msg = (IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(peer)
+                + _u32(IFLA_MTU, mtu) + mac_attr(peer_mac)
                 + _u32(_IFLA_NET_NS_FD, peer_netns))
-    info = (_attr(_IFLA_INFO_KIND, b"veth\0")
-            + _attr(_IFLA_INFO_DATA, _attr(_VETH_INFO_PEER, peer_msg)))
-    body = (_IFINFO.pack(0, 0, 0, _IFF_UP, _IFF_UP) + _name(host)
-            + _u32(_IFLA_MTU, mtu) + _mac(host_mac)
-            + (_u32(_IFLA_MASTER, master) if master is not None else b"")
-            + _attr(_IFLA_LINKINFO, info))
+    info = (nlattr(IFLA_INFO_KIND, b"veth\0")
+            + nlattr(_IFLA_INFO_DATA, nlattr(_VETH_INFO_PEER, peer_msg)))
+    body = (IFINFO.pack(0, 0, 0, IFF_UP, IFF_UP) + ifname_attr(host)
+            + _u32(IFLA_MTU, mtu) + mac_attr(host_mac)
+            + (_u32(IFLA_MASTER, master) if master is not None else b"")
+            + nlattr(IFLA_LINKINFO, info))
     with translated(f"create veth {host}/{peer}"):
-        nl.request((_RTM_NEWLINK, _F_CREATE | _F_EXCL, body))
+        nl.request((RTM_NEWLINK, F_CREATE | F_EXCL, body))
 
 
 def configure_pod(nl: Rtnl, index: int, address: ipaddress.IPv4Interface,
@@ -221,19 +221,19 @@ def configure_pod(nl: Rtnl, index: int, address: ipaddress.IPv4Interface,
     """Link ``index`` up, its address, the default route through it and
     loopback up: one datagram, four ACKs."""
     ip = address.ip.packed
-    up = _IFINFO.pack(0, 0, index, _IFF_UP, _IFF_UP)
-    addr = (_IFADDR.pack(AF_INET, address.network.prefixlen, 0, 0, index)
-            + _attr(_IFA_LOCAL, ip) + _attr(_IFA_ADDRESS, ip))
+    up = IFINFO.pack(0, 0, index, IFF_UP, IFF_UP)
+    addr = (IFADDR.pack(AF_INET, address.network.prefixlen, 0, 0, index)
+            + nlattr(IFA_LOCAL, ip) + nlattr(IFA_ADDRESS, ip))
     route = (_RTMSG.pack(AF_INET, 0, 0, 0, _RT_TABLE_MAIN, _RTPROT_STATIC, 0,
                          _RTN_UNICAST, 0)
-             + _attr(_RTA_GATEWAY, gateway.packed) + _u32(_RTA_OIF, index))
-    lo_up = _IFINFO.pack(0, 0, LOOPBACK_INDEX, _IFF_UP, _IFF_UP)
+             + nlattr(_RTA_GATEWAY, gateway.packed) + _u32(_RTA_OIF, index))
+    lo_up = IFINFO.pack(0, 0, LOOPBACK_INDEX, IFF_UP, IFF_UP)
     with translated(f"set up, add {address} and default route via "
                      f"{gateway}"):
-        nl.request((_RTM_NEWLINK, 0, up),
-                   (_RTM_NEWADDR, _F_CREATE | _F_EXCL, addr),
-                   (_RTM_NEWROUTE, _F_CREATE | _F_EXCL, route),
-                   (_RTM_NEWLINK, 0, lo_up))
+        nl.request((RTM_NEWLINK, 0, up),
+                   (RTM_NEWADDR, F_CREATE | F_EXCL, addr),
+                   (_RTM_NEWROUTE, F_CREATE | F_EXCL, route),
+                   (RTM_NEWLINK, 0, lo_up))
 
 
 def pod_index(nl: Rtnl, ifname: str) -> int:
@@ -248,7 +248,7 @@ def pod_index(nl: Rtnl, ifname: str) -> int:
 
 def remove_link(nl: Rtnl, ifname: str) -> bool:
     """Delete ``ifname`` by name in one request; False when already gone."""
-    body = _IFINFO.pack(0, 0, 0, 0, 0) + _name(ifname)
+    body = IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(ifname)
     with translated(f"delete {ifname}"):
         try:
             nl.request((_RTM_DELLINK, 0, body))

@@ -7,7 +7,7 @@ restarting the controller cannot bring Keystone back. Each is an I/O check
 last answer for ``interval`` seconds, so probes cost no request at all and
 the checks cost one request per interval. Keystone is asked only when the
 cached token is missing or expires within the renewal margin (keystoneauth's
-cache, the margin capped by :mod:`~kuryr_supervisor.controller.tokenpolicy`):
+cache, the margin capped by :mod:`~kuryr_supervisor.controller.openstack.login`):
 the check renews the token before it expires; after a refused login it
 reports the backoff (when the next login is tried) instead of trying.
 
@@ -17,10 +17,13 @@ Keystone check green, and a Neutron check that cannot get a token says
 that it could not ask, leaving the cause to the Keystone check.
 
 Bounded: like every I/O check each runs on a thread of its own under its
-``timeout`` (:mod:`kuryr_supervisor.health.runner`), ``[controller]
-openstack_timeout``: past it the check fails naming the dependency and the
-wait, and no second probe starts while the first hangs, so a Keystone or
-Neutron that hangs never holds the HealthManager's loop. An answer that is
+``timeout`` (:mod:`kuryr_supervisor.health.runner`): past it the check
+fails naming the dependency and the wait, and no second probe starts while
+the first hangs, so a Keystone or Neutron that hangs never holds the
+HealthManager's loop. The timeout, and the adapter's own whole-call
+deadline within it, are
+:mod:`~kuryr_supervisor.controller.openstack.timeouts`' (the request
+timeout, at most a quarter of ``[supervisor] health_deadline``). An answer that is
 not JSON is reported the same way: not ready, named, never a liveness
 failure.
 """
@@ -98,7 +101,7 @@ class KeystoneCheck(_Cached):
         self._wall = wall_clock
 
     def probe(self) -> Result:
-        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.controller.openstack import adapter as osa
         try:
             token = self.cloud.token()
         except osa.OpenStackError as exc:
@@ -120,7 +123,7 @@ class NeutronCheck(_Cached):
         self._project = project_id
 
     def probe(self) -> Result:
-        from kuryr_supervisor.controller import openstack as osa
+        from kuryr_supervisor.controller.openstack import adapter as osa
         try:
             project = self._project() or self.cloud.token().project_id
             quota = self.cloud.port_quota(project)
@@ -141,24 +144,20 @@ class NeutronCheck(_Cached):
 
 def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
     """Keystone and Neutron checks, sharing one adapter (one token)."""
-    from kuryr_supervisor.controller import openstack as osa
-    cloud = osa.OpenStack.from_conf(conf)
+    from kuryr_supervisor.controller.openstack import adapter as osa
+    from kuryr_supervisor.controller.openstack import timeouts
+    # The adapter's own whole-call bound is shorter than the check's, so
+    # a hung call fails inside the check with the adapter's words (naming
+    # Keystone or Neutron), before the check's own wait runs out.
+    cloud = osa.OpenStack.from_conf(
+        conf, deadline=timeouts.check_call_deadline(conf))
     opts = conf.controller
 
     def interval() -> float:
         return float(opts.openstack_check_interval)
 
     def deadline() -> float:
-        return check_deadline(conf)
-    # The adapter's own whole-call bound is shorter than the check's, so
-    # a hung call fails inside the check with the adapter's words (naming
-    # Keystone or Neutron), before the check's own wait runs out.
-    cloud.deadline = min(cloud.deadline, 0.8 * deadline())
+        return timeouts.check_wait(conf)
     return [KeystoneCheck(cloud, interval, deadline=deadline),
             NeutronCheck(cloud, lambda: str(opts.project_id), interval,
                          deadline=deadline)]
-
-
-def check_deadline(conf: cfg.ConfigOpts) -> float:
-    """Seconds one OpenStack check may take: ``openstack_timeout``."""
-    return float(conf.controller.openstack_timeout)

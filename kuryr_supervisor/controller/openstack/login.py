@@ -20,7 +20,7 @@ Keystone and says when the next try is). Unreachable or hung Keystones are
 not backed off here: they cost no lockout, and the next call should find a
 Keystone that came back at once.
 
-This module holds no keystoneauth1 (:mod:`.openstack` wires it in).
+This module holds no keystoneauth1 (:mod:`.adapter` wires it in).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable
 
-from kuryr_supervisor.controller.neutronwire import OpenStackUnavailable
+from kuryr_supervisor.controller.openstack.wire import OpenStackUnavailable
 
 LOG = logging.getLogger(__name__)
 

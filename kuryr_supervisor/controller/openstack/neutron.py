@@ -1,14 +1,14 @@
 """The Neutron calls the controller makes, over the adapter's transport.
 
-Kept apart from :mod:`.openstack` (the keystoneauth session, the token, the
+Kept apart from :mod:`.adapter` (the keystoneauth session, the token, the
 HTTP transport and its error mapping) so a new Neutron call or filter touches
 this module only, and nothing here imports keystoneauth1: the transport,
 ``_call``, is the adapter's. Each call is one bounded call
-(:class:`~.bounded.BoundedCalls`); answers are decoded by
-:mod:`.neutronwire`.
+(:class:`~.deadline.BoundedCalls`); answers are decoded by
+:mod:`.wire`.
 
 Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
-the cluster's tag (:func:`~.neutronwire.cluster_tag`), on the pod network, in
+the cluster's tag (:func:`~.wire.cluster_tag`), on the pod network, in
 the project; every lookup passes these as Neutron filters, so another
 cluster's ports sharing the project are never seen, adopted or deleted.
 
@@ -24,15 +24,15 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kuryr_supervisor.controller.bounded import BoundedCalls
-from kuryr_supervisor.controller.neutronwire import (
+from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
+from kuryr_supervisor.controller.openstack.wire import (
     DEVICE_OWNER,
     OpenStackRefused,
     OpenStackUnavailable,
     Port,
     PortQuota,
     Subnet,
-    _port,
+    decode_port,
 )
 
 #: Ports per page of a port list: one page stays well under a second of
@@ -79,7 +79,7 @@ class NeutronApi(BoundedCalls):
             items = data.get("ports") if data else None
             if not isinstance(items, list):
                 raise OpenStackUnavailable("Neutron GET /v2.0/ports: no port list")
-            ports += [_port(p) for p in items]
+            ports += [decode_port(p) for p in items]
             links = data.get("ports_links") if data else None
             more = isinstance(links, list) and any(
                 isinstance(link, dict) and link.get("rel") == "next"
@@ -126,7 +126,7 @@ class NeutronApi(BoundedCalls):
             raise
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron GET port: no port")
-        return _port(data["port"])
+        return decode_port(data["port"])
 
     @staticmethod
     def _port_body(network_id: str, subnet_id: str, name: str,
@@ -159,7 +159,7 @@ class NeutronApi(BoundedCalls):
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
-        port = _port(data["port"])
+        port = decode_port(data["port"])
         self._check_tags("Neutron POST /v2.0/ports", [port], tags)
         return port
 
@@ -180,42 +180,56 @@ class NeutronApi(BoundedCalls):
             "([ml2] extension_drivers)")
 
     def within(self, timeout: float) -> NeutronApi:
-        """This adapter with another per-request timeout, to be called
-        from a caller's own thread (a create sized for its ports): the
-        session, token and transport are shared, not the bounded thread."""
+        """This adapter with another per-request timeout, its calls made
+        in the caller's own thread (a create sized for its ports, the
+        pools' threads): the session, token and transport are shared, not
+        the bounded thread, so none queues behind the handler's calls."""
         clone = copy.copy(self)
         clone.timeout = timeout
+        clone.direct = True
         return clone
 
     def create_ports(self, *, network_id: str, subnet_id: str,
                      devices: Sequence[tuple[str, str]],
                      tags: Sequence[str] = (),
-                     hosts: Mapping[str, str] | None = None,
-                     direct: bool = False) -> list[Port]:
+                     hosts: Mapping[str, str] | None = None) -> list[Port]:
         """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
         ``devices`` ((name, device_id) pairs, ``hosts``: device_id -> the
         node to bind to); the ports come back in request order. All or
-        nothing: a refusal creates none. ``direct``: in the caller's
-        thread, bounded by :meth:`within`'s timeout alone."""
+        nothing: a refusal creates none. Every port asked for must come
+        back with ``tags`` (:meth:`_check_tags`)."""
         hosts = hosts or {}
         body = [self._port_body(network_id, subnet_id, name, device, tags,
                                 hosts.get(device, ""))
                 for name, device in devices]
         what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
-        if direct:
-            data = self._call("POST", "/v2.0/ports", ok=(201,),
-                              json={"ports": body})
-        else:
-            data = self._bounded(what, self._call, "POST", "/v2.0/ports",
-                                 ok=(201,), json={"ports": body})
+        data = self._bounded(what, self._call, "POST", "/v2.0/ports",
+                             ok=(201,), json={"ports": body})
         items = data.get("ports") if data else None
         if not isinstance(items, list) or len(items) != len(body):
             raise OpenStackUnavailable(f"{what}: not one port per request")
-        ports = [_port(p) for p in items]
+        ports = [decode_port(p) for p in items]
         if [p.device_id for p in ports] != [d for _, d in devices]:
             raise OpenStackUnavailable(f"{what}: ports not in request order")
         self._check_tags(what, ports, tags)
         return ports
+
+    def update_port(self, port_id: str, *, device_id: str, name: str,
+                    host: str = "") -> Port:
+        """Give port ``port_id`` to ``device_id`` under ``name`` (and bind
+        it to ``host`` when given): one PUT, checked applied."""
+        what = f"Neutron PUT port {port_id}"
+        body: dict[str, Any] = {"device_id": device_id, "name": name}
+        if host:
+            body["binding:host_id"] = host
+        data = self._bounded(what, self._call, "PUT", f"/v2.0/ports/{port_id}",
+                             json={"port": body})
+        if not data or not isinstance(data.get("port"), dict):
+            raise OpenStackUnavailable(f"{what}: no port")
+        port = decode_port(data["port"])
+        if port.device_id != device_id:
+            raise OpenStackUnavailable(f"{what}: the update was not applied")
+        return port
 
     def delete_port(self, port_id: str) -> bool:
         """Delete a port; False if it was already gone."""

@@ -27,15 +27,14 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.book import Named
 
 LOG = logging.getLogger(__name__)
 
 #: uid -> (namespace, name, port id or "")
 Pods = dict[str, tuple[str, str, str]]
 ByDevice = dict[str, list[osa.Port]]
-#: What a written PodPort names: (port id, IPv4 address, MAC).
-Named = tuple[str, str, str]
 
 
 def by_device(ports: Iterable[osa.Port]) -> ByDevice:

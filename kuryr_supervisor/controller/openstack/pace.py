@@ -12,7 +12,7 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   divided by its ports (requests in parallel included: what a port costs
   now, not alone);
 - sizes requests from it: as many ports as take about ``batch_seconds``
-  (at least 1, at most :data:`~.portbatch.MAX_PORTS`); before the first
+  (at least 1, at most ``size``, the port handler's largest bulk); before the first
   answer, one request of :data:`FIRST` ports alone measures it (a slow
   start: a burst's first pods are not held behind one huge request);
 - gives each request a timeout that grows with its size:
@@ -24,7 +24,8 @@ not over: Neutron may commit it for as long as it works on it (a bulk of
   :data:`COMMIT_WAIT` times its timeout. Its pods get no new create
   before then; a port it commits later is found by the next port list
   and adopted, or, if the pod already has one, deleted as a duplicate;
-- says how long a request is announced for (:mod:`.createlease`, read by
+- says how long a request is announced for (the create announcer of
+  :mod:`kuryr_supervisor.controller.leadership`, read by
   a process that starts after its sender died, which cannot know whether
   the request ever reached Neutron): :data:`COMMIT_WAIT` times how long
   Neutron plausibly works on it (:meth:`Pace.likely_for`), not times its
@@ -39,6 +40,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from oslo_config import cfg
+
+from kuryr_supervisor.controller.openstack import timeouts
+
 #: Weight of the newest measurement in the EWMA.
 ALPHA = 0.3
 #: A request may take this many times the measured time per port.
@@ -50,10 +55,11 @@ FIRST = 10
 
 
 class Pace:
-    """See the module. ``timeout``: a request's base timeout (the
-    ``openstack_timeout``); ``per_port``: the least time allowed per port;
-    ``timeout_max``: the longest timeout of one request; ``batch_seconds``:
-    how long one request should take; ``size``: most ports a request."""
+    """See the module. ``timeout``: a request's base timeout (the request
+    timeout, :func:`.timeouts.request_timeout`); ``per_port``: the least
+    time allowed per port; ``timeout_max``: the longest timeout of one
+    request; ``batch_seconds``: how long one request should take;
+    ``size``: most ports a request."""
 
     def __init__(self, *, timeout: float, per_port: float,
                  timeout_max: float, batch_seconds: float, size: int,
@@ -63,6 +69,18 @@ class Pace:
         self.size = size
         self.ewma: float | None = None        # seconds per port, measured
         self._clock = clock
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts, *, size: int,
+                  clock: Callable[[], float] = time.monotonic) -> Pace:
+        """The pace ``[controller]``'s options set: the request timeout
+        (:func:`.timeouts.request_timeout`) and the create options."""
+        opts = conf.controller
+        return cls(timeout=timeouts.request_timeout(conf),
+                   per_port=float(opts.port_create_timeout_per_port),
+                   timeout_max=float(opts.port_create_timeout_max),
+                   batch_seconds=float(opts.port_batch_seconds), size=size,
+                   clock=clock)
 
     def batch_size(self) -> int:
         """Ports in the next request (see the module)."""

@@ -5,14 +5,14 @@ under load takes as long to update a port as to make one. So the pod's
 PodPort is written at once, naming the pool port, and the port's update
 (``device_id`` = the pod's UID, its name, and ``binding:host_id`` only for
 a port not yet bound to the pod's node: one PUT,
-:func:`.poolneutron.claim`) follows here, retried with backoff until
+:func:`.poolports.claim`) follows here, retried with backoff until
 Neutron applies it or says the port is gone.
 
 What keeps this safe across a crash at any instant: the PodPort is the
 record. Until the update is applied the port still looks like a pool port
-in Neutron (``device_id`` :data:`~.poolneutron.POOL_DEVICE`); the pools
+in Neutron (``device_id`` :data:`~.poolports.POOL_DEVICE`); the pools
 never hand out a port that a claim here holds or that a written PodPort
-names (:meth:`.portpool.PortPools.adopt` reads both, and restarts the
+names (:meth:`.portpools.PortPools.adopt` reads both, and restarts the
 update for a named one), so a restarted controller finds the pod's port
 through its PodPort, finishes the update, and makes no second port. A
 claim that Neutron refuses as it is (4xx) is logged and tried again at the
@@ -24,8 +24,8 @@ import concurrent.futures
 import logging
 import threading
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import poolneutron
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.pools import poolports
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Claims:
         try:
             while not self.stopping.is_set() and self.cloud is not None:
                 try:
-                    poolneutron.claim(self.cloud, port_id, device_id=uid,
+                    poolports.claim(self.cloud, port_id, device_id=uid,
                                       name=name, host=host)
                     return
                 except osa.OpenStackRefused as exc:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kuryr_supervisor.controller.neutronwire import OpenStackUnavailable
+from kuryr_supervisor.controller.openstack.wire import OpenStackUnavailable
 
 #: How often a caller waiting on a call beats (seconds).
 BEAT_EVERY = 0.2
@@ -70,6 +70,9 @@ class BoundedCalls:
         self.deadline = deadline
         #: Called while a call waits; a worker sets its heartbeat here.
         self.beat: Callable[[], None] = lambda: None
+        #: Calls run in the caller's thread, bounded by the request
+        #: timeout alone (a copy made by ``within``).
+        self.direct = False
         self._path = CallPath(thread_name)
 
     def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
@@ -77,7 +80,10 @@ class BoundedCalls:
         """``fn`` on ``via`` (default: the adapter's own), within
         ``deadline``, beating. While a call that timed out still hangs on
         that path, later calls there fail at once (the dependency is known
-        to hang) instead of queueing behind it."""
+        to hang) instead of queueing behind it. ``direct``: in the
+        caller's thread."""
+        if self.direct:
+            return fn(*args, **kwargs)
         path = via or self._path
         future = path.submit(what, fn, *args, **kwargs)
         end = time.monotonic() + self.deadline

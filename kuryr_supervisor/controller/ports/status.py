@@ -24,8 +24,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.portreport import PortReport
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.kubernetes import client as k8s
 
 LOG = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.portreport import PortReport
-from kuryr_supervisor.controller.portresync import Named, Plan, Pods
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.report import PortReport
+from kuryr_supervisor.controller.ports.resync import Named, Plan, Pods
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
 

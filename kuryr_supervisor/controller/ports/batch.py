@@ -16,8 +16,10 @@ DB transaction and IP allocation in Neutron, about 60 KiB of answer, one
 second of a slow Neutron; 10,000 pods are 100 requests.
 
 Pace: :func:`create` cuts the pods into requests sized from Neutron's
-measured time per port and sends :data:`IN_FLIGHT` at once, each with a
-timeout that grows with its size (:mod:`.portpace`): a real Neutron takes
+measured time per port and sends ``in_flight`` (``[controller]
+port_create_requests``) at once, each with a
+timeout that grows with its size
+(:mod:`~kuryr_supervisor.controller.openstack.pace`): a real Neutron takes
 0.1-0.3 s a port, so a bulk of 100 needs tens of seconds, and a timeout
 shorter than that would only make the request's fate unknown. Each port
 is bound to its pod's node (``binding:host_id``).
@@ -42,16 +44,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kuryr_supervisor.controller import neutronwire as wire
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller.portpace import Pace
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.pace import Pace
 
 #: Longest wait of a pod for others to share its request (seconds).
 WINDOW = 0.05
 #: Most ports in one bulk request.
 MAX_PORTS = 100
-#: Create requests at Neutron at once.
-IN_FLIGHT = 3
 #: Refusals after which no more ports are asked for.
 STOPS = (osa.QuotaExceeded, wire.SubnetFull)
 #: How often the waiting loop beats (seconds).
@@ -66,7 +66,9 @@ class Batch:
 
     def __init__(self, *, window: float = WINDOW, size: int = MAX_PORTS,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.window, self.size, self._clock = window, size, clock
+        self.window, self.size = window, size
+        #: What the window is measured on (monotonic seconds).
+        self.clock = clock
         self._uids: dict[str, None] = {}
         self._since = 0.0
 
@@ -78,7 +80,7 @@ class Batch:
 
     def add(self, uid: str) -> None:
         if not self._uids:
-            self._since = self._clock()
+            self._since = self.clock()
         self._uids[uid] = None
 
     def discard(self, uid: str) -> None:
@@ -90,7 +92,7 @@ class Batch:
             return float("inf")
         if len(self._uids) >= self.size:
             return 0.0
-        return max(0.0, self._since + self.window - self._clock())
+        return max(0.0, self._since + self.window - self.clock())
 
     def due(self) -> bool:
         return bool(self._uids) and self.wake_in() <= 0.0
@@ -104,7 +106,8 @@ class Batch:
 class Outcome:
     """What a :func:`create` made: UID -> port; UID -> why not; and, for
     the pods of a request whose answer was lost, UID -> until when (the
-    pace's clock) that request may still commit (see :mod:`.portpace`)."""
+    pace's clock) that request may still commit (see
+    :mod:`~kuryr_supervisor.controller.openstack.pace`)."""
 
     made: dict[str, osa.Port] = dataclasses.field(default_factory=dict)
     failed: dict[str, Exception] = dataclasses.field(default_factory=dict)
@@ -117,24 +120,23 @@ def unannounced(uids: list[str], within: float) -> None:
 
 def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            network_id: str, subnet_id: str, tag: str,
-           pace: Pace | None = None, in_flight: int = IN_FLIGHT,
+           pace: Pace, in_flight: int,
            hosts: Mapping[str, str] | None = None,
            beat: Callable[[], None] = lambda: None,
            on_made: Callable[[dict[str, osa.Port]], None] | None = None,
            announce: Callable[[list[str], float], None] = unannounced
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
-    sized by ``pace``, ``in_flight`` at once, each bound to the pod's node
+    sized and timed by ``pace`` (the handler's: ``[controller]``'s
+    options), ``in_flight`` at once, each bound to the pod's node
     (``hosts``: UID -> node); ``on_made`` is called, in the caller's
     thread, with the ports of each request as it is answered (their pods
     need not wait for the slowest request). ``announce(uids, seconds)``
     is called before each request is sent with its pods and how long it
-    may plausibly still commit (:meth:`.Pace.likely_for`,
-    :mod:`.createlease`); if it raises, that request and
-    the rest are not sent and their pods fail with its error. See the
-    module for the other failure rules."""
-    pace = pace or Pace(timeout=cloud.timeout, per_port=0.5, timeout_max=120,
-                        batch_seconds=2.0, size=MAX_PORTS)
+    may plausibly still commit (``Pace.likely_for``, the create
+    announcer); if it raises, that request and the rest are not sent and
+    their pods fail with its error. See the module for the other failure
+    rules."""
     out = Outcome()
     tags = [tag] if tag else []
     todo = list(devices)
@@ -159,8 +161,7 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 chunk, todo = todo[:size], todo[size:]
                 future = pool.submit(
                     cloud.within(timeout).create_ports, network_id=network_id,
-                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts,
-                    direct=True)
+                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts)
                 running[future] = (chunk, pace.now(), timeout)
             if stop is not None and todo:
                 out.failed.update((uid, stop) for _, uid in todo)

@@ -73,7 +73,7 @@ class PortReport:
 
     def fault_lost(self, uid: str, namespace: str, name: str,
                    why: str) -> None:
-        """A pod's port vanished for good (see :mod:`.portverify`)."""
+        """A pod's port vanished for good (see :mod:`.verify`)."""
         self.fault(Fault.PORT_LOST, True, f"pod {namespace}/{name}: {why}")
         self.event(uid, namespace, name, "PortLost", why)
 

@@ -8,7 +8,7 @@ groups, node); this controller makes its pods' ports on one network,
 subnet and project with Neutron's default security group, so the node
 tells its pools apart: a pool port is made bound to its node
 (``binding:host_id``), and a pod takes one from its own node's pool, with
-no rebinding. Which nodes get a pool: :mod:`.poolnodes`. When Neutron
+no rebinding. Which nodes get a pool: :mod:`.nodes`. When Neutron
 refuses ``binding:host_id`` to the controller (403: a member role) the
 pools fall back to one unbound pool (the base key, node ""), warned once;
 a claimed port then gets its binding in its update, if at all. In bound
@@ -23,10 +23,12 @@ What the neutron_port handler calls (a few lines of its own):
   port a pod holds stays in the list as that pod's;
 - :meth:`PortPools.serve` before a create: each pod gets a free port of
   its node's pool at once, its PodPort written like any other's, the
-  port's update following in the background (:mod:`.poolclaim`); the pods
+  port's update following in the background (:mod:`.claims`); the pods
   left (a miss) are created as before, and the pool is refilled;
 - :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
-- :meth:`PortPools.start` in ``run``: the refill thread (:mod:`.poolrefill`).
+- :func:`.refill.start` in ``run``: the refill thread, which changes the
+  pools through the named methods below (:meth:`PortPools.shortfalls`,
+  :meth:`PortPools.making`, :meth:`PortPools.made`, :meth:`PortPools.extra`).
 
 Invariants: a free port is handed to one pod at most (taken out of the
 pool under the lock); a port that a claim holds or a written PodPort names
@@ -39,21 +41,20 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from oslo_config import cfg
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.poolclaim import Claims
-from kuryr_supervisor.controller.poolkey import (  # noqa: F401 - re-exported
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.pools import poolports
+from kuryr_supervisor.controller.pools.claims import Claims
+from kuryr_supervisor.controller.pools.nodes import PoolNodes
+from kuryr_supervisor.controller.pools.records import (  # noqa: F401 - re-exported
     Pods,
     Pool,
     PoolKey,
     Served,
     port_name,
 )
-from kuryr_supervisor.controller.poolnodes import PoolNodes
 from kuryr_supervisor.state.poolstats import PoolBoard
 
 LOG = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class PortPools:
 
     def wanted(self) -> list[PoolKey]:
         """The pools the refill keeps between the marks: one per node that
-        runs pods (:mod:`.poolnodes`), or the unbound one."""
+        runs pods (:mod:`.nodes`), or the unbound one."""
         if not self.bind:
             return [self.key]
         idle = float(self.opts.ports_pool_node_idle)
@@ -137,18 +138,11 @@ class PortPools:
                     "(%s): one unbound port pool for every node, each "
                     "port bound when a pod takes it, if at all", why)
 
-    def start(self, cloud: osa.OpenStack, owned: Any,
-              stopping: threading.Event) -> threading.Thread:
-        """The refill thread (also gives back what a smaller or disabled
-        pool holds), until ``stopping``."""
-        from kuryr_supervisor.controller.poolrefill import Refill
+    def attach(self, cloud: osa.OpenStack, stopping: threading.Event) -> None:
+        """The adapter that claims use, until ``stopping`` (the refill
+        thread is :func:`.refill.start`'s)."""
         self.cloud = self.claims.cloud = cloud
         self.claims.stopping = stopping
-        thread = threading.Thread(target=Refill(self, cloud, owned).run,
-                                  args=(stopping,), name="pool-refill",
-                                  daemon=True)
-        thread.start()
-        return thread
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
@@ -164,7 +158,7 @@ class PortPools:
         rest: list[osa.Port] = []
         waiting: list[osa.Port] = []
         for port in listed:
-            if port.device_id != poolneutron.POOL_DEVICE:
+            if port.device_id != poolports.POOL_DEVICE:
                 rest.append(port)
                 continue
             uid = self.claims.owner(port.id) or holder.get(port.id, "")
@@ -202,7 +196,7 @@ class PortPools:
               hosts: Mapping[str, str] | None = None) -> Served:
         """Pool ports for the pods ``create`` (``hosts``: UID -> node), at
         once (see the module); their updates follow in the background
-        (:mod:`.poolclaim`). A pod's node gets a pool on first demand."""
+        (:mod:`.claims`). A pod's node gets a pool on first demand."""
         out = Served()
         if not self.enabled or not create or self.cloud is None:
             out.rest = list(create)
@@ -233,6 +227,78 @@ class PortPools:
         self.wake.set()
         self.publish()
         return out
+
+    # -- the refill's ------------------------------------------------------------
+    def any_free(self) -> osa.Port | None:
+        """One free port of any pool (None: none)."""
+        with self.lock:
+            return next((p for pool in self.pools.values()
+                         for p in pool.free.values()), None)
+
+    def extra(self) -> list[tuple[PoolKey, list[str]]]:
+        """Take out the free ports above each pool's high-water mark (all
+        of them when the pools are off or the pool's node is idle), to be
+        given back; an idle node's pool goes, and so does the unbound one
+        of a bound mode (never refilled) once empty."""
+        high = int(self.opts.ports_pool_max) if self.enabled else 0
+        wanted = set(self.wanted())
+        extra: list[tuple[PoolKey, list[str]]] = []
+        with self.lock:
+            for key, pool in list(self.pools.items()):
+                idle = key not in wanted and key != self.key
+                ids = list(pool.free)[0 if idle else high:]
+                for port_id in ids:
+                    del pool.free[port_id]
+                if ids:
+                    extra.append((key, ids))
+                if not pool.free and not pool.creating and self.enabled \
+                        and (idle or (key == self.key and self.bind)):
+                    del self.pools[key]
+        return extra
+
+    def gave_back(self, key: PoolKey, count: int) -> None:
+        """``count`` ports of ``key``'s pool were deleted."""
+        with self.lock:
+            pool = self.pools.get(key)
+            if pool is not None:
+                pool.given_back += count
+
+    def shortfalls(self) -> list[tuple[PoolKey, int]]:
+        """(pool, ports its next batch makes) of every wanted pool below
+        its low-water mark, the emptiest first; the quota is not read
+        here."""
+        opts = self.opts
+        low, high = int(opts.ports_pool_min), int(opts.ports_pool_max)
+        out = []
+        wanted = self.wanted()
+        with self.lock:
+            for key in wanted:
+                pool = self.pools.setdefault(key, Pool())
+                have = len(pool.free) + pool.creating
+                count = min(int(opts.ports_pool_batch), high - have)
+                if have < low and count > 0:
+                    out.append((have, key, count))
+        return [(key, count) for _, key, count in sorted(
+            out, key=lambda t: (t[0], t[1].node))]
+
+    def making(self, key: PoolKey, count: int) -> None:
+        """A batch of ``count`` ports for ``key``'s pool is being made."""
+        with self.lock:
+            self.pools.setdefault(key, Pool()).creating += count
+        self.publish()
+
+    def made(self, key: PoolKey, count: int,
+             ports: Iterable[osa.Port] = ()) -> None:
+        """That batch is over: ``ports`` were made (none: it failed). They
+        land in the pool of ``key``'s node as the pools are now (a batch
+        answered after the pools turned unbound lands in the unbound one)."""
+        with self.lock:
+            pool = self.pools.get(key)      # gone if the pools turned unbound
+            if pool is not None:
+                pool.creating -= count
+            target = self.pools.setdefault(self.key_for(key.node), Pool())
+            target.free.update((p.id, p) for p in ports)
+        self.publish()
 
     # -- figures -----------------------------------------------------------------------
     def publish(self) -> None:

@@ -1,6 +1,6 @@
 """The port pools' records: a pool's key, a pool, what serving pods gave.
 
-Kept apart from :mod:`.portpool` (which pools exist, who takes what) so
+Kept apart from :mod:`.portpools` (which pools exist, who takes what) so
 the refill and the figures speak of keys and pools without the handler.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.openstack import adapter as osa
 
 #: uid -> (namespace, name, port id or "") as the handler keeps its pods
 Pods = Mapping[str, tuple[str, str, str]]

@@ -2,7 +2,7 @@
 
 Every ``ports_pool_update_frequency`` seconds, and at once when a pod took
 a port or a resync adopted the list, the thread looks at every pool (one
-per node that runs pods, :mod:`.poolnodes`; or the one unbound pool):
+per node that runs pods, :mod:`.nodes`; or the one unbound pool):
 
 - a pool holding more free ports than ``ports_pool_max`` (or any, when
   the pools are disabled, or its node has had no pod for
@@ -16,8 +16,8 @@ per node that runs pods, :mod:`.poolnodes`; or the one unbound pool):
   batches, one batch per pool and round, the emptiest pools first).
 
 A create refused because of ``binding:host_id`` (Neutron's policy: a
-member role) turns the pools unbound (:meth:`.portpool.PortPools.unbind`).
-While pods' claims are being applied (:mod:`.poolclaim`) it makes no
+member role) turns the pools unbound (:meth:`.portpools.PortPools.unbind`).
+While pods' claims are being applied (:mod:`.claims`) it makes no
 port: those updates come first. It reads, once, the subnet a PodPort of a
 pool port needs, so the first pod of a burst does not wait for it. It
 starts only after the first resync adopted the pool ports already in
@@ -34,21 +34,37 @@ import logging
 import threading
 from typing import Any
 
-from kuryr_supervisor.controller import openstack as osa
-from kuryr_supervisor.controller import poolneutron
-from kuryr_supervisor.controller.poolkey import Pool, PoolKey
-from kuryr_supervisor.controller.portpool import PortPools
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.openstack.wire import binding_refused
+from kuryr_supervisor.controller.pools import poolports
+from kuryr_supervisor.controller.pools.portpools import PortPools
+from kuryr_supervisor.controller.pools.records import PoolKey
 
 LOG = logging.getLogger(__name__)
 
 
+def start(pools: PortPools, cloud: osa.OpenStack, owned: Any, pace: Pace,
+          stopping: threading.Event) -> threading.Thread:
+    """The refill thread of ``pools`` (which also gives back what a
+    smaller or disabled pool holds), until ``stopping``; ``pace`` sizes
+    each create's timeout as the pods' creates are sized."""
+    pools.attach(cloud, stopping)
+    thread = threading.Thread(target=Refill(pools, cloud, owned, pace).run,
+                              args=(stopping,), name="pool-refill",
+                              daemon=True)
+    thread.start()
+    return thread
+
+
 class Refill:
-    """One pool's refill and give-back (see the module); ``owned`` gives
+    """The pools' refill and give-back (see the module); ``owned`` gives
     the scope (network, cluster tag, project)."""
 
-    def __init__(self, pools: PortPools, cloud: osa.OpenStack,
-                 owned: Any) -> None:
+    def __init__(self, pools: PortPools, cloud: osa.OpenStack, owned: Any,
+                 pace: Pace) -> None:
         self.pools, self.cloud, self.owned = pools, cloud, owned
+        self.pace = pace
         self._failing = ""
         self._warm = False
         self._relist = False
@@ -74,7 +90,7 @@ class Refill:
         # (a real Neutron serves a few requests at a time).
         while self.pools.enabled and not stopping.is_set() \
                 and not len(self.pools.claims):
-            work = self.shortfalls()
+            work = self.pools.shortfalls()
             if not work:
                 return
             left = self.cloud.port_quota(self._project()).left
@@ -97,7 +113,7 @@ class Refill:
         are skipped: they are that pod's."""
         if not self._relist:
             return
-        ports = self.cloud.ports_of(poolneutron.POOL_DEVICE,
+        ports = self.cloud.ports_of(poolports.POOL_DEVICE,
                                     network_id=self.owned.network_id,
                                     tag=self.owned.tag)
         new = self.pools.keep(ports)
@@ -110,9 +126,7 @@ class Refill:
         the first pod of a burst does not wait for it."""
         if self._warm:
             return
-        with self.pools.lock:
-            port = next((p for pool in self.pools.pools.values()
-                         for p in pool.free.values()), None)
+        port = self.pools.any_free()
         if port is not None:
             try:
                 self.owned.data(port.device_id, port)
@@ -123,81 +137,33 @@ class Refill:
     def give_back(self) -> None:
         """Ports above each pool's high-water mark (all of them when the
         pools are off or the pool's node is idle) back to Neutron."""
-        pools = self.pools
-        high = int(pools.opts.ports_pool_max) if pools.enabled else 0
-        wanted = set(pools.wanted())
-        extra: list[tuple[PoolKey, list[str]]] = []
-        with pools.lock:
-            for key, pool in list(pools.pools.items()):
-                idle = key not in wanted and key != pools.key
-                ids = list(pool.free)[0 if idle else high:]
-                for port_id in ids:
-                    del pool.free[port_id]
-                if ids:
-                    extra.append((key, ids))
-                # An idle node's pool goes; so does the unbound one of a
-                # bound mode (never refilled) once empty.
-                if not pool.free and not pool.creating and pools.enabled \
-                        and (idle or (key == pools.key and pools.bind)):
-                    del pools.pools[key]
-        for key, ids in extra:
-            gone = poolneutron.give_back(self.cloud, ids[::-1])
-            with pools.lock:
-                left = pools.pools.get(key)
-                if left is not None:
-                    left.given_back += gone
+        for key, ids in self.pools.extra():
+            gone = poolports.give_back(self.cloud, ids[::-1])
+            self.pools.gave_back(key, gone)
             LOG.info("port pool %s: gave %d ports back to Neutron",
                      key.label, len(ids))
-
-    def shortfalls(self) -> list[tuple[PoolKey, int]]:
-        """(pool, ports its next batch makes) of every pool below its
-        low-water mark, the emptiest first; the quota is not read here."""
-        opts = self.pools.opts
-        low, high = int(opts.ports_pool_min), int(opts.ports_pool_max)
-        out = []
-        wanted = self.pools.wanted()
-        with self.pools.lock:
-            for key in wanted:
-                pool = self.pools.pools.setdefault(key, Pool())
-                have = len(pool.free) + pool.creating
-                count = min(int(opts.ports_pool_batch), high - have)
-                if have < low and count > 0:
-                    out.append((have, key, count))
-        return [(key, count) for _, key, count in sorted(
-            out, key=lambda t: (t[0], t[1].node))]
 
     def refill(self, key: PoolKey, count: int) -> bool:
         """One batch for ``key``'s pool; False when the pools just turned
         unbound (the keys changed)."""
         pools = self.pools
-        with pools.lock:
-            pool = pools.pools.setdefault(key, Pool())
-            pool.creating += count
-        pools.publish()
+        pools.making(key, count)
         try:
-            ports = poolneutron.create(
-                self.cloud, network_id=self.owned.network_id,
+            ports = poolports.create(
+                self.cloud, self.pace, network_id=self.owned.network_id,
                 subnet_id=key.subnet_id, tag=self.owned.tag, count=count,
                 host=key.node)
         except osa.OpenStackRefused as exc:
-            if key.node and poolneutron.binding_refused(exc):
-                with pools.lock:
-                    pool.creating -= count
-                pools.unbind(exc)       # nothing was made
+            pools.made(key, count)      # nothing was made
+            if key.node and binding_refused(exc):
+                pools.unbind(exc)
                 return False
-            with pools.lock:
-                pool.creating -= count
-            raise                       # nothing was made
+            raise
         except Exception:
             self._relist = True         # made or not: Neutron will say
-            with pools.lock:
-                pool.creating -= count
+            pools.made(key, count)
             raise
-        with pools.lock:
-            pool.creating -= count
-            target = pools.pools.setdefault(pools.key_for(key.node), Pool())
-            target.free.update((p.id, p) for p in ports)
-        pools.publish()
+        pools.made(key, count, ports)
         LOG.debug("port pool %s: %d ports made", key.label, count)
         return True
 

@@ -17,7 +17,7 @@ import ipaddress
 import logging
 from collections.abc import Callable
 
-from kuryr_supervisor.controller import openstack as osa
+from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod

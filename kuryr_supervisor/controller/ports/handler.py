@@ -11,21 +11,28 @@ Neutron calls, at scale: a (re)list of the pods, a retry round and every
 controller's ports (``device_owner``, the cluster tag
 ``kuryr-supervisor:<cluster_id>``, the pod network, the project; paged),
 never a GET per pod; the first resync of a process also lists the
-PodPorts once (what each names). The plan (:mod:`.portresync`): a pod
+PodPorts once (what each names). The plan (:mod:`.resync`): a pod
 whose PodPort is written keeps the port it names, and its other ports are
 duplicates to delete; a pod without one adopts its oldest port; a port
 the list lacks is asked for by id before anything is done
-(:mod:`.portverify`: a vanished port is made again with the same address
+(:mod:`.verify`: a vanished port is made again with the same address
 and MAC); ports of pods that are gone are deleted. Pods that need a port
-are created in requests sized from Neutron's measured time per port, a few
-in flight, with timeouts that grow with their size (:mod:`.portbatch`,
-:mod:`.portpace`), and their PodPorts written as each request is answered
-(:mod:`.portwrites`, :mod:`.podportwriter`). A restart lists, finds every
-pod's port, and writes nothing to Neutron.
+take one from their node's pool, or are created in requests sized from
+Neutron's measured time per port, a few in flight, with timeouts that
+grow with their size, and their PodPorts are written as each request is
+answered (:mod:`.provision`). A restart lists, finds every pod's port,
+and writes nothing to Neutron.
+
+Composition: the handler holds its pods' record (:class:`~.book.PodBook`)
+and the watch's callbacks; each step is a collaborator it builds once the
+clients exist (:meth:`NeutronPortHandler.run`): :class:`~.owned.OwnedPorts`,
+:class:`~.provision.Provision`, the pools and their refill thread. What
+the handler process hands it (the write fence, the create announcer)
+comes in its :class:`~kuryr_supervisor.controller.handlers.HandlerContext`.
 
 Trust: every port created carries the cluster tag, and only ports with
 that tag, on the pod network, in the project are ever adopted or deleted
-(:mod:`.ownedports`); the sweep runs only when every port of the list
+(:mod:`.owned`); the sweep runs only when every port of the list
 carries the tag (Neutron honoured the filter).
 
 Idempotency, so a handler killed at any instant leaks and doubles nothing:
@@ -35,16 +42,15 @@ still commit, so its pods get no new create until it no longer can, and
 its late ports are adopted, or deleted as duplicates once the pod has
 another; a process that starts (a new leader, or a handler restarted by
 the master) holds the pods whose creates an earlier process announced
-until those can no longer commit (:mod:`.createlease`); a PodPort the CNI role has bound (``status.boundAt``) is never
-changed (address, MAC, port id).
-Per pod the handler keeps the UID, namespace, name and port id (one
-tuple), the UID in a set once its PodPort is written, what that PodPort
-names, and (the pools') its node.
+until those can no longer commit
+(:mod:`~kuryr_supervisor.controller.leadership.announcer`); a PodPort the
+CNI role has bound (``status.boundAt``) is never changed (address, MAC,
+port id).
 
-Failures (:mod:`.portretry`): a Kubernetes, Keystone or Neutron outage,
+Failures (:mod:`.retry`): a Kubernetes, Keystone or Neutron outage,
 an exhausted port quota or a full pod subnet is not the handler's fault:
 the pod is retried with backoff and readiness names the dependency
-(:mod:`.portreport` for the subnet: a Warning Event on each waiting pod).
+(:mod:`.report` for the subnet: a Warning Event on each waiting pod).
 Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
@@ -55,23 +61,19 @@ import time
 from collections.abc import Callable, Iterable
 from typing import cast
 
-from kuryr_supervisor.controller import (
-    createlease,
-    heap,
-    ownedports,
-    portbatch,
-    portpool,
-    portresync,
-    portverify,
-)
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.podportwriter import PodPortWriter
-from kuryr_supervisor.controller.poolwrites import PooledWrites
-from kuryr_supervisor.controller.portpace import Pace
-from kuryr_supervisor.controller.portreport import PortReport
-from kuryr_supervisor.controller.portretry import Retries
-from kuryr_supervisor.controller.portstatus import PortStatus
+from kuryr_supervisor.controller.leadership.announcer import Announcer, Inherited
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.pools import portpools, refill
+from kuryr_supervisor.controller.ports import batch, heaptrim, resync, verify
+from kuryr_supervisor.controller.ports.book import PodBook
+from kuryr_supervisor.controller.ports.owned import OwnedPorts
+from kuryr_supervisor.controller.ports.podports import PodPortWriter
+from kuryr_supervisor.controller.ports.provision import Provision
+from kuryr_supervisor.controller.ports.report import PortReport
+from kuryr_supervisor.controller.ports.retry import Retries
+from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
@@ -83,9 +85,10 @@ LOG = logging.getLogger(__name__)
 _TRIM_FROM = 1000
 
 
-class NeutronPortHandler(PooledWrites):
+class NeutronPortHandler:
     """See the module docstring. ``client`` and ``cloud`` default to the
-    configured Kubernetes and OpenStack adapters."""
+    configured Kubernetes and OpenStack adapters, fenced by the context's
+    write fence."""
 
     def __init__(self, ctx: HandlerContext, *, client: k8s.K8sClient | None = None,
                  cloud: osa.OpenStack | None = None) -> None:
@@ -93,39 +96,21 @@ class NeutronPortHandler(PooledWrites):
         self.client = client
         self.cloud = cloud
         self.subnet_id = ctx.conf.controller.pod_subnet_id
-        #: uid -> (namespace, name, port id or "") of every live pod
-        self.pods: dict[str, tuple[str, str, str]] = {}
-        self.written: set[str] = set()            # uids with their PodPort
-        #: uid -> what its written PodPort names (kept; immutable once bound)
-        self.named: dict[str, portresync.Named] = {}
+        self.book = PodBook()
         self._indexed = False                 # PodPorts not listed yet
-        #: uid -> node, for pods still without a port (binding:host_id)
-        self.nodes: dict[str, str] = {}
-        #: uid -> until when a create whose answer was lost may commit
-        self.inflight: dict[str, float] = {}
-        #: uid -> until when (pace clock) its announced create may commit
-        self.announced: dict[str, float] = {}
         #: what the first list's pods wait for: creates announced before
-        #: this process led (:mod:`.createlease`)
-        self.held: createlease.Inherited | None = None
-        opts = ctx.conf.controller
-        self.pace = Pace(timeout=float(opts.openstack_timeout),
-                         per_port=float(opts.port_create_timeout_per_port),
-                         timeout_max=float(opts.port_create_timeout_max),
-                         batch_seconds=float(opts.port_batch_seconds),
-                         size=portbatch.MAX_PORTS)
+        #: this process led (:mod:`~kuryr_supervisor.controller.leadership.announcer`)
+        self.held: Inherited | None = None
+        self.pace = Pace.from_conf(ctx.conf, size=batch.MAX_PORTS)
         self.report = PortReport(client, ctx.state)
         self.status = PortStatus(self.report)
         self.retries = Retries(ctx)
-        self.batch = portbatch.Batch()
-        #: Neutron may hold ports we do not know of (a lost answer, or not
-        #: listed yet): list before creating.
-        self.uncertain = True
+        self.batch = batch.Batch()
         self._swept_at = 0.0
         self._beat: Callable[[], None] = lambda: None
-        self._owned: ownedports.OwnedPorts | None = None
-        self._writer: PodPortWriter | None = None
-        self.pools = portpool.PortPools(  # ports made ahead ([vif_pool])
+        self._owned: OwnedPorts | None = None
+        self._provision: Provision | None = None
+        self.pools = portpools.PortPools(  # ports made ahead ([vif_pool])
             ctx.conf, getattr(ctx.state, "pools", None))
 
     # -- running -----------------------------------------------------------------
@@ -133,15 +118,14 @@ class NeutronPortHandler(PooledWrites):
         conf = self.ctx.conf
         self._beat = beat
         if self.client is None:
-            self.client = k8s.K8sClient.from_conf(conf)
+            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
         if self.cloud is None:
-            self.cloud = osa.OpenStack.from_conf(conf)
+            self.cloud = osa.OpenStack.from_conf(conf, fence=self.ctx.fence)
         self.cloud.beat = beat
         self.report.client = self.client
-        lease = createlease.armed()
-        if lease is not None:
-            self.held = self._inherited(lease, stopping)
-        self.pools.start(self.cloud, self.owned, stopping)
+        if self.ctx.announcer is not None:
+            self.held = self._inherited(self.ctx.announcer, stopping)
+        refill.start(self.pools, self.cloud, self.owned, self.pace, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),
@@ -153,8 +137,8 @@ class NeutronPortHandler(PooledWrites):
             wake_in=self.batch.wake_in)
         watch.run(stopping)
 
-    def _inherited(self, lease: createlease.Announcer,
-                   stopping: threading.Event) -> createlease.Inherited | None:
+    def _inherited(self, lease: Announcer,
+                   stopping: threading.Event) -> Inherited | None:
         """The creates announced before this process led; read before
         anything is listed, retried until read."""
         failing = False
@@ -180,23 +164,39 @@ class NeutronPortHandler(PooledWrites):
         return None
 
     @property
-    def owned(self) -> ownedports.OwnedPorts:
+    def owned(self) -> OwnedPorts:
         """Built on first use: ``run`` may make the clients first."""
         if self._owned is None:
             assert self.client is not None and self.cloud is not None
             opts = self.ctx.conf.controller
-            self._owned = ownedports.OwnedPorts(
+            self._owned = OwnedPorts(
                 self.client, self.cloud, network_id=opts.pod_network_id,
                 project_id=str(opts.project_id), cluster_id=opts.cluster_id,
                 beat=lambda: self._beat())
         return self._owned
 
+    @property
+    def provision(self) -> Provision:
+        """Built on first use, as :attr:`owned`."""
+        if self._provision is None:
+            assert self.client is not None and self.cloud is not None
+            self._provision = Provision(
+                self.book, cloud=self.cloud,
+                writer=PodPortWriter(self.client), owned=self.owned,
+                pools=self.pools, pace=self.pace, retries=self.retries,
+                report=self.report, status=self.status,
+                announcer=self.ctx.announcer, subnet_id=self.subnet_id,
+                in_flight=int(self.ctx.conf.controller.port_create_requests),
+                beat=lambda: self._beat())
+        return self._provision
+
     def tick(self) -> None:
         """Heartbeat, then a due batch, retries and the periodic resync."""
         self._beat()
         self._flush_if_due()
+        book = self.book
         if self.cloud is not None and self.client is not None:
-            self.status.poll(self.cloud, self.client, self.pods, float(
+            self.status.poll(self.cloud, self.client, book.pods, float(
                 self.ctx.conf.controller.port_status_interval), self._beat)
         now = time.monotonic()
         if self.retries.due(now) or self._wait_over():
@@ -206,136 +206,141 @@ class NeutronPortHandler(PooledWrites):
                 self.report.fault(Fault.SUBNET_FULL, False)
         elif self._swept_at and now - self._swept_at >= float(
                 self.ctx.conf.controller.resync_interval):
-            self.resync({uid for uid, (_, _, port) in self.pods.items() if port})
+            self.resync({uid for uid, (_, _, port) in book.pods.items() if port})
 
     def _wait_over(self) -> bool:
         """A pod waits for a create that can no longer commit: retry now,
         not at the next backoff round."""
-        if not self.inflight:
+        inflight = self.book.inflight
+        if not inflight:
             return False
         now = self.pace.now()
-        over = [u for u, t in self.inflight.items() if t <= now]
+        over = [u for u, t in inflight.items() if t <= now]
         for uid in over:        # once: an outage keeps its backoff
-            del self.inflight[uid]
+            del inflight[uid]
         return any(u in self.retries.pending for u in over)
 
     # -- PodWatch's sink -------------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
-        old, need = self.pods, set()
-        self.pods = {}
-        self.nodes, placed = {}, []
+        book = self.book
+        old, need = book.pods, set()
+        book.pods = {}
+        book.nodes, placed = {}, []
         for pod in pods:
-            self.pods[pod.uid] = (pod.namespace, pod.name,
+            book.pods[pod.uid] = (pod.namespace, pod.name,
                                   old.get(pod.uid, ("", "", ""))[2])
             if pod.needs_port:
                 need.add(pod.uid)
                 placed.append((pod.uid, pod.node))
-                if pod.uid not in self.written:
-                    self.nodes[pod.uid] = pod.node
+                if pod.uid not in book.written:
+                    book.nodes[pod.uid] = pod.node
         del old
         if self.held is not None:   # the first list: creates in flight
             now = self.pace.now()
             for uid in need:
                 left = self.held.left(uid)
                 if left > 0:
-                    self.inflight[uid] = max(self.inflight.get(uid, 0.0),
+                    book.inflight[uid] = max(book.inflight.get(uid, 0.0),
                                              now + left)
             self.held = None
         self.pools.listed(placed)               # nodes with pods: pools
-        self.written &= self.pods.keys()
-        self.named = {u: n for u, n in self.named.items() if u in self.pods}
+        book.written &= book.pods.keys()
+        book.named = {u: n for u, n in book.named.items() if u in book.pods}
         self.retries.pending &= need
         for uid in self.batch.take():
-            if uid in self.pods:
+            if uid in book.pods:
                 need.add(uid)
         self.resync(need)
-        if len(self.pods) >= _TRIM_FROM:
-            heap.give_back()
+        if len(book.pods) >= _TRIM_FROM:
+            heaptrim.give_back()
 
     def upsert(self, pod: ClusterPod) -> None:
-        port = self.pods.get(pod.uid, ("", "", ""))[2]
-        self.pods[pod.uid] = (pod.namespace, pod.name, port)
+        book = self.book
+        port = book.pods.get(pod.uid, ("", "", ""))[2]
+        book.pods[pod.uid] = (pod.namespace, pod.name, port)
         self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
-        if pod.needs_port and pod.uid not in self.written:
-            self.nodes[pod.uid] = pod.node
+        if pod.needs_port and pod.uid not in book.written:
+            book.nodes[pod.uid] = pod.node
             if pod.uid not in self.retries.pending:
                 self.batch.add(pod.uid)
         self._flush_if_due()
 
     def delete(self, pod: ClusterPod) -> None:
-        port = self.pods.pop(pod.uid, ("", "", ""))[2]
+        book = self.book
+        port = book.pods.pop(pod.uid, ("", "", ""))[2]
         self.retries.pending.discard(pod.uid)
         self.batch.discard(pod.uid)
-        self.written.discard(pod.uid)
-        self.named.pop(pod.uid, None)
-        self.nodes.pop(pod.uid, None)
+        book.written.discard(pod.uid)
+        book.named.pop(pod.uid, None)
+        book.nodes.pop(pod.uid, None)
         self.pools.placed(pod.uid, "")
-        self.inflight.pop(pod.uid, None)
+        book.inflight.pop(pod.uid, None)
         self.report.forget(pod.uid)
         self.status.forget(pod.uid)
         self.retries.release(pod, lambda: self.owned.release(
-            pod, port, look_up=self.uncertain))
+            pod, port, look_up=book.uncertain))
         self._flush_if_due()
 
     # -- steps --------------------------------------------------------------------------
     def _flush_if_due(self) -> None:
         if self.batch.due():
             uids = self.batch.take()
-            if self.uncertain:
+            if self.book.uncertain:
                 self.resync(set(uids))
             else:
-                self._create_and_write(uids, [])
+                self.provision.run(uids, [])
 
     def resync(self, need: set[str]) -> None:
         """One filtered list of our ports: adopt, verify, de-duplicate and
         sweep; then create the ports ``need`` still lacks and write the
         PodPorts not yet written (see the module)."""
         assert self.cloud is not None and self.client is not None
+        book = self.book
         self._swept_at = time.monotonic()
         try:
             if not self._indexed:
-                for uid, (mine, said) in self._podport_writer().index(
+                for uid, (mine, said) in self.provision.writer.index(
                         self._beat).items():
-                    if uid in self.pods:
-                        self.named[uid] = mine
+                    if uid in book.pods:
+                        book.named[uid] = mine
                         self.status.said[uid] = said
-                self.written |= self.named.keys()
+                book.written |= book.named.keys()
                 self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             # Only pods still without their PodPort wait for the next try.
-            self.retries.failed(need - self.written, exc, self.pods)
+            self.retries.failed(need - book.written, exc, book.pods)
             LOG.warning("port resync postponed: %s", exc)
             return
-        self.uncertain = False
+        book.uncertain = False
         self.retries.pending -= need    # failures below put them back
-        ours, proven = portresync.proven(listed, self.owned.tag)
+        ours, proven = resync.proven(listed, self.owned.tag)
         del listed
-        ours = self.pools.adopt(ours, self.pods, self.named)  # pool's
+        ours = self.pools.adopt(ours, book.pods, book.named)  # pool's
         self.report.sweep_proven(proven)
-        listing = portresync.by_device(ours)
+        listing = resync.by_device(ours)
         del ours
         now = self.pace.now()
-        self.inflight = {u: t for u, t in self.inflight.items()
-                         if t > now and u in self.pods}
-        plan = portresync.plan(need, self.pods, self.written, listing,
-                               self.named, self.inflight, now)
+        book.inflight = {u: t for u, t in book.inflight.items()
+                         if t > now and u in book.pods}
+        plan = resync.plan(need, book.pods, book.written, listing,
+                           book.named, book.inflight, now)
         for uid, _ in plan.write:
-            self.inflight.pop(uid, None)
+            book.inflight.pop(uid, None)
         self.retries.wait(plan.waiting)
-        incomplete, again = portverify.verify(
-            self.cloud, self.client, plan, self.pods, self.written, self.named,
-            portverify.Where(self.owned.network_id, self.subnet_id,
-                             self.owned.tag, lambda u: self.nodes.get(u, "")),
+        incomplete, again = verify.verify(
+            self.cloud, self.client, plan, book.pods, book.written, book.named,
+            verify.Where(self.owned.network_id, self.subnet_id,
+                         self.owned.tag, lambda u: book.nodes.get(u, "")),
             self.report, self._beat)
         self.retries.wait(again)
         if incomplete:          # the list proved wrong: no create, no sweep
             self.retries.wait(plan.create)
             plan.create = []
         elif proven:
-            portresync.sweep(self.cloud, listing, self.pods, plan.keep,
-                             self._beat)
-        self.status.seen(self.client, self.pods, (
-            (uid, port) for uid, kept in plan.keep.items() if uid in self.named
+            resync.sweep(self.cloud, listing, book.pods, plan.keep,
+                         self._beat)
+        self.status.seen(self.client, book.pods, (
+            (uid, port) for uid, kept in plan.keep.items() if uid in book.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
-        self._create_and_write(plan.create, plan.write)
+        self.provision.run(plan.create, plan.write)

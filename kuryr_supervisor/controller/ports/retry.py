@@ -25,9 +25,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from kuryr_supervisor.controller import openstack as osa
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.neutronwire import SubnetFull
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.wire import SubnetFull
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 

@@ -4,11 +4,11 @@ port the old one is still making.
 
 A port create outlives its sender: Neutron commits a bulk create for as
 long as it works on it, whatever became of the client (see
-:mod:`.portpace`: until :data:`~.portpace.COMMIT_WAIT` times as long as
-Neutron plausibly takes for it, :meth:`~.portpace.Pace.likely_for`, after
-it was sent). A leader that loses the controller
-Lease in the middle of a burst (killed, or paused past its lease) leaves
-such creates behind; the new leader lists Neutron, finds no port for
+:mod:`~kuryr_supervisor.controller.openstack.pace`: until ``COMMIT_WAIT``
+times as long as Neutron plausibly takes for it, ``Pace.likely_for``,
+after it was sent). A leader that loses the controller Lease in the
+middle of a burst (killed, or paused past its lease) leaves such creates
+behind; the new leader lists Neutron, finds no port for
 those pods, and would make a second one each (seen against a real
 Neutron: 5 pods of a burst of 60 with two ports until a resync swept one).
 
@@ -40,6 +40,10 @@ master restarts in place of a killed one has the same problem; the
 announcement is then kept in the master's shared memory
 (:class:`LocalCreates`, :mod:`kuryr_supervisor.state.creates`), on the
 host's monotonic clock.
+
+The handler process builds the one it uses (the creates Lease once it
+leads, :mod:`.election`; else the shared memory's) and hands it to its
+handler in the :class:`~kuryr_supervisor.controller.handlers.HandlerContext`.
 """
 from __future__ import annotations
 
@@ -63,8 +67,6 @@ ANNOTATION = "kuryr-supervisor.openstack.org/creates-in-flight"
 MOST = 3000
 #: The key that stands for every pod (too many to name, or unreadable).
 EVERY = "*"
-
-_armed: Announcer | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,14 +216,3 @@ def _parse(text: str) -> dict[str, float] | None:
             and not isinstance(v, bool) for k, v in data.items()):
         return None
     return {k: float(v) for k, v in data.items()}
-
-
-def arm(keeper: Announcer | None) -> None:
-    """This process's creates are announced with ``keeper``."""
-    global _armed
-    _armed = keeper
-
-
-def armed() -> Announcer | None:
-    """Where this process announces its creates (a controller handler)."""
-    return _armed

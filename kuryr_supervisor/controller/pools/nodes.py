@@ -1,7 +1,7 @@
 """Which nodes get a port pool: those that run pods on the pod network.
 
 Pool ports are bound to a node (``binding:host_id``), so each node has its
-own pool (:mod:`.portpool`). The controller watches pods, not Nodes: a
+own pool (:mod:`.portpools`). The controller watches pods, not Nodes: a
 node gets a pool when a pod that needs a port is first seen on it (the
 first list of a process counts every pod already running, so nodes busy at
 start get theirs at once; a new node's first pod is a miss, as in Kuryr),

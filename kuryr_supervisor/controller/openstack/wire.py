@@ -1,7 +1,7 @@
 """Neutron and Keystone on the wire: the adapter's error taxonomy, the
 records it returns and their decoding, and the controller's port scope.
 
-Kept apart from :mod:`.openstack` and :mod:`.neutronapi` (sessions, bounds,
+Kept apart from :mod:`.adapter` and :mod:`.neutron` (sessions, bounds,
 requests) so the handler and the checks speak of ports and errors without
 keystoneauth1, and a change of Neutron's JSON touches this module only. A
 malformed answer leaves as :class:`OpenStackUnavailable` (an outage of the
@@ -57,6 +57,13 @@ def refined(exc: Exception) -> Exception:
     return exc
 
 
+def binding_refused(exc: Exception) -> bool:
+    """Neutron's policy refused ``binding:host_id`` to the caller (403: a
+    member role): ports are then made unbound rather than not at all."""
+    return isinstance(exc, OpenStackRefused) and exc.status == 403 \
+        and "binding:host_id" in str(exc)
+
+
 @dataclasses.dataclass(frozen=True)
 class Port:
     id: str
@@ -109,7 +116,9 @@ class PortQuota:
         return max(0, self.limit - self.used - self.reserved)
 
 
-def _port(obj: Mapping[str, Any]) -> Port:
+def decode_port(obj: Mapping[str, Any]) -> Port:
+    """A port of Neutron's JSON; one that lacks what a Port needs is an
+    outage of the dependency (:class:`OpenStackUnavailable`)."""
     try:
         return _decode_port(obj)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

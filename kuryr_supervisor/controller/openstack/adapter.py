@@ -1,6 +1,6 @@
-"""The OpenStack adapter: the only module that imports keystoneauth1.
+"""The OpenStack adapter: its keystoneauth sessions, the token, the transport.
 
-Keystone and Neutron are reached through one keystoneauth session built from
+Keystone and Neutron are reached through keystoneauth sessions built from
 the ``[neutron]`` options (as Kuryr does); the Neutron endpoint comes from the
 token's service catalog (service type ``network``; ``region_name``,
 ``valid_interfaces`` and ``service_name`` choose among its endpoints) unless
@@ -11,24 +11,32 @@ Tokens: keystoneauth caches the token and authenticates again only when it
 expires within the renewal margin, so neither a request nor a readiness
 check costs a Keystone round trip while the token is fresh, and a token is
 renewed before it expires, not after a 401. Every login goes through
-:class:`~.tokenpolicy.LoginPolicy`: the margin is ``token_renew_margin``
+:class:`~.login.LoginPolicy`, hooked in as keystoneauth's identity plugin
+(:class:`~.keystone.PolicedAuth`): the margin is ``token_renew_margin``
 but never more than half the token's real lifetime, and refused logins
 back off. A call that could not get a token fails as
 :class:`KeystoneUnavailable`, whichever service it was for.
 
-Bounds: the session's timeout is ``[controller] openstack_timeout`` (or
-``[neutron] timeout`` when that is shorter), so every socket operation of a
+Bounds: the session's timeout is the request timeout
+(:func:`.timeouts.request_timeout`), so every socket operation of a
 Keystone token request, a version discovery and a Neutron call is bounded;
 and every public call runs under a whole-call deadline (``deadline``,
-default three timeouts: discovery, token, call) while the caller beats
-(:mod:`.bounded`), Keystone's calls and Neutron's on call paths of their
-own, so one hanging never fails the other's check. An answer that is not the JSON expected (a 200 of
-garbage) is an outage of the dependency, like a timeout, never a fault of
-the caller.
+default :func:`.timeouts.call_deadline`) while the caller beats
+(:mod:`.deadline`), Keystone's calls and Neutron's on call paths of their
+own, so one hanging never fails the other's check. An answer that is not
+the JSON expected (a 200 of garbage) is an outage of the dependency, like
+a timeout, never a fault of the caller.
 
-Layout: this module holds the session, the token and the transport
-(``_call``); the Neutron calls and their port scope are
-:mod:`.neutronapi`'s, the errors and records :mod:`.neutronwire`'s (all
+Writes: every call that writes asks the adapter's write fence first
+(:class:`~kuryr_supervisor.kubernetes.fence.WriteFence`, handed in by
+whoever builds the adapter), and, when that fence can close, goes through
+a session of its own whose transport checks it again before each socket
+write (:mod:`.sendfence`); reads go through an unfenced one. Both share
+the token and the version discovery.
+
+Layout: this module holds the sessions, the token and the transport
+(``_call``); the logins are :mod:`.keystone`'s; the Neutron calls and their port scope are
+:mod:`.neutron`'s, the errors and records :mod:`.wire`'s (all
 importable from here, as callers use them).
 
 Invariants: every request has a timeout; every failure leaves this module as
@@ -39,7 +47,7 @@ refused: an outage the controller waits out, not ready) or
 """
 from __future__ import annotations
 
-import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -49,9 +57,14 @@ from oslo_config import cfg
 
 from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
-from kuryr_supervisor.controller.bounded import CallPath
-from kuryr_supervisor.controller.neutronapi import NeutronApi
-from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exported
+from kuryr_supervisor.controller.openstack import timeouts
+from kuryr_supervisor.controller.openstack.deadline import CallPath
+from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exported
+    KeystoneUnavailable,
+    LoginPolicy,
+)
+from kuryr_supervisor.controller.openstack.neutron import NeutronApi
+from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-exported
     DEVICE_OWNER,
     TAG_PREFIX,
     OpenStackError,
@@ -64,12 +77,8 @@ from kuryr_supervisor.controller.neutronwire import (  # noqa: F401 - re-exporte
     Token,
     cluster_tag,
 )
-from kuryr_supervisor.controller.tokenpolicy import (  # noqa: F401 - re-exported
-    KeystoneUnavailable,
-    LoginPolicy,
-)
-from kuryr_supervisor.kubernetes import fence
 from kuryr_supervisor.kubernetes.config import node_name
+from kuryr_supervisor.kubernetes.fence import WriteFence
 
 LOG = logging.getLogger(__name__)
 
@@ -82,79 +91,106 @@ class OpenStack(NeutronApi):
     """The Keystone and Neutron calls the controller makes."""
 
     def __init__(self, session: Any, auth: Any, *, timeout: float = 5.0,
-                 clock: Callable[[], float] = time.time,
                  deadline: float | None = None,
-                 login: LoginPolicy | None = None,
-                 endpoint: Mapping[str, Any] | None = None) -> None:
+                 endpoint: Mapping[str, Any] | None = None,
+                 fence: WriteFence | None = None,
+                 writes: Any = None) -> None:
+        """``session`` (keystoneauth's) carries every request but the
+        writes, which go through ``writes`` (by default the same session;
+        a fenced one, see :mod:`.sendfence`); ``auth`` is the plugin both
+        share (one token: a :class:`~.keystone.PolicedAuth`); ``fence`` is
+        asked before every write."""
         from keystoneauth1 import adapter
-        super().__init__(deadline if deadline is not None else 3 * timeout,
+        super().__init__(deadline if deadline is not None
+                         else timeouts.call_deadline(timeout),
                          thread_name="neutron")
         self._session = session
         self._auth = auth
         where = {"service_type": "network", **(endpoint or {})}
         self._neutron = adapter.Adapter(session=session, auth=auth, **where)
+        self._neutron_writes = self._neutron if writes is None else \
+            adapter.Adapter(session=writes, auth=auth, **where)
+        self.fence = fence or WriteFence()
         self.timeout = timeout
-        self._clock = clock
         self._keystone = CallPath("keystone", KeystoneUnavailable)
-        self.login = login or LoginPolicy(
-            float(getattr(auth, "MIN_TOKEN_LIFE_SECONDS", 120)))
-        # Every login, whichever call needs it, passes the policy.
-        self._get_auth_ref = auth.get_auth_ref
-        auth.get_auth_ref = self._log_in
-        auth.MIN_TOKEN_LIFE_SECONDS = self.login.margin
+
+    @property
+    def login(self) -> LoginPolicy:
+        """When a login may happen (the policy of :attr:`_auth`)."""
+        return self._auth.policy  # type: ignore[no-any-return]
 
     @classmethod
-    def from_conf(cls, conf: cfg.ConfigOpts) -> OpenStack:
+    def from_conf(cls, conf: cfg.ConfigOpts, *,
+                  deadline: float | None = None,
+                  fence: WriteFence | None = None,
+                  clock: Callable[[], float] = time.time) -> OpenStack:
+        """The adapter ``[neutron]`` describes; ``deadline``: the whole-call
+        deadline when not the default (the readiness checks'); ``fence``:
+        what every write asks first (a leading handler process's lease);
+        ``clock``: the wall clock a token's expiry is read on."""
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
         group = controller_conf.NEUTRON_GROUP
         controller_conf.register_neutron(conf)
+        from kuryr_supervisor.controller.openstack.keystone import PolicedAuth
         try:
-            auth: Any = ks_loading.load_auth_from_conf_options(conf, group)
+            plugin: Any = ks_loading.load_auth_from_conf_options(conf, group)
         except ks_exc.ClientException as exc:
             raise OpenStackRefused(f"[neutron] auth options: {exc}") from exc
-        if auth is None:
+        if plugin is None:
             raise OpenStackRefused("[neutron] auth_type is not set")
-        timeout = float(conf.controller.openstack_timeout)
-        if conf[group].timeout:
-            timeout = min(timeout, float(conf[group].timeout))
+        timeout = timeouts.request_timeout(conf)
+        # Every login, whichever call needs it, passes the policy.
+        auth = PolicedAuth(plugin, LoginPolicy(
+            float(conf.controller.token_renew_margin)), timeout=timeout,
+            clock=clock)
+        fence = fence or WriteFence()
         # The session's timeout bounds token requests and discovery too;
         # its User-Agent names this replica on every request it sends
         # (Keystone's logins, Neutron's calls; the CNI role's checks too).
         role = str(conf.role) if "role" in conf else "controller"
         node = node_name(conf) if role != "controller" else ""
-        session = ks_loading.load_session_from_conf_options(
-            conf, group, auth=auth, timeout=timeout,
-            user_agent=useragent.for_role(role, node))
-        # Concurrent callers (bulk creates in flight, pool claims) each
-        # keep their connection instead of opening and dropping one each;
-        # each write to one checks the write fence (see sendfence).
-        from kuryr_supervisor.controller import sendfence
-        for scheme in ("https://", "http://"):
-            session.mount(scheme, sendfence.FencedAdapter(
-                pool_maxsize=CONNECTIONS))
-        return cls(session, auth, timeout=timeout, login=LoginPolicy(
-            float(conf.controller.token_renew_margin)),
-            endpoint=_endpoint(conf[group]))
+        discovered: dict[str, Any] = {}     # one discovery for both sessions
+
+        def session(transport: Any) -> Any:
+            made = ks_loading.load_session_from_conf_options(
+                conf, group, auth=auth, timeout=timeout,
+                user_agent=useragent.for_role(role, node),
+                discovery_cache=discovered)
+            # Concurrent callers (bulk creates in flight, pool claims) each
+            # keep their connection instead of opening and dropping one.
+            for scheme in ("https://", "http://"):
+                made.mount(scheme, transport(pool_maxsize=CONNECTIONS))
+            return made
+        from keystoneauth1 import session as ks_session
+
+        from kuryr_supervisor.controller.openstack import sendfence
+        reads = session(ks_session.TCPKeepAliveAdapter)
+        # A fence that can close: writes (and the logins and discovery
+        # they need) through a transport checking it before each send.
+        writes = session(functools.partial(sendfence.FencedAdapter, fence)) \
+            if fence.closes else None
+        return cls(reads, auth, timeout=timeout, deadline=deadline,
+                   endpoint=_endpoint(conf[group]), fence=fence, writes=writes)
 
     # -- transport -----------------------------------------------------------
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> Any:
         from keystoneauth1 import exceptions as ks_exc
 
-        from kuryr_supervisor.controller import sendfence
+        from kuryr_supervisor.controller.openstack.keystone import failure
         what = f"Neutron {method} {path}"
         writes = method != "GET"
         if writes:
-            fence.check(what)       # a replica that lost its lease: exits
+            self.fence.check(what)      # a replica that lost its lease: exits
+        neutron = self._neutron_writes if writes else self._neutron
         try:
-            with sendfence.write() if writes else contextlib.nullcontext():
-                resp = self._neutron.request(path, method, raise_exc=False,
-                                             timeout=self.timeout, **kwargs)
+            resp = neutron.request(path, method, raise_exc=False,
+                                   timeout=self.timeout, **kwargs)
         except ks_exc.Unauthorized as exc:
             raise OpenStackUnavailable(f"Keystone refused: {exc}", 401) from exc
         except ks_exc.ClientException as exc:
-            raise OpenStackUnavailable(self._failure(what, exc)) from exc
+            raise OpenStackUnavailable(failure(what, exc, self.timeout)) from exc
         status = resp.status_code
         if status in ok:
             if not resp.content:
@@ -180,14 +216,6 @@ class OpenStack(NeutronApi):
             raise OpenStackUnavailable(f"{what}: HTTP {status} {detail}", status)
         raise OpenStackRefused(f"{what}: HTTP {status} {detail}", status)
 
-    def _failure(self, what: str, exc: Exception) -> str:
-        """One phrase for a hung dependency, whichever bound saw it first:
-        the session's per-request timeout or the whole-call deadline."""
-        from keystoneauth1 import exceptions as ks_exc
-        if isinstance(exc, ks_exc.ConnectTimeout):
-            return f"{what}: no answer within {self.timeout:g}s"
-        return f"{what}: {exc}"
-
     # -- Keystone ---------------------------------------------------------------
     def token(self) -> Token:
         """The current token, authenticating only if there is none or it
@@ -196,39 +224,16 @@ class OpenStack(NeutronApi):
 
     def _token(self) -> Token:
         from keystoneauth1 import exceptions as ks_exc
+
+        from kuryr_supervisor.controller.openstack.keystone import failure
         try:
             access = self._auth.get_access(self._session)
         except ks_exc.ClientException as exc:
-            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
+            raise KeystoneUnavailable(
+                failure("Keystone", exc, self.timeout)) from exc
         expires = access.expires
         return Token(expires_at=expires.timestamp() if expires else 0.0,
                      project_id=access.project_id or "")
-
-    def _log_in(self, session: Any, **kwargs: Any) -> Any:
-        """keystoneauth's ``get_auth_ref`` under the login policy: backed
-        off after refusals, the renewal margin set from the new token's
-        lifetime; every failure leaves as :class:`KeystoneUnavailable`."""
-        from keystoneauth1 import exceptions as ks_exc
-        self.login.may_log_in()
-        try:
-            access = self._get_auth_ref(session, **kwargs)
-            issued, expires = access.issued, access.expires
-        except ks_exc.HttpError as exc:
-            if 400 <= (exc.http_status or 0) < 500:
-                self.login.refused(f"HTTP {exc.http_status}")
-                raise KeystoneUnavailable(f"Keystone refused the login: {exc}",
-                                          exc.http_status) from exc
-            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
-        except ks_exc.ClientException as exc:
-            raise KeystoneUnavailable(self._failure("Keystone", exc)) from exc
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise KeystoneUnavailable(f"Keystone answered garbage: "
-                                      f"{exc!r}") from exc
-        self.login.succeeded()
-        self._auth.MIN_TOKEN_LIFE_SECONDS = self.login.token_issued(
-            issued.timestamp() if issued else None,
-            expires.timestamp() if expires else None, self._clock())
-        return access
 
 
 def _endpoint(group: Any) -> dict[str, Any]:

@@ -1,0 +1,16 @@
+"""The OpenStack adapter: Keystone and Neutron as the controller sees them.
+
+The only importer of keystoneauth1; every failure leaves it as one of
+:mod:`.wire`'s errors. Imports nothing else of the controller.
+
+- :mod:`.adapter`: the keystoneauth sessions, the token and the transport
+  (:class:`~.adapter.OpenStack`, built from ``[neutron]``);
+- :mod:`.neutron`: the Neutron calls (ports, subnets, quotas) and their scope;
+- :mod:`.wire`: the error taxonomy, the records and their decoding;
+- :mod:`.deadline`: every call under a whole-call deadline, the caller beating;
+- :mod:`.login`: when a login to Keystone may happen (renewal margin, backoff);
+- :mod:`.keystone`: logins under that policy, as keystoneauth's identity plugin;
+- :mod:`.sendfence`: the write fence checked before each socket write;
+- :mod:`.timeouts`: every timeout, from its options, by one rule;
+- :mod:`.pace`: how big a port create may be and how long it may take.
+"""

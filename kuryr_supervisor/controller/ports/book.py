@@ -1,0 +1,45 @@
+"""What the port handler knows of its pods, in one record.
+
+The handler (:mod:`.handler`) and its provisioning step (:mod:`.provision`)
+read and change these together; both run in the handler's one thread, so
+the record needs no lock. Per pod it keeps the UID, namespace, name and
+port id (one tuple), the UID in a set once its PodPort is written, what
+that PodPort names, and, while the pod has no port, its node.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+#: What a written PodPort names: (port id, IPv4 address, MAC).
+Named = tuple[str, str, str]
+
+
+@dataclasses.dataclass
+class PodBook:
+    """The handler's pods (see the module)."""
+
+    #: uid -> (namespace, name, port id or "") of every live pod
+    pods: dict[str, tuple[str, str, str]] = dataclasses.field(
+        default_factory=dict)
+    #: uids whose PodPort is written
+    written: set[str] = dataclasses.field(default_factory=set)
+    #: uid -> what its written PodPort names (kept; immutable once bound)
+    named: dict[str, Named] = dataclasses.field(default_factory=dict)
+    #: uid -> node, for pods still without a port (binding:host_id)
+    nodes: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: uid -> until when (the pace's clock) a create whose answer was
+    #: lost may still commit
+    inflight: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: Neutron may hold ports the handler does not know of (a lost answer,
+    #: or not listed yet): list before creating.
+    uncertain: bool = True
+
+    def port_name(self, uid: str) -> str:
+        """The Neutron port name of pod ``uid``'s port."""
+        ns, name, _ = self.pods[uid]
+        return f"kuryr-{ns}-{name}"[:255]
+
+    def holds(self, uid: str, port_id: str) -> None:
+        """Pod ``uid`` holds port ``port_id`` from now on."""
+        ns, name, _ = self.pods[uid]
+        self.pods[uid] = (ns, name, port_id)
