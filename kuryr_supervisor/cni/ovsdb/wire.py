@@ -113,7 +113,7 @@ class Reply:
                 raise NoAnswer(f"{self.channel.name}: no answer within "
                                f"{timeout:g} s")
         finally:
-            self.channel._forget(self.ident)
+            self.channel.forget(self.ident)
         if pending.error is not None:
             if isinstance(pending.error, ChannelClosed):
                 raise pending.error
@@ -161,11 +161,13 @@ class Channel:
         try:
             self._send({"method": method, "params": params, "id": ident})
         except BaseException:
-            self._forget(ident)
+            self.forget(ident)
             raise
         return reply
 
-    def _forget(self, ident: int) -> None:
+    def forget(self, ident: int) -> None:
+        """Drop the waiter of call ``ident`` (answered, given up on, or
+        never sent): a late answer then finds no one."""
         with self._lock:
             self._pending.pop(ident, None)
 

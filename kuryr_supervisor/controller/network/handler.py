@@ -118,7 +118,7 @@ class NetworkHealthHandler:
         self._beat = beat
         self._started.set()
         if self.client is None:
-            self.client = k8s.K8sClient.from_conf(conf)
+            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
         self.nodes = NodeConditions(self.client,
                                     conf.network_health.condition_type,
                                     wall=self._wall, clock=self._clock)
