@@ -48,7 +48,7 @@ def test_twenty_pods_as_shipped(ovn_stack: OvnStack,
         shipped.create(name, nodes[i % 2])
     with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
         answers = dict(zip(names, pool.map(
-            lambda n: shipped.cni("ADD", n), names)))
+            lambda n: shipped.cni("ADD", n), names), strict=True))
     failed = {n: a for n, a in answers.items() if a[0] != 0}
     assert not failed, (failed, {n: d.log() for n, d in
                                  shipped.daemons.items()})
