@@ -79,7 +79,8 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
             return store
         return ExternalIpam(store, lookup, timeout=lambda: float(
             conf.cni_daemon.annotation_timeout), bound=bound,
-            activated=activated)
+            activated=activated,
+            network_from_port=conf.binding.driver == "ovs")
 
     binding = binding or bindings.from_conf(conf)
     return CNIService(

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,53 @@ def test_a_port_never_installed_names_what_is_missing(
         node1.controller.start()
     code, out = cluster.cni("ADD", name)
     assert code == 0, (out, daemon.log())
+
+
+POOL_DEVICE = "kuryr-supervisor-pool"
+
+
+def test_a_pod_from_its_nodes_pool_gets_a_port_bound_there(
+        ovn_stack: OvnStack, tmp_path: Path, namespaces: Namespaces) -> None:
+    """Warm per-node pools ([vif_pool]): the pool of node 1 (started by
+    its first pod) holds ports bound to node 1 (binding:host_id, vif_type
+    ovs) before the next pod exists; that pod is served one of them,
+    installed by node 1's ovn-controller when ADD returns, and keeps its
+    host while the claim's update (device_id) lands."""
+    node1, node2 = ovn_stack.fabric.nodes
+    tag = uuid.uuid4().hex[:6]
+    with ovn_stack.in_catalog():
+        cluster = Cluster(ovn_stack, tmp_path, namespaces.create,
+                          controller_options={"vif_pool": {
+                              # min = max: the pool, once warm, is the
+                              # two ports seen (no refill racing the pod).
+                              "enabled": True, "ports_pool_min": 2,
+                              "ports_pool_max": 2, "ports_pool_batch": 2,
+                              "ports_pool_update_frequency": 0.5}}).start()
+        try:
+            _, first = cluster.add(f"first-{tag}", node1)
+            pool: dict[str, dict[str, Any]] = {}
+
+            def warm() -> bool:
+                pool.clear()
+                pool.update((p["id"], p) for p in ovn_stack.admin(
+                    "GET", "/v2.0/ports", device_id=POOL_DEVICE,
+                    network_id=ovn_stack.network_id).expect(200)["ports"]
+                    if p["binding:host_id"] == node1.name
+                    and p["binding:vif_type"] == "ovs")
+                return len(pool) == 2
+            # Warm: two free ports bound to node 1 (a bulk create binds
+            # its ports one by one after it commits them all).
+            wait_for(warm, 60, lambda: f"node 1's pool: {sorted(pool)}")
+            port, pod = cluster.add(f"pooled-{tag}", node1)
+            assert port["id"] in pool, (port["id"], sorted(pool))
+            assert installed(pod)
+            claimed = ovn_stack.wait_port(port["id"], "ACTIVE", 10)
+            assert claimed["binding:host_id"] == node1.name
+            wait_for(lambda: ovn_stack.port(port["id"])["device_id"]
+                     == cluster.api.pods[("default", f"pooled-{tag}")][
+                         "metadata"]["uid"], 30, "the claim's update")
+            assert ovn_stack.port(port["id"])["binding:host_id"] == \
+                node1.name
+            ovn_stack.fabric.wait_ping(pod, first)
+        finally:
+            cluster.close()

@@ -138,3 +138,38 @@ def test_unplugged_port_turns_down(ovn_stack: OvnStack,
     assert pod.ovs_port not in node1.vsctl("list-ports", "br-int").split()
     port = ovn_stack.wait_port(port["id"], "DOWN")
     assert port["binding:host_id"] == node1.name
+
+
+def test_a_failed_ping_across_nodes_says_why(
+        ovn_stack: OvnStack, make_pod: MakePod) -> None:
+    """Node 1's pinned tunnel neighbour for node 2 replaced by a MAC that
+    is nobody's: the ping times out, and the account it prints says why
+    (OVS's trace: the Geneve packet pushed towards that MAC; node 1's
+    tunnel neighbours: node 2's encap address at that MAC, not at node 2's
+    br-phy). Pinned again, the same ping goes through."""
+    node1, node2 = ovn_stack.fabric.nodes
+    port_a, pod_a = make_pod(node1)
+    port_b, pod_b = make_pod(node2)
+    for port in (port_a, port_b):
+        ovn_stack.wait_port(port["id"], "ACTIVE")
+    ovn_stack.fabric.wait_ping(pod_a, pod_b)
+    nobody = "02:00:00:5e:00:99"
+    try:
+        node1.appctl("tnl/neigh/set", "br-phy", node2.encap_ip, nobody)
+        with pytest.raises(AssertionError) as failed:
+            ovn_stack.fabric.wait_ping(pod_a, pod_b, timeout=3)
+        told = str(failed.value)
+        assert "timed out after 3 s: a ping from" in told
+        trace, rest = told.split("ofproto/trace on", 1)[1].split(
+            f"tnl/neigh/show on {node1.name}:", 1)
+        pushed = [line for line in trace.splitlines()
+                  if "Datapath actions:" in line and "tnl_push" in line]
+        assert pushed, trace
+        assert f"eth(dst={nobody}" in pushed[-1] \
+            and f"dst={node2.encap_ip}" in pushed[-1], pushed
+        neighbours = rest.split("ovs/route/show", 1)[0]
+        assert any(node2.encap_ip in line and nobody in line
+                   for line in neighbours.splitlines()), neighbours
+    finally:
+        ovn_stack.fabric.pin_underlay()
+    ovn_stack.fabric.wait_ping(pod_a, pod_b)

@@ -110,6 +110,33 @@ def test_forged_port_refused_uncounted(tmp_path: Path, fixed: FixedAddress,
     assert len(refusals) == 1 and "default/web" in refusals[0].message
 
 
+def test_on_neutrons_data_plane_the_port_names_its_network(
+        tmp_path: Path) -> None:
+    """With the OVS binding (``network_from_port``) a port of the Neutron
+    subnet, which [ipam] subnet (here another network) does not describe,
+    is taken with its own prefix and gateway; the same data is refused
+    by the bridge binding's rule. What is not a host of its own network,
+    or is its own gateway, is still refused."""
+    port = forged(address="10.40.0.118/24", gateway="10.40.0.1")
+    bridge = ExternalIpam(store(tmp_path / "b"), lambda pod, s: port,
+                          timeout=lambda: 1.0)
+    with pytest.raises(errors.CNIError, match="outside the pod subnet"):
+        bridge.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    ovs = ExternalIpam(store(tmp_path), lambda pod, s: port,
+                       timeout=lambda: 1.0, network_from_port=True)
+    alloc = ovs.allocate("c1", "eth0", netns="/run/netns/x", pod=POD)
+    assert (alloc.address, alloc.gateway) == (port.address, port.gateway)
+    assert ovs.get("c1", "eth0").gateway == port.gateway  # type: ignore[union-attr]
+    for bad, reason in ((forged(address="10.40.0.1/24", gateway="10.40.0.1"),
+                         "gateway address"),
+                        (forged(address="10.40.0.255/24",
+                                gateway="10.40.0.1"), "broadcast")):
+        refusing = ExternalIpam(store(tmp_path / reason), lambda p, s, b=bad: b,
+                                timeout=lambda: 1.0, network_from_port=True)
+        with pytest.raises(errors.CNIError, match=reason):
+            refusing.allocate("c2", "eth0", netns="/run/netns/y", pod=POD)
+
+
 def test_uid_from_the_api_when_cni_args_has_none(tmp_path: Path) -> None:
     """A runtime without K8S_POD_UID: the API's UID is the one held."""
     import dataclasses

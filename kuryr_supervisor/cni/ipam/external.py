@@ -14,7 +14,13 @@ itself: ``lookup`` is wired in by :mod:`kuryr_supervisor.workers.assembly`
 Trust: what ``lookup`` returns is checked against this node's own
 configuration (:mod:`.validation`) before anything is recorded or bound; the
 address is recorded with the configured gateway (the bridge's address comes
-from configuration only).
+from configuration only). With ``network_from_port`` (the OVS binding) the
+node holds no address of the pod network (no bridge of its own, no route
+to the pods: Neutron's router and OVN or the agent's flows are the
+gateway), so the PodPort's own prefix and gateway are the pod's: the
+address is checked against them (a host of its network, not the gateway)
+instead of ``[ipam] subnet``, which a node on Neutron's data plane cannot
+know, and Neutron's port security holds the port to its address and MAC.
 
 A port's MAC already used on the node (another pod's attachment, an ADD in
 flight, the bridge's or any local link's) is refused (code 7): the bridge
@@ -81,8 +87,10 @@ class ExternalIpam:
                  sleep: Callable[[float], object] = time.sleep,
                  links: Callable[[], dict[str, str]] = local_macs,
                  bound: Callable[[PodRef], None] | None = None,
-                 activated: Activated | None = None) -> None:
+                 activated: Activated | None = None,
+                 network_from_port: bool = False) -> None:
         self.store = store
+        self.network_from_port = network_from_port
         self._lookup = lookup
         self._bound = bound
         self._activated = activated
@@ -127,10 +135,12 @@ class ExternalIpam:
                 f"{container_id}/{ifname} already has an address")
         try:
             fixed = self.wait_for(pod)
+            subnet, gateway = ((fixed.address.network, fixed.gateway)
+                               if self.network_from_port else
+                               (self.store.subnet, self.store.gateway))
             check_fixed(address=fixed.address, gateway=fixed.gateway,
                         mac=fixed.mac, port_pod_uid=fixed.pod_uid,
-                        subnet=self.store.subnet,
-                        configured_gateway=self.store.gateway,
+                        subnet=subnet, configured_gateway=gateway,
                         pod_uid=pod.uid or fixed.api_uid)
             with self._claim_lock:
                 check_mac_free(fixed.mac, self._macs_in_use(pod))
@@ -142,7 +152,7 @@ class ExternalIpam:
         try:
             alloc = self.store.record(container_id, ifname, netns=netns,
                                       pod=pod, address=fixed.address,
-                                      gateway=self.store.gateway)
+                                      gateway=gateway)
         except BaseException:
             self._unclaim(container_id, ifname)
             raise
