@@ -32,9 +32,10 @@ import pytest
 from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.state import Fault
+from tests.fixtures.daemon import wait_until
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
-from tests.unit.test_neutronport import Counts, World, window_ends
+from tests.unit.test_neutronport import Counts, World, arrive, window_ends
 from tests.unit.test_openstack import neutron_conf
 
 
@@ -367,6 +368,41 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
         w.start(second)
         assert w.writes() == writes
     finally:
+        stop(w)
+
+
+def test_a_slow_status_poll_never_holds_up_a_pods_port(tmp_path: Path) -> None:
+    """The status poll asks Neutron in a thread of its own: while its GETs
+    wait (a Neutron busy with a burst), a pod that arrives gets its port
+    and PodPort, and once Neutron answers the status still reaches the
+    PodPort. (Asked in the handler's thread, the round held the tick, and
+    with it every pod behind it, until Neutron answered.)"""
+    w = make_world(tmp_path, port_status_interval=0.1, openstack_timeout=10.0)
+    faults = w.neutron.faults
+    release = threading.Timer(5.0, faults.port_gets.set)
+    try:
+        faults.bind = "DOWN"                # statuses to poll for
+        early = w.add(2)
+        handler = start(w, early)
+        drive(handler, lambda: w.ported(early), 10)
+        time.sleep(0.15)                    # the next round is due
+        faults.port_gets.clear()            # Neutron leaves the GETs waiting
+        release.start()                     # (for the old way: its tick returns)
+        handler.tick()                      # the round starts, asking
+        wait_until(lambda: faults.held_gets > 0, 3)
+        late = [w.api.add_pod("ns", "late", "node-a")]
+        arrive(handler, late)
+        assert w.ported(late)
+        assert not faults.port_gets.is_set(), \
+            "the pod's PodPort waited for the status poll's GET"
+        assert faults.held_gets > 0
+        w.neutron.ports_for(early[0]["metadata"]["uid"])[0]["status"] = "ACTIVE"
+        faults.port_gets.set()
+        drive(handler, lambda: (w.api.podports[("ns", "p0")].get("status")
+                                or {}).get("portStatus") == "ACTIVE", 5)
+    finally:
+        release.cancel()
+        faults.port_gets.set()
         stop(w)
 
 

@@ -134,8 +134,13 @@ class NeutronPortHandler:
             backoff_max=float(conf.watcher.backoff_max),
             stall_timeout=self.client.watch_read_timeout + 5.0,
             on_synced=lambda: self.ctx.ready(True),
-            wake_in=self.batch.wake_in)
+            wake_in=self.wake_in)
         watch.run(stopping)
+
+    def wake_in(self) -> float:
+        """Seconds until the watch loop should tick: a batch due, or what
+        a status poll round found to write."""
+        return min(self.batch.wake_in(), self.status.wake_in())
 
     def _inherited(self, lease: Announcer,
                    stopping: threading.Event) -> Inherited | None:

@@ -13,13 +13,18 @@ PodPort:
 - with ``[controller] port_status_interval`` > 0, the ports made in the
   last :data:`POLL_FOR` seconds whose status is not settled yet are also
   asked for by id every that many seconds, at most :data:`POLL_MAX` a
-  round (off by default: without an agent a port stays DOWN, and a poll
-  would only load Neutron);
+  round. A round asks in a thread of its own, one round at a time, and
+  what it found is written at the handler's next tick (:meth:`wake_in`
+  brings that tick): Neutron answers a burst's GETs slowly, and a round
+  asked in the handler's thread held up every pod that arrived meanwhile
+  (a burst served from warm pools got its PodPorts two by two, one round
+  apart);
 - a BINDING_FAILED port is reported on its pod (a Warning Event
   ``PortBindingFailed``).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -36,6 +41,11 @@ POLL_FOR = 120.0
 POLL_MAX = 20
 #: Statuses that end the poll.
 SETTLED = ("ACTIVE", "BINDING_FAILED", "ERROR")
+#: Seconds between two looks at a round still asking (:meth:`PortStatus.wake_in`).
+ROUND_CHECK = 0.05
+
+#: What a round found: (pod UID, port id, the port or None: Neutron's 404).
+Found = list[tuple[str, str, osa.Port | None]]
 
 
 class PortStatus:
@@ -48,6 +58,8 @@ class PortStatus:
         self.polling: dict[str, tuple[str, float]] = {}   # uid -> (port, since)
         self._clock = clock
         self._polled_at = 0.0
+        self._round: concurrent.futures.Future[Found] | None = None
+        self._asker: concurrent.futures.ThreadPoolExecutor | None = None
 
     def forget(self, uid: str) -> None:
         self.said.pop(uid, None)
@@ -73,20 +85,46 @@ class PortStatus:
     def poll(self, cloud: osa.OpenStack, client: k8s.K8sClient,
              pods: dict[str, tuple[str, str, str]], interval: float,
              beat: Callable[[], None]) -> None:
-        """One poll round, when due (see the module)."""
+        """What the last round found written, then the next round started
+        when due (see the module); never waits for Neutron."""
+        self._take(client, pods, beat)
         now = self._clock()
-        if interval <= 0 or not self.polling or now - self._polled_at < interval:
+        if self._round is not None or interval <= 0 or not self.polling \
+                or now - self._polled_at < interval:
             return
         self._polled_at = now
+        ask = []
         for uid, (port_id, since) in list(self.polling.items())[:POLL_MAX]:
             if uid not in pods or now - since > POLL_FOR:
                 self.polling.pop(uid, None)
                 continue
-            try:
-                port = cloud.port(port_id)
-            except osa.OpenStackError as exc:
-                LOG.debug("status poll postponed: %s", exc)
-                return
+            ask.append((uid, port_id))
+        if not ask:
+            return
+        if self._asker is None:
+            self._asker = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="port-status")
+        # Direct calls in the round's thread: none queues behind, or holds
+        # up, the handler's own calls on the adapter's call path.
+        self._round = self._asker.submit(_ask, cloud.within(cloud.timeout),
+                                         ask)
+
+    def wake_in(self) -> float:
+        """Seconds until the handler should tick to write what a round
+        found (inf: no round asking)."""
+        return float("inf") if self._round is None else ROUND_CHECK
+
+    def _take(self, client: k8s.K8sClient,
+              pods: dict[str, tuple[str, str, str]],
+              beat: Callable[[], None]) -> None:
+        """A finished round's ports, for the pods still polled for them."""
+        done = self._round
+        if done is None or not done.done():
+            return
+        self._round = None
+        for uid, port_id, port in done.result():
+            if self.polling.get(uid, ("", 0.0))[0] != port_id:
+                continue            # settled, forgotten or replaced since
             if port is None:
                 self.polling.pop(uid, None)     # the resync will see to it
                 continue
@@ -107,3 +145,16 @@ class PortStatus:
                               f"Neutron failed to bind port {port_id} "
                               f"(binding:vif_type binding_failed); the CNI "
                               f"ADD is refused until it is bound")
+
+
+def _ask(cloud: osa.NeutronApi, ask: list[tuple[str, str]]) -> Found:
+    """One round: each port of ``ask`` ((pod UID, port id)) by id, until
+    Neutron fails (the rest wait for the next round)."""
+    found: Found = []
+    for uid, port_id in ask:
+        try:
+            found.append((uid, port_id, cloud.port(port_id)))
+        except osa.OpenStackError as exc:
+            LOG.debug("status poll postponed: %s", exc)
+            break
+    return found
