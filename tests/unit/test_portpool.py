@@ -253,6 +253,34 @@ def test_disabled_pool_makes_and_shows_nothing(
     assert handler.pools.board is not None and handler.pools.board.rows() == []
 
 
+def test_a_pool_port_listed_before_its_batch_is_answered_goes_to_one_pod(
+        world: World, stopping: threading.Event) -> None:
+    """Neutron lists a bulk create's ports before it answers (a real one
+    binds them one by one first): a resync in between leaves them to the
+    answer. Kept from that list, one was handed to a pod, then put back as
+    free by the answer, for a second pod to take."""
+    for key, value in (("ports_pool_min", 5), ("ports_pool_max", 5),
+                       ("ports_pool_batch", 5)):
+        world.conf.set_override(key, value, "vif_pool")
+    world.neutron.create_delay = 0.8            # made, answered 0.8 s later
+    handler = running(world, stopping)
+    wait_for(lambda: len(world.neutron.pool_ports()) == 5)
+    assert handler.pools.of("node-a").creating == 5     # not answered yet
+    handler.resync(set())                       # lists them
+    first = world.add(1, "first")
+    arrive(handler, first)
+    wait_for(lambda: handler.pools.of("node-a").creating == 0)   # answered
+    wait_for(lambda: world.ported(first))
+    held = world.api.podports[("ns", "first0")]["spec"]["portId"]
+    assert held not in handler.pools.of("node-a").free
+    second = world.add(5, "second")
+    arrive(handler, second)
+    wait_for(lambda: world.ported(first + second))
+    named = [world.api.podports[("ns", p["metadata"]["name"])]["spec"][
+        "portId"] for p in first + second]
+    assert len(set(named)) == len(named), named     # one pod per port
+
+
 def test_a_lost_refill_answer_is_adopted_not_made_again(
         world: World, stopping: threading.Event) -> None:
     """Neutron makes a refill's ports but its answer is lost (500): the

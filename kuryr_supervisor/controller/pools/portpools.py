@@ -177,7 +177,11 @@ class PortPools:
 
     def keep(self, ports: Iterable[osa.Port]) -> int:
         """Free pool ports into their nodes' pools (known ones are left
-        where they are); how many were new."""
+        where they are); how many were new. The ports of a pool with a
+        batch being made are left to that batch's answer (:meth:`made`):
+        Neutron lists a bulk create's ports before it answers, and a port
+        kept from the list, then handed to a pod, was put back as free by
+        the answer, for a second pod to take."""
         new = 0
         with self.lock:
             known = {pid for pool in self.pools.values() for pid in pool.free}
@@ -185,6 +189,8 @@ class PortPools:
                 if port.id in known or self.claims.owner(port.id):
                     continue
                 key = self.key_for(port.host)
+                if key in self.pools and self.pools[key].creating:
+                    continue        # the batch's answer brings it
                 self.pools.setdefault(key, Pool()).free[port.id] = port
                 new += 1
                 if key.node:
