@@ -205,9 +205,13 @@ def test_a_pod_from_its_nodes_pool_gets_a_port_bound_there(
                     if p["binding:host_id"] == node1.name
                     and p["binding:vif_type"] == "ovs")
                 return len(pool) == 2
-            # Warm: two free ports bound to node 1 (a bulk create binds
-            # its ports one by one after it commits them all).
-            wait_for(warm, 60, lambda: f"node 1's pool: {sorted(pool)}")
+            # Warm: two free ports bound to node 1 in Neutron (a bulk
+            # create binds its ports one by one after it commits them all)
+            # and in the controller's pool, which has them only once the
+            # create is answered.
+            wait_for(lambda: warm() and cluster.pool_free().get(
+                node1.name) == 2, 60, lambda: f"node 1's pool: Neutron "
+                f"{sorted(pool)}, the controller's {cluster.pool_free()}")
             port, pod = cluster.add(f"pooled-{tag}", node1)
             assert port["id"] in pool, (port["id"], sorted(pool))
             assert installed(pod)
