@@ -179,7 +179,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
                         openstack_check_interval=60)
     conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
     checks = {c.name: c for c in k8s_checks.extra_checks(None, conf)}  # type: ignore[arg-type]
-    assert set(checks) == {"k8s-api", "keystone", "neutron"}
+    assert set(checks) == {"k8s-api", "keystone", "neutron", "bridge"}
     for name in ("keystone", "neutron"):
         assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
     now = time.monotonic()
@@ -193,7 +193,8 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     assert not result.ok and "port quota exhausted" in result.message
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
-    assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
+    assert [c.name for c in k8s_checks.extra_checks(None, conf)] == [  # type: ignore[arg-type]
+        "bridge"]
 
 
 @pytest.mark.parametrize("which", ["keystone", "neutron"])
