@@ -32,7 +32,8 @@ from typing import Any, Protocol
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import ovsdb
 from kuryr_supervisor.health.canary.plug import CanaryPlug
-from kuryr_supervisor.health.canary.prober import Aim, Prober
+from kuryr_supervisor.health.canary.probes import Outcome
+from kuryr_supervisor.health.canary.prober import Aim, Prober, Seen
 from kuryr_supervisor.health.dataplane import ProbeResults
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes.canaryspec import Assignment
@@ -136,25 +137,42 @@ class CanaryAgent:
     def results(self) -> ProbeResults:
         """(gateway, peers, canary) for the record (see the module)."""
         port = self.plug.port
-        if not self.up or port is None:
+        if not self.up or port is None or not self._installed():
             return None, (), None
         canary = Canary(str(port.address.ip), port.port_id)
         seen = self.prober.outcomes()
         if seen is None:
             return None, (), canary
         gateway = None
-        if seen.aim.gateway is not None and seen.aim.gateway in seen.outcomes:
-            out = seen.outcomes[seen.aim.gateway]
-            if out.reached:
-                self._answered = (port.port_id, seen.aim.gateway)
-            if self._answered == (port.port_id, seen.aim.gateway):
-                gateway = Probe("", str(seen.aim.gateway), out.reached,
-                                out.latency_ms)
+        out = self._gateway(seen)
+        if out is not None:
+            gateway = Probe("", str(seen.aim.gateway), out.reached,
+                            out.latency_ms)
         peers = tuple(
             Probe(node, str(address), seen.outcomes[address].reached,
                   seen.outcomes[address].latency_ms)
             for node, address in seen.aim.peers if address in seen.outcomes)
         return gateway, peers, canary
+
+    def _installed(self) -> bool:
+        """Whether the canary is installed now (the monitor: no round
+        trip), so a round that failed because its port just went is not
+        handed on while the agent has not looked yet."""
+        try:
+            return self.plug.installed()
+        except ovsdb.OvsdbError:
+            return False
+
+    def _gateway(self, seen: Seen) -> Outcome | None:
+        """The gateway's outcome in ``seen``, once the gateway has
+        answered the canary plugged now (see the module)."""
+        port, address = self.plug.port, seen.aim.gateway
+        if port is None or address is None or address not in seen.outcomes:
+            return None
+        out = seen.outcomes[address]
+        if out.reached:
+            self._answered = (port.port_id, address)
+        return out if self._answered == (port.port_id, address) else None
 
     def status(self) -> dict[str, Any]:
         """The canary's part of ``/status``."""
@@ -170,9 +188,9 @@ class CanaryAgent:
             "gateway": None, "peers": []}
         if seen is None:
             return doc
-        if seen.aim.gateway is not None and seen.aim.gateway in seen.outcomes:
-            doc["gateway"] = _probe_doc(str(seen.aim.gateway),
-                                        seen.outcomes[seen.aim.gateway])
+        gateway = self._gateway(seen)
+        if gateway is not None:
+            doc["gateway"] = _probe_doc(str(seen.aim.gateway), gateway)
         doc["peers"] = [dict(node=node, **_probe_doc(str(address),
                                                      seen.outcomes[address]))
                         for node, address in seen.aim.peers
@@ -180,7 +198,7 @@ class CanaryAgent:
         return doc
 
 
-def _probe_doc(address: str, out: Any) -> Mapping[str, Any]:
+def _probe_doc(address: str, out: Outcome) -> Mapping[str, Any]:
     return {"address": address, "reached": out.reached, "icmp": out.icmp,
             "tcp": out.tcp, "latencyMs": None if out.latency_ms is None
             else round(out.latency_ms, 3)}
