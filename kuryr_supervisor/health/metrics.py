@@ -282,8 +282,9 @@ def _canary(doc: dict[str, Any] | None) -> Iterator[Metric]:
     yield CounterMetricFamily(PREFIX + "canary_probe_rounds",
                               "Rounds of probes the canary ran.",
                               value=float(doc["rounds"]))
-    yield CounterMetricFamily(PREFIX + "canary_prober_cpu_seconds",
-                              "CPU the canary's prober spent in its rounds.",
+    yield CounterMetricFamily(PREFIX + "canary_cpu_seconds",
+                              "CPU the canary's threads spent (its agent, "
+                              "prober and responder).",
                               value=float(doc["cpuSeconds"]))
     yield GaugeMetricFamily(PREFIX + "canary_probe_interval_seconds",
                             "Seconds between two rounds (0: not probing).",

@@ -97,3 +97,34 @@ def test_a_round_and_the_responder(pair: tuple[OwnNetns, OwnNetns]) -> None:
             sock.close()
     finally:
         responder.stop()
+
+
+#: A raw ICMP socket made inside a namespace of the daemon's own, under a
+#: capability bounding set (as the DaemonSet's securityContext sets it).
+RAW = """
+from kuryr_supervisor.health.canary.netns import OwnNetns
+from kuryr_supervisor.health.canary.probes import icmp_socket
+ns = OwnNetns()
+out = {}
+import threading
+def make():
+    ns.enter()
+    out["sock"] = icmp_socket()
+t = threading.Thread(target=make); t.start(); t.join()
+print("raw" if out["sock"] is not None else "none")
+"""
+
+
+@pytest.mark.parametrize(("caps", "says"), [
+    ("+net_admin,+sys_admin", "none"),
+    ("+net_admin,+sys_admin,+net_raw", "raw")])
+def test_icmp_needs_net_raw(caps: str, says: str) -> None:
+    """The ovs component grants NET_RAW for the canary's ICMP: without it
+    no raw socket (the prober then probes by TCP alone); the namespace
+    itself needs only SYS_ADMIN."""
+    import sys
+    done = subprocess.run(
+        ["setpriv", f"--bounding-set=-all,{caps}", "--inh-caps=-all",
+         sys.executable, "-c", RAW], capture_output=True, text=True,
+        timeout=30, check=True)
+    assert done.stdout.strip() == says, done.stderr

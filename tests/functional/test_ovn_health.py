@@ -23,33 +23,41 @@ recoveries after 3 s); the ``health`` benchmark measures the defaults.
 """
 from __future__ import annotations
 
-import copy
-import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kuryr_supervisor.kubernetes import netconditions as nc
 from tests.fixtures.autohealer import AutoHealer, NodeConditionCheck
+from tests.fixtures.ovn import health
 from tests.fixtures.ovn.cni import Cluster
 from tests.fixtures.ovn.fabric import available
+from tests.fixtures.ovn.health import (
+    OWN,
+    Fault,
+    Recorder,
+    add_router,
+    all_healthy,
+    canary,
+    conditions,
+    describe,
+    events,
+    failing_check,
+    ready,
+    status,
+)
 from tests.fixtures.ovn.node import Node
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 from tests.fixtures.realcloud import RealCloud
-from tests.functional.cni_harness import run_shim
 
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 
-OWN = nc.DEFAULT_TYPE
 JUDGE = {"fault_after": 2.0, "recover_after": 3.0, "cluster_settle": 4.0,
          "correlation": 5.0, "judge_interval": 0.5,
          "canary_resync_interval": 5.0, "probe_interval": 1.0,
          "canary_peers": 2}
-
-Timeline = list[tuple[float, list[dict[str, Any]]]]
 
 
 @pytest.fixture(scope="module")
@@ -59,57 +67,23 @@ def stack(real_cloud: RealCloud) -> Iterator[OvnStack]:
         pytest.skip(f"OVN data plane unavailable: {why}")
     stack = OvnStack(real_cloud, nodes=3).start()
     try:
-        router = stack.admin("POST", "/v2.0/routers", {"router": {
-            "name": "pods-ovn", "project_id": real_cloud.project_id}}
-        ).expect(201)["router"]
-        stack.admin("PUT", f"/v2.0/routers/{router['id']}/add_router_interface",
-                    {"subnet_id": stack.subnet_id}).expect(200)
+        add_router(stack)
         yield stack
     finally:
         stack.close()
-
-
-class Recorder:
-    """Every Node of the fake API listed each second (the auto-healer's
-    timeline), on a thread of its own."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.api = cluster.api
-        self.timeline: Timeline = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            with self.api.cond:
-                nodes = copy.deepcopy(list(self.api.nodes.values()))
-            self.timeline.append((time.time(), nodes))
-
-    def since(self, start: float) -> Timeline:
-        return [(t, n) for t, n in self.timeline if t >= start]
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.fixture(scope="module")
 def cluster(stack: OvnStack, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Cluster]:
     with stack.in_catalog():
-        cluster = Cluster(
-            stack, tmp_path_factory.mktemp("health"), lambda: "",
-            cni_options={"network_health": {"record_min_interval": 0.5,
-                                            "probe_timeout": 0.5}},
-            controller_groups={
-                "controller": {"handlers": "neutron_port,network_health,"
-                                           "network_canary"},
-                "network_health": JUDGE})
+        made = health.cluster(
+            stack, tmp_path_factory.mktemp("health"), judge=JUDGE,
+            node_health={"record_min_interval": 0.5, "probe_timeout": 0.5})
         try:
-            yield cluster.start()
+            yield made.start()
         finally:
-            cluster.close()
+            made.close()
 
 
 @pytest.fixture(scope="module")
@@ -119,62 +93,9 @@ def recorder(cluster: Cluster) -> Iterator[Recorder]:
     rec.stop()
 
 
-# -- what each says --------------------------------------------------------------
-def canary(cluster: Cluster, node: Node) -> dict[str, Any]:
-    return dict(cluster.daemons[node.name].status()["network"]["canary"])
-
-
-def status(cluster: Cluster, node: Node) -> tuple[int, str]:
-    """CNI STATUS on ``node``, as a runtime on libcni 1.2 asks it: (0, "")
-    or (code, message)."""
-    code, out = run_shim(cluster.shim, "STATUS", {
-        **cluster.netconf(node), "cniVersion": "1.1.0"})
-    return (0, "") if code == 0 else (int(out["code"]), str(out["msg"]))
-
-
-def ready(cluster: Cluster, node: Node) -> tuple[bool, str]:
-    code, body = cluster.daemons[node.name].get("/ready?verbose")
-    return code == 200, body
-
-
-def conditions(cluster: Cluster, node: Node) -> tuple[Any, Any]:
-    """(our type's status and reason, NetworkUnavailable's)."""
-    own = cluster.api.condition(node.name, OWN) or {}
-    unavailable = cluster.api.condition(node.name, nc.NETWORK_UNAVAILABLE) \
-        or {}
-    return ((own.get("status"), own.get("reason")),
-            (unavailable.get("status"), unavailable.get("reason")))
-
-
-def events(cluster: Cluster, since: float) -> list[tuple[str, str, str]]:
-    """(reason, involved object's name, message) of the Events since."""
-    out = []
-    with cluster.api.cond:
-        for event in cluster.api.core_events.values():
-            stamp = str(event.get("lastTimestamp") or "")
-            out.append((stamp, event["reason"],
-                        event["involvedObject"]["name"], event["message"]))
-    cut = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since - 1))
-    return [(r, n, m) for stamp, r, n, m in sorted(out) if stamp[:19] >= cut]
-
-
 def healthy(cluster: Cluster, stack: OvnStack) -> None:
-    """Every node ready, STATUS success, conditions healthy, every canary
-    up reaching its gateway and both peers."""
-    def fine() -> bool:
-        for node in stack.fabric.nodes:
-            doc = canary(cluster, node)
-            peers = [p["reached"] for p in doc["peers"]]
-            if not (ready(cluster, node)[0] and status(cluster, node)[0] == 0
-                    and doc["up"] and peers == [True, True]
-                    and (doc["gateway"] or {}).get("reached")
-                    and conditions(cluster, node)[0] == ("True", OWN)):
-                return False
-        return True
-    wait_for(fine, 90, lambda: "every node healthy: " + "; ".join(
-        f"{n.name}: ready {ready(cluster, n)}, status "
-        f"{status(cluster, n)}, canary {canary(cluster, n)}, conditions "
-        f"{conditions(cluster, n)}" for n in stack.fabric.nodes))
+    wait_for(lambda: all_healthy(cluster, stack), 90,
+             lambda: "every node healthy: " + describe(cluster, stack))
 
 
 def test_every_node_probes_from_a_canary_of_its_own(
@@ -217,30 +138,22 @@ WINDOWS: dict[str, tuple[float, float, str]] = {}
 SEEN: dict[str, dict[str, Any]] = {}
 
 
-def ofctl(node: Node, *args: str) -> None:
-    import subprocess
-    subprocess.run(["ovs-ofctl", *args[:1], f"unix:{node.rundir}/br-int.mgmt",
-                    *args[1:]], check=True, capture_output=True,
-                   env=node.ovs.env)
+def fault_of(stack: OvnStack, name: str, at: int) -> Fault:
+    """The fault ``name`` on node number ``at``."""
+    return next(f for f in health.local_faults(stack, stack.fabric.nodes[at])
+                if f.name == name)
 
 
-def failing_check(cluster: Cluster, node: Node, name: str) -> str | None:
-    """The message of readiness check ``name`` while it fails."""
-    ok, body = ready(cluster, node)
-    found = [line for line in body.splitlines()
-             if line.startswith(f"[-]{name} failed: ")]
-    return None if ok or not found else found[0]
-
-
-def local_fault(name: str, stack: OvnStack, cluster: Cluster, node: Node,
-                inject: Callable[[], None], undo: Callable[[], None], *,
+def local_fault(stack: OvnStack, cluster: Cluster, fault: Fault, *,
                 reason: str, check: str | None, code: int) -> None:
     """Inject, see the node's signals and its conditions turn, keep it
     :data:`HOLD` s, undo, see all of it clear; the other nodes untouched."""
     healthy(cluster, stack)
+    name, node, undo = fault.name, fault.node, fault.undo
+    assert node is not None
     others = [n for n in stack.fabric.nodes if n is not node]
     start = time.time()
-    inject()
+    fault.inject()
     try:
         seen: dict[str, Any] = {}
         if check is not None:
@@ -282,9 +195,7 @@ def local_fault(name: str, stack: OvnStack, cluster: Cluster, node: Node,
 
 def test_ovn_controller_stopped(stack: OvnStack, cluster: Cluster,
                                 recorder: Recorder) -> None:
-    node = stack.fabric.nodes[0]
-    local_fault("ovn-controller stopped", stack, cluster, node,
-                node.controller.stop, node.controller.start,
+    local_fault(stack, cluster, fault_of(stack, "ovn-controller stopped", 0),
                 reason="KuryrLocalCheckFailed", check="ovn-controller",
                 code=50)
     assert "ovn-controller is not running" in SEEN[
@@ -293,14 +204,8 @@ def test_ovn_controller_stopped(stack: OvnStack, cluster: Cluster,
 
 def test_southbound_connection_cut(stack: OvnStack, cluster: Cluster,
                                    recorder: Recorder) -> None:
-    node = stack.fabric.nodes[1]
-
-    def remote(value: str) -> Callable[[], None]:
-        return lambda: node.vsctl("set", "open_vswitch", ".",
-                                  f"external_ids:ovn-remote={value}")
-    local_fault("Southbound connection cut", stack, cluster, node,
-                remote(f"unix:{stack.fabric.home}/nowhere.sock"),
-                remote(node.sb_connection),
+    local_fault(stack, cluster,
+                fault_of(stack, "Southbound connection cut", 1),
                 reason="KuryrLocalCheckFailed", check="ovn-controller",
                 code=50)
     assert "is not connected to the Southbound database" in SEEN[
@@ -309,13 +214,7 @@ def test_southbound_connection_cut(stack: OvnStack, cluster: Cluster,
 
 def test_br_int_flows_deleted(stack: OvnStack, cluster: Cluster,
                               recorder: Recorder) -> None:
-    node = stack.fabric.nodes[2]
-
-    def restart() -> None:         # ovn-controller installs them again
-        node.controller.stop()
-        node.controller.start()
-    local_fault("br-int flows deleted", stack, cluster, node,
-                lambda: ofctl(node, "del-flows"), restart,
+    local_fault(stack, cluster, fault_of(stack, "br-int flows deleted", 2),
                 reason="KuryrLocalCheckFailed", check="flows", code=51)
     assert "br-int has no flows for" in SEEN["br-int flows deleted"][
         "readiness"]
@@ -323,10 +222,7 @@ def test_br_int_flows_deleted(stack: OvnStack, cluster: Cluster,
 
 def test_tunnel_endpoint_down(stack: OvnStack, cluster: Cluster,
                               recorder: Recorder) -> None:
-    node = stack.fabric.nodes[0]
-    local_fault("tunnel endpoint down", stack, cluster, node,
-                lambda: stack.fabric.set_underlay(node, False),
-                lambda: stack.fabric.set_underlay(node, True),
+    local_fault(stack, cluster, fault_of(stack, "tunnel endpoint down", 0),
                 reason="KuryrPeersUnreachable", check=None, code=0)
 
 
@@ -363,14 +259,15 @@ def test_canary_port_deleted(stack: OvnStack, cluster: Cluster,
 
 
 def cluster_fault(name: str, stack: OvnStack, cluster: Cluster,
-                  recorder: Recorder, inject: Callable[[], None],
-                  undo: Callable[[], None], *,
-                  during: Callable[[], bool], what: str) -> dict[str, Any]:
+                  recorder: Recorder, *, during: Callable[[], bool],
+                  what: str) -> dict[str, Any]:
     """Inject, wait for ``during`` (the fault seen where it shows), keep
     it, undo; no Node condition ever moves."""
+    [fault] = [f for f in health.cluster_faults(stack) if f.name == name]
     healthy(cluster, stack)
     start = time.time()
-    inject()
+    undo = fault.undo
+    fault.inject()
     seen: dict[str, Any] = {}
     try:
         wait_for(during, 60, what)
@@ -403,8 +300,6 @@ def controller_metric(cluster: Cluster, name: str) -> str:
 
 def test_southbound_database_stopped(stack: OvnStack, cluster: Cluster,
                                      recorder: Recorder) -> None:
-    sb = stack.fabric.central.sb
-
     def told() -> bool:
         return any(r == "ClusterNetworkFault" for r, _, _ in
                    events(cluster, start)) and \
@@ -412,7 +307,7 @@ def test_southbound_database_stopped(stack: OvnStack, cluster: Cluster,
             controller_metric(cluster, "network_cluster_fault")
     start = time.time()
     seen = cluster_fault("Southbound database stopped", stack, cluster,
-                         recorder, sb.stop, sb.start, during=told,
+                         recorder, during=told,
                          what="the cluster-wide fault told")
     assert not any(seen["readiness"].values()), seen
     assert all(code == 50 for code, _ in seen["status"].values()), seen
@@ -441,7 +336,6 @@ def test_neutron_stopped(stack: OvnStack, cluster: Cluster,
         code, body = controller.get("/ready?verbose")
         return code != 200 and "[-]neutron failed" in body
     seen = cluster_fault("Neutron stopped", stack, cluster, recorder,
-                         stack.neutron.stop, stack.neutron.start,
                          during=named, what="the controller not ready "
                                             "naming Neutron")
     assert all(seen["readiness"].values()), seen

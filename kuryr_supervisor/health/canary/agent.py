@@ -68,6 +68,8 @@ class CanaryAgent:
         #: (canary port, gateway) once the gateway answered that canary:
         #: a gateway that never answers (no router) is not probed for.
         self._answered: tuple[str, Any] | None = None
+        #: CPU seconds the loop that runs :meth:`step` has spent.
+        self.cpu_seconds = 0.0
 
     # -- the loop's body ---------------------------------------------------------
     def step(self) -> None:
@@ -94,6 +96,7 @@ class CanaryAgent:
         except (errors.CNIError, ovsdb.OvsdbError, ValueError) as exc:
             self._set(False, f"cannot plug: {exc}")
         self.prober.aim(self._aim() if self.up else Aim())
+        self.cpu_seconds = time.thread_time()
 
     def _read(self) -> None:
         try:
@@ -184,7 +187,8 @@ class CanaryAgent:
             else None,
             "interval": self.assignment.interval or None,
             "icmp": self.prober.icmp, "rounds": self.prober.rounds,
-            "cpuSeconds": round(self.prober.cpu_seconds, 6),
+            "cpuSeconds": round(self.prober.cpu_seconds + self.cpu_seconds +
+                                self.prober.responder.cpu_seconds, 6),
             "gateway": None, "peers": []}
         if seen is None:
             return doc

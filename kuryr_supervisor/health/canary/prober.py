@@ -8,7 +8,8 @@ target, read without waiting (:meth:`Prober.outcomes`). A round is
 bounded by ``[network_health] probe_timeout``; the interval is the
 controller's (it grows with the cluster), so the probes this node sends
 stay bounded whatever the cluster's size. The CPU the thread spends is
-counted (:attr:`Prober.cpu_seconds`) for the benchmark and ``/metrics``.
+counted (:attr:`Prober.cpu_seconds`, and the responder's own) for the
+benchmark and ``/metrics``.
 """
 from __future__ import annotations
 
@@ -123,12 +124,12 @@ class Prober:
                     if self._stop:
                         return
                     aim = self._aim
-                started, cpu = self._clock(), time.thread_time()
+                started = self._clock()
                 outcomes = probe_round(
                     [t for t in aim.targets() if t.tcp or icmp is not None],
                     port=int(self._port()), timeout=float(self._timeout()),
                     icmp=icmp)
-                self.cpu_seconds += time.thread_time() - cpu
+                self.cpu_seconds = time.thread_time()
                 with self._cond:
                     self._seen = Seen(aim, self._clock(), outcomes)
                     self.rounds += 1

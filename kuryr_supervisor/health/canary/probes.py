@@ -229,6 +229,8 @@ class Responder:
         self._ready = threading.Event()
         self.error: OSError | None = None
         self.answered = 0
+        #: CPU seconds its thread has spent.
+        self.cpu_seconds = 0.0
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="canary-responder")
 
@@ -260,6 +262,7 @@ class Responder:
         try:
             while not self._stop.is_set():
                 self._serve_once(server, clients)
+                self.cpu_seconds = time.thread_time()
         finally:
             for sock in clients:
                 sock.close()
