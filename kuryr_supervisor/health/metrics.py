@@ -95,7 +95,8 @@ class HealthCollector:
         yield from self._watch_and_ipam()
         yield from _pools(self.state.pools.rows())
         yield from self._network()
-        yield from _canary(self.network() if self.network else None)
+        if Component.SERVER in self.state.active:
+            yield from _canary(self.network() if self.network else None)
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
                                value={"version": version.version()})
 
@@ -274,11 +275,14 @@ def _canary(doc: dict[str, Any] | None) -> Iterator[Metric]:
     """The node's canary: up, its rounds and CPU, what it reached (series
     bounded: one per peer of the controller's sample, at most 64, and per
     protocol)."""
+    up = GaugeMetricFamily(PREFIX + "canary_up", "1 while the node's "
+                           "canary is plugged and installed (no sample on "
+                           "a node without one).")
     if doc is None:
+        yield up
         return
-    yield GaugeMetricFamily(PREFIX + "canary_up", "1 while the node's "
-                            "canary is plugged and installed.",
-                            value=1.0 if doc["up"] else 0.0)
+    up.add_metric([], 1.0 if doc["up"] else 0.0)
+    yield up
     yield CounterMetricFamily(PREFIX + "canary_probe_rounds",
                               "Rounds of probes the canary ran.",
                               value=float(doc["rounds"]))

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor import errors
-from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.cni.ipam import PENDING, PLUMBED, Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import LazyIpam

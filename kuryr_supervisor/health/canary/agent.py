@@ -32,8 +32,8 @@ from typing import Any, Protocol
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import ovsdb
 from kuryr_supervisor.health.canary.plug import CanaryPlug
-from kuryr_supervisor.health.canary.probes import Outcome
 from kuryr_supervisor.health.canary.prober import Aim, Prober, Seen
+from kuryr_supervisor.health.canary.probes import Outcome
 from kuryr_supervisor.health.dataplane import ProbeResults
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes.canaryspec import Assignment
