@@ -110,6 +110,8 @@ class CanaryAgent:
             self.assignment = canaryspec.assignment(obj, self.node)
         except ValueError as exc:
             self._say(f"the record's spec is refused: {exc}")
+            return
+        self._said = ""
 
     def _aim(self) -> Aim:
         a, port = self.assignment, self.assignment.canary
