@@ -38,6 +38,7 @@ from benchmarks import (
     cri,
     dataplane,
     fleet,
+    health,
     memory,
     ovs_binding,
     ovsdb_clients,
@@ -63,7 +64,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run, "dataplane": dataplane.run,
     "ovs-binding": ovs_binding.run, "ovsdb-clients": ovsdb_clients.run,
-    "status": status.run,
+    "status": status.run, "health": health.run,
 }
 
 

@@ -165,6 +165,38 @@ def _budgets(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def network_line(doc: dict[str, Any]) -> str | None:
+    """The data plane in one line ("2/2 peers, gateway ok, ovn-controller
+    connected"); None when the document says nothing of it."""
+    network = doc.get("network")
+    if not isinstance(network, dict):
+        return None
+    parts = []
+    canary = network.get("canary")
+    if isinstance(canary, dict):
+        if not canary.get("up"):
+            parts.append(f"canary {canary.get('state')}")
+        else:
+            peers = canary.get("peers") or []
+            reached = sum(1 for p in peers if p.get("reached"))
+            parts.append(f"{reached}/{len(peers)} peers" if peers
+                         else "no peers to probe")
+            gateway = canary.get("gateway")
+            if isinstance(gateway, dict):
+                parts.append("gateway ok" if gateway.get("reached")
+                             else "gateway UNREACHABLE")
+    controller = (doc.get("checks") or {}).get("ovn-controller")
+    if isinstance(controller, dict) and "not an OVN chassis" not in str(
+            controller.get("message")):
+        parts.append("ovn-controller connected"
+                     if controller.get("state") == "ok"
+                     else "ovn-controller NOT CONNECTED")
+    status = network.get("cniStatus") or {}
+    if status.get("code"):
+        parts.append(f"CNI STATUS {status['code']}")
+    return ", ".join(parts) if parts else None
+
+
 def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
            packaged: str | None = None) -> str:
     """The human summary of one /status document."""
@@ -176,6 +208,9 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
     if server.get("capacity"):
         lines.append(f"  Requests: {server.get('inflight', 0)}/"
                      f"{server['capacity']} in flight")
+    network = network_line(doc)
+    if network:
+        lines.append(f"  Network:  {network}")
     lines.append("Workers:")
     for name, comp in (doc.get("components") or {}).items():
         pid = comp.get("pid") or "-"

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from kuryr_supervisor import errors
+from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.cni.ipam import PENDING, Allocation
 from kuryr_supervisor.cni.ports import Binding, Ipam
 from kuryr_supervisor.cni.protocol import Attachment, Request
@@ -106,7 +107,8 @@ def status(availability: Callable[[], str | None] | None,
 def gc(ipam: Ipam, binding: Binding, valid: frozenset[Attachment], *,
        started: float, forget: Forget) -> None:
     """Release every allocation not in ``valid`` (the runtime's list), then
-    delete host veths no allocation owns.
+    delete host veths no allocation owns (the node's canary's is the
+    HealthManager's, never collected).
 
     Host interfaces are listed *before* allocations: a veth exists only
     after its allocation, so any veth seen first whose owner is missing
@@ -129,7 +131,7 @@ def gc(ipam: Ipam, binding: Binding, valid: frozenset[Attachment], *,
                         alloc.ifname, exc)
             failures.append(f"{alloc.container_id}/{alloc.ifname}: {exc}")
     owned = {binding.host_ifname(a.container_id, a.ifname)
-             for a in allocations}
+             for a in allocations} | {binding.host_ifname(*CANARY)}
     for name in sorted(host_ifs - owned):
         try:
             binding.remove_host_interface(name)

@@ -256,10 +256,11 @@ def validate(conf: cfg.ConfigOpts) -> None:
         raise ValueError("role controller needs keystoneauth1: "
                          f"{version.install_hint('openstack')}")
     _validate_handlers(list(conf.controller.handlers))
-    if "neutron_port" in conf.controller.handlers and \
-            not conf.controller.pod_network_id:
-        raise ValueError("invalid value for [controller] pod_network_id: "
-                         "required by the neutron_port handler")
+    for handler in ("neutron_port", "network_canary"):
+        if handler in conf.controller.handlers and \
+                not conf.controller.pod_network_id:
+            raise ValueError("invalid value for [controller] pod_network_id: "
+                             f"required by the {handler} handler")
 
 
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")

@@ -1,5 +1,6 @@
-"""[network_health]: the node's NodeNetwork record and the controller's
-network judge (the ``network_health`` handler)."""
+"""[network_health]: the node's NodeNetwork record and its canary, and the
+controller's network judge (the ``network_health`` handler) and canary
+ports (the ``network_canary`` handler)."""
 from __future__ import annotations
 
 import re
@@ -36,6 +37,53 @@ NODE_OPTS: list[cfg.Opt] = [
                  help="Seconds between two writes of the record at least: "
                       "changes that come faster are folded into one write, "
                       "so a flapping check cannot storm the API."),
+]
+
+CANARY_NODE_OPTS: list[cfg.Opt] = [
+    cfg.BoolOpt("canary", default=True,
+                help="CNI role with the OVS binding, in Kubernetes mode: "
+                     "plug the canary port the controller's network_canary "
+                     "handler made for this node (in the node's record) "
+                     "into a network namespace of the daemon's own, and "
+                     "probe the gateway and the peers it names from it. "
+                     "Nothing happens until the record names a port."),
+    cfg.PortOpt("canary_tcp_port", default=8094,
+                help="TCP port the canary answers on inside its own "
+                     "namespace (a peer's probe connects, sends a nonce "
+                     "and reads it back), and the port it probes its "
+                     "peers' canaries on: the same on every node. The "
+                     "pods' security groups must let the pod network "
+                     "reach it (the default group does)."),
+    cfg.FloatOpt("probe_timeout", default=1.0, min=0.05, max=10.0,
+                 mutable=True,
+                 help="Seconds one probe (an ICMP echo, a TCP exchange) "
+                      "may take before it counts as not reached."),
+]
+
+CANARY_CONTROLLER_OPTS: list[cfg.Opt] = [
+    cfg.IntOpt("canary_peers", default=3, min=1, max=64, mutable=True,
+               help="The network_canary handler: how many other nodes' "
+                    "canaries each node probes (a ring in name order: "
+                    "every node is probed by as many). The judge blames "
+                    "a canary nobody reaches only with two witnesses or "
+                    "more, so keep it at 2 or more."),
+    cfg.FloatOpt("probe_interval", default=5.0, min=1.0, max=3600.0,
+                 mutable=True,
+                 help="Seconds between two rounds of a node's probes (its "
+                      "gateway and its peers) in a small cluster; it grows "
+                      "with the node count so that the cluster's probes "
+                      "stay within probe_rate per second."),
+    cfg.FloatOpt("probe_rate", default=100.0, min=1.0, mutable=True,
+                 help="Probes per second the whole cluster's canaries send "
+                      "at most (a round is one to the gateway and one to "
+                      "each of canary_peers peers per node)."),
+    cfg.FloatOpt("canary_resync_interval", default=60.0, min=1.0,
+                 mutable=True,
+                 help="Seconds between two lists of the canary ports in "
+                      "Neutron (one per node with a record: made when "
+                      "missing, deleted with their node). A record that "
+                      "appears, or a canary that goes down, brings the "
+                      "next list forward."),
 ]
 
 JUDGE_OPTS: list[cfg.Opt] = [
@@ -99,12 +147,15 @@ JUDGE_OPTS: list[cfg.Opt] = [
 ]
 
 
+ALL_OPTS = NODE_OPTS + CANARY_NODE_OPTS + JUDGE_OPTS + CANARY_CONTROLLER_OPTS
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(NODE_OPTS + JUDGE_OPTS, group=GROUP)
+    conf.register_opts(ALL_OPTS, group=GROUP)
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    return [(GROUP, NODE_OPTS + JUDGE_OPTS)]
+    return [(GROUP, ALL_OPTS)]
 
 
 def validate(conf: cfg.ConfigOpts) -> None:

@@ -91,4 +91,5 @@ class ReportSource:
         gateway, peers, canary = (self._probes() if self._probes is not None
                                   else (None, (), None))
         return NetworkReport(Daemon(ready, self._since, overall.summary),
-                             checks, gateway, peers, canary)
+                             checks, gateway, peers, canary,
+                             canary_wanted=self._probes is not None)

@@ -17,7 +17,7 @@ listener, so opening metrics to a Prometheus server does not open
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from oslo_config import cfg
@@ -51,12 +51,19 @@ PREFIX = "kuryr_supervisor_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+#: The canary's part of ``/status`` (:meth:`~.netwatch.NetworkWatch.status`;
+#: None on a node without one).
+NetworkStatus = Callable[[], "dict[str, Any] | None"]
+
+
 class HealthCollector:
     """Turns the shared state and the check views into metric families."""
 
-    def __init__(self, state: SharedState, monitor: HealthMonitor) -> None:
+    def __init__(self, state: SharedState, monitor: HealthMonitor,
+                 network: NetworkStatus | None = None) -> None:
         self.state = state
         self.monitor = monitor
+        self.network = network
 
     def collect(self) -> Iterator[Metric]:
         report = self.monitor.evaluate()
@@ -88,6 +95,8 @@ class HealthCollector:
         yield from self._watch_and_ipam()
         yield from _pools(self.state.pools.rows())
         yield from self._network()
+        if Component.SERVER in self.state.active:
+            yield from _canary(self.network() if self.network else None)
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
                                value={"version": version.version()})
 
@@ -262,6 +271,54 @@ def _pools(rows: list[dict[str, Any]]) -> Iterator[Metric]:
     yield from (free, creating, low, high, hits, misses, given)
 
 
+def _canary(doc: dict[str, Any] | None) -> Iterator[Metric]:
+    """The node's canary: up, its rounds and CPU, what it reached (series
+    bounded: one per peer of the controller's sample, at most 64, and per
+    protocol)."""
+    up = GaugeMetricFamily(PREFIX + "canary_up", "1 while the node's "
+                           "canary is plugged and installed (no sample on "
+                           "a node without one).")
+    if doc is None:
+        yield up
+        return
+    up.add_metric([], 1.0 if doc["up"] else 0.0)
+    yield up
+    yield CounterMetricFamily(PREFIX + "canary_probe_rounds",
+                              "Rounds of probes the canary ran.",
+                              value=float(doc["rounds"]))
+    yield CounterMetricFamily(PREFIX + "canary_cpu_seconds",
+                              "CPU the canary's threads spent (its agent, "
+                              "prober and responder).",
+                              value=float(doc["cpuSeconds"]))
+    yield GaugeMetricFamily(PREFIX + "canary_probe_interval_seconds",
+                            "Seconds between two rounds (0: not probing).",
+                            value=float(doc["interval"] or 0))
+    reached = GaugeMetricFamily(
+        PREFIX + "canary_reached", "1 when the last round reached the "
+        "target (the gateway, or a peer's canary) by that protocol.",
+        labels=["target", "protocol"])
+    latency = GaugeMetricFamily(
+        PREFIX + "canary_latency_seconds", "Round trip of the last probe "
+        "that reached the target.", labels=["target"])
+    targets = ([("gateway", doc["gateway"])] if doc["gateway"] else []) + \
+        [(p["node"], p) for p in doc["peers"]]
+    for name, probe in targets:
+        for protocol in ("icmp", "tcp"):
+            if probe[protocol] is not None:
+                reached.add_metric([name, protocol],
+                                   1.0 if probe[protocol] else 0.0)
+        if probe["latencyMs"] is not None:
+            latency.add_metric([name], probe["latencyMs"] / 1000)
+    yield reached
+    yield latency
+    peers = GaugeMetricFamily(PREFIX + "canary_peers", "Peers of the last "
+                              "round, reached or not.", labels=["state"])
+    for state in ("reached", "unreached"):
+        peers.add_metric([state], float(sum(
+            (p["reached"] == (state == "reached")) for p in doc["peers"])))
+    yield peers
+
+
 def _bound(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
@@ -314,9 +371,10 @@ class MetricsApp:
 class MetricsExporter:
     """A private registry holding the health collector; renders the text."""
 
-    def __init__(self, state: SharedState, monitor: HealthMonitor) -> None:
+    def __init__(self, state: SharedState, monitor: HealthMonitor,
+                 network: NetworkStatus | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(HealthCollector(state, monitor))
+        self.registry.register(HealthCollector(state, monitor, network))
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text exposition and its content type."""

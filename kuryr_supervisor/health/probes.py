@@ -25,9 +25,9 @@ from werkzeug.wrappers import Request, Response
 from kuryr_supervisor import version
 from kuryr_supervisor.health.checks.base import Kind
 from kuryr_supervisor.health.checks.components import component_state, deadline_of
-from kuryr_supervisor.health.metrics import MetricsExporter
+from kuryr_supervisor.health.metrics import MetricsExporter, NetworkStatus
 from kuryr_supervisor.health.monitor import CheckView, HealthMonitor, Report
-from kuryr_supervisor.state import SharedState
+from kuryr_supervisor.state import Component, SharedState
 
 LOG = logging.getLogger(__name__)
 
@@ -60,10 +60,12 @@ class ProbeApp:
     """The HealthManager's HTTP endpoints as a WSGI callable."""
 
     def __init__(self, monitor: HealthMonitor, state: SharedState, *,
-                 metrics: MetricsExporter | None = None) -> None:
+                 metrics: MetricsExporter | None = None,
+                 network: NetworkStatus | None = None) -> None:
         self.monitor = monitor
         self.state = state
-        self.metrics = metrics or MetricsExporter(state, monitor)
+        self.metrics = metrics or MetricsExporter(state, monitor, network)
+        self.network = network
         self.url_map = Map([
             Rule("/startup", endpoint="startup", methods=["GET"]),
             Rule("/alive", endpoint="probe", defaults={"probe": "alive"},
@@ -186,7 +188,19 @@ class ProbeApp:
             "budgets": self.budgets(failures),
             "components": components, "checks": checks,
             "pools": self.state.pools.rows(),
+            "network": self.network_status(),
         }
+
+    def network_status(self) -> dict[str, Any] | None:
+        """The CNI role: what STATUS answers, and the canary (``kuryr-
+        supervisor status``: "network: 2/2 peers, gateway ok,
+        ovn-controller connected"); None in the controller role."""
+        if Component.SERVER not in self.state.active:
+            return None
+        code, cause, detail = self.state.cni_status.answer()
+        return {"cniStatus": {"code": code, "cause": cause.name.lower(),
+                              "message": detail},
+                "canary": self.network() if self.network else None}
 
     def budgets(self, failures: dict[Any, int]) -> dict[str, Any]:
         """Each budget's use and limit, as the running daemon reads them

@@ -20,6 +20,11 @@ observed is in the status subresource, replaced whole on each write::
       peers:                                  # a bounded sample
         - {node: node-b, address: 10.0.0.7, reached: true, latencyMs: 0.9}
       canary: {address: 10.0.0.5, portId: "<neutron port id>"}
+      canaryWanted: true                      # plugs a canary when given one
+
+The spec names the node; the controller writes the rest of it (the
+canary port it made for the node, whom the node probes:
+:mod:`.canaryspec`).
 
 A record comes from a node, so the controller trusts it no more than a
 node: :func:`from_object` checks every field's type and bounds (at most
@@ -95,6 +100,9 @@ class NetworkReport:
     gateway: Probe | None = None
     peers: tuple[Probe, ...] = ()
     canary: Canary | None = None
+    #: The node plugs a canary when given one (the controller makes its
+    #: port only then).
+    canary_wanted: bool = False
 
     def signature(self) -> tuple[Any, ...]:
         """What a change is: the verdicts, never the messages or the
@@ -105,7 +113,7 @@ class NetworkReport:
                 None if self.gateway is None else (self.gateway.address,
                                                    self.gateway.reached),
                 tuple((p.node, p.reached) for p in self.peers),
-                self.canary)
+                self.canary, self.canary_wanted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +179,8 @@ def status(report: NetworkReport, *, heartbeat_seconds: float,
     if report.canary is not None:
         out["canary"] = {"address": report.canary.address[:MAX_ID],
                          "portId": report.canary.port_id[:MAX_ID]}
+    if report.canary_wanted:
+        out["canaryWanted"] = True
     return out
 
 
@@ -250,9 +260,12 @@ def from_object(obj: Mapping[str, Any]) -> Record:
     if st.get("canary") is not None:
         raw = _map(st["canary"], "status.canary")
         canary = Canary(_text(raw, "address"), _text(raw, "portId"))
+    wanted = st.get("canaryWanted", False)
+    if not isinstance(wanted, bool):
+        raise ValueError("status.canaryWanted is not a boolean")
     report = NetworkReport(
         Daemon(_bool(daemon, "ready", "status.daemon"),
                epoch(daemon.get("since")), _text(daemon, "summary")),
-        checks, gateway, peers, canary)
+        checks, gateway, peers, canary, wanted)
     return Record(name, report, float(beat),
                   str(meta.get("resourceVersion") or ""))

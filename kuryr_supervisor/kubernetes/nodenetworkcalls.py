@@ -2,9 +2,10 @@
 
 What a record is and means is :mod:`.nodenetwork`'s; this module only
 creates, reads, lists, watches and writes the objects over the shared
-transport. The status is written with PUT on the status subresource, the
+transport. The status is written with PUT on the status subresource (the
+node), the spec with PUT on the object (the controller), each with the
 object's ``metadata.resourceVersion`` as precondition (409 when another
-write came between), so a node never overwrites a record it has not read.
+write came between), so no writer overwrites a record it has not read.
 """
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ class NodeNetworkCalls(K8sTransport):
         the precondition."""
         out: dict[str, Any] = self._json("PUT", _path(name) + "/status",
                                          body=dict(obj))
+        return out
+
+    def replace_nodenetwork(self, name: str, obj: Mapping[str, Any]
+                            ) -> dict[str, Any]:
+        """Replace the spec (the controller's: the canary it made and the
+        node's share of the probing); ``metadata.resourceVersion`` in
+        ``obj`` is the precondition, the status is kept."""
+        out: dict[str, Any] = self._json("PUT", _path(name), body=dict(obj))
         return out
 
     def delete_nodenetwork(self, name: str) -> bool:

@@ -136,9 +136,12 @@ class HealthManagerWorker(Worker):
         self._network = netwatch.from_conf(self.monitor, self.state, self.conf)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
-        exporter = MetricsExporter(self.state, self.monitor)
+        network = self._network.status if self._network is not None \
+            else None
+        exporter = MetricsExporter(self.state, self.monitor, network)
         self.server = build_server(
-            ProbeApp(self.monitor, self.state, metrics=exporter),
+            ProbeApp(self.monitor, self.state, metrics=exporter,
+                     network=network),
             self._probe_listener, self.conf)
         if self._metrics_listener is not None:
             self.metrics_server = build_server(

@@ -1,8 +1,8 @@
 """The node's side of network health, in a real CNI daemon on a private
 Open vSwitch in Kubernetes mode, against the fake API over real HTTP: CNI
 STATUS (through the shim, as a runtime execs it) and the node's
-NodeNetwork record both follow the daemon's data-plane check (``ovsdb``:
-the integration bridge deleted, then back), and uninstalling releases
+NodeNetwork record both follow the daemon's data-plane checks (``ovsdb``
+and ``datapath``: the integration bridge deleted, then back), and uninstalling releases
 the record and the judge's conditions on the node."""
 from __future__ import annotations
 
@@ -75,13 +75,16 @@ def test_status_and_the_record_follow_the_data_plane(
         assert owner["uid"] == cloud.api.nodes[NODE]["metadata"]["uid"]
         assert metric(d, "cni_status_code") == 0
 
-        ovs.vsctl("del-br", bridge)     # the pods' bridge is gone
+        # The pods' bridge is gone: ADDs cannot be served (ovsdb) and the
+        # running pods' ports went with it (datapath): 51, both named.
+        ovs.vsctl("del-br", bridge)
         code, err = wait_until(lambda: (lambda r: r if r[0] else None)(
             status(shim, d)), 15)
-        assert err["code"] == 50 and err["msg"].startswith("ovsdb: "), err
-        assert bridge in err["msg"]
+        assert err["code"] == 51 and err["msg"].startswith("ovsdb: "), err
+        assert f"datapath: ovs-vswitchd has no datapath for {bridge}" in \
+            err["msg"]
         wait_until(lambda: ovsdb_ok(cloud) is False, 10)
-        assert metric(d, "cni_status_code") == 50
+        assert metric(d, "cni_status_code") == 51
         assert d.probe("/alive") == 200
 
         ovs.add_bridge(bridge)

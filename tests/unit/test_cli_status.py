@@ -66,3 +66,34 @@ def test_render_and_exit_status() -> None:
     assert status.exit_status(DOC) == status.NOT_READY
     assert status.exit_status({**DOC, "ready": True}) == status.READY
     assert status.exit_status({**DOC, "live": False}) == status.NOT_LIVE
+
+
+def canary_doc(**canary: object) -> dict[str, object]:
+    base = {"up": True, "state": "up", "gateway": {"reached": True},
+            "peers": [{"node": "b", "reached": True},
+                      {"node": "c", "reached": True}]}
+    checks = {**DOC["checks"], "ovn-controller": {  # type: ignore[dict-item]
+        "state": "ok", "message": "ovn-controller connected to the "
+        "Southbound database (tcp:10.0.0.1:6642)"}}
+    return {**DOC, "checks": checks, "network": {
+        "cniStatus": {"code": 0}, "canary": {**base, **canary}}}
+
+
+def test_the_network_in_one_line() -> None:
+    text = status.render(canary_doc())
+    assert "  Network:  2/2 peers, gateway ok, ovn-controller connected" \
+        in text
+    doc = canary_doc(gateway={"reached": False}, peers=[
+        {"node": "b", "reached": False}, {"node": "c", "reached": True}])
+    doc["checks"]["ovn-controller"] = {  # type: ignore[index]
+        "state": "failed", "message": "not connected"}
+    doc["network"]["cniStatus"] = {"code": 50}  # type: ignore[index]
+    assert status.network_line(doc) == (
+        "1/2 peers, gateway UNREACHABLE, ovn-controller NOT CONNECTED, "
+        "CNI STATUS 50")
+    doc = canary_doc(up=False, state="port p1 not installed: ovn-controller "
+                     "is not running")
+    assert status.network_line(doc) == (
+        "canary port p1 not installed: ovn-controller is not running, "
+        "ovn-controller connected")
+    assert status.network_line(DOC) is None          # the controller role

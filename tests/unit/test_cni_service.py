@@ -11,6 +11,7 @@ import pytest
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
+from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.cni.ipam import PENDING, PLUMBED, Allocation, Plumbing, PodRef
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.ports import LazyIpam
@@ -415,10 +416,12 @@ def test_gc_releases_unlisted_and_removes_leaked_veths(parts: Any) -> None:
     for cid in ("keep", "drop1", "drop2"):
         service.handle(req(cid=cid))
     binding.links.add("ksvleaked")
+    canary = FakeBinding.host_ifname(*CANARY)      # the node's, no pod's
+    binding.links.add(canary)
     service.handle(req("GC", extra={"cni.dev/valid-attachments": [
         {"containerID": "keep", "ifname": "eth0"}]}))
     assert [a.container_id for a in ipam.list()] == ["keep"]
-    assert binding.links == {FakeBinding.host_ifname("keep", "eth0")}
+    assert binding.links == {FakeBinding.host_ifname("keep", "eth0"), canary}
     assert binding.removed == ["ksvleaked"]
 
 

@@ -110,7 +110,7 @@ def test_nodenetwork_crd_matches_the_code() -> None:
         nn.Probe("", "a" * 100, True, 1.5),
         tuple(nn.Probe(f"n{i}", "a" * 100, False)
               for i in range(nn.MAX_PEERS)),
-        nn.Canary("a" * 100, "b" * 100))
+        nn.Canary("a" * 100, "b" * 100), True)
     status = nn.status(report, heartbeat_seconds=3600, wall=1.7e9)
     assert set(status) == set(schema["properties"])
 
@@ -130,20 +130,41 @@ def test_nodenetwork_crd_matches_the_code() -> None:
                 fits(item, rule["items"], f"{where}[{i}]")
         elif kind == "string":
             assert len(value) <= rule["maxLength"], where
-        elif kind == "integer":
+        elif kind == "integer" or "minimum" in rule:
             assert rule["minimum"] <= value <= rule["maximum"], where
     fits(status, schema, "status")
     assert schema["properties"]["peers"]["maxItems"] == nn.MAX_PEERS
     assert schema["properties"]["checks"]["maxItems"] == nn.MAX_CHECKS
     assert not any("aggregate" in k for k in crd["metadata"].get("labels", {}))
+    # The spec the controller writes (the canary, the node's share of the
+    # probing), every field at the code's bounds.
+    import ipaddress
+
+    from kuryr_supervisor.kubernetes import canaryspec as cs
+    spec = cs.spec("n" * 253, cs.Assignment(
+        cs.CanaryPort("p" * nn.MAX_ID, "fa:16:3e:00:00:05",
+                      ipaddress.IPv4Interface("10.0.0.5/24"),
+                      ipaddress.IPv4Address("10.0.0.1")),
+        tuple(cs.Target(f"{i:03d}".ljust(253, "x"),
+                        ipaddress.IPv4Address("10.0.0.9"))
+              for i in range(nn.MAX_PEERS)), cs.MAX_INTERVAL))
+    rule = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert set(spec) == set(rule["properties"])
+    fits(spec, rule, "spec")
+    probe = rule["properties"]["probe"]["properties"]
+    assert probe["peers"]["maxItems"] == nn.MAX_PEERS
+    assert (probe["intervalSeconds"]["minimum"],
+            probe["intervalSeconds"]["maximum"]) == (cs.MIN_INTERVAL,
+                                                     cs.MAX_INTERVAL)
 
 
 def test_the_network_judge_runs_as_shipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The shipped controller runs the network_health handler beside
-    neutron_port, with its entry point installed."""
+    """The shipped controller runs the network_health and network_canary
+    handlers beside neutron_port, with their entry points installed."""
     from kuryr_supervisor.controller import handlers
     conf = controller_conf(monkeypatch)
-    assert conf.controller.handlers == ["neutron_port", "network_health"]
+    assert conf.controller.handlers == ["neutron_port", "network_health",
+                                        "network_canary"]
     assert handlers.missing(conf.controller.handlers) == []
 
 
@@ -272,6 +293,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     creates.cover({"uid-1": 10.0})
     creates.cover({"uid-1": 10.0, "uid-2": 100.0})
     network_judge(api, client)
+    network_canary(client)
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -289,10 +311,15 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
             used.add(("", "nodes/status" if parts[-1] == "status" else
                       "nodes", "list" if len(parts) == 3 else verbs[method]))
         elif parts[:4] == ["apis", "kuryr-supervisor.openstack.org", "v1",
-                           "nodenetworks"]:
-            assert method == "GET" and len(parts) == 4, (method, path)
+                           "nodenetworks"] and len(parts) == 4:
+            assert method == "GET", (method, path)
             used.add(("kuryr-supervisor.openstack.org", "nodenetworks",
                       "watch" if query.get("watch") else "list"))
+        elif parts[:4] == ["apis", "kuryr-supervisor.openstack.org", "v1",
+                           "nodenetworks"]:
+            assert method == "PUT" and len(parts) == 5, (method, path)
+            used.add(("kuryr-supervisor.openstack.org", "nodenetworks",
+                      "update"))
         elif parts[:2] == ["apis", "kuryr-supervisor.openstack.org"] and \
                 parts[-1] == "status":
             used.add(("kuryr-supervisor.openstack.org", "podports/status",
@@ -349,6 +376,18 @@ def network_judge(api: FakeAPI, client: Any) -> None:
         recorder.send(events.Note("Warning", "NodeNetworkFault", "x",
                                   subject=events.Subject("Node", "node-a")))
     handler.release_all()
+
+
+def network_canary(client: Any) -> None:
+    """What the network_canary handler calls besides the records' list and
+    watch (the judge's): a record's spec replaced."""
+    from kuryr_supervisor.controller.network.records import RecordSource
+    from kuryr_supervisor.kubernetes import canaryspec
+    items, _ = RecordSource(client).list_pods()
+    obj = dict(items[0])
+    obj["spec"] = canaryspec.spec(obj["metadata"]["name"],
+                                  canaryspec.Assignment())
+    client.replace_nodenetwork(obj["metadata"]["name"], obj)
 
 
 def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:

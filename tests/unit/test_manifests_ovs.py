@@ -27,6 +27,12 @@ def test_ovs_component(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["OS_BINDING__DRIVER"] == "ovs"
     assert env["OS_CNI_DAEMON__ADDRESS_SOURCE"] == "podport"
     assert "OS_BINDING__DRIVER" not in {e["name"] for e in container()["env"]}
+    # The canary's ICMP probes need a raw socket (tests/functional/
+    # test_canary_probes.py proves it); the base grants none.
+    assert sorted(c["securityContext"]["capabilities"]["add"]) == [
+        "NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
+    assert "NET_RAW" not in container()["securityContext"]["capabilities"][
+        "add"]
 
     default = next(o.default for o in binding_conf.OPTS
                    if o.name == "ovsdb_connection")

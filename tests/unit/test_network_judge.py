@@ -17,6 +17,11 @@ from kuryr_supervisor.state.netverdicts import KINDS
 NODES5 = ("a", "b", "c", "d", "e")
 
 
+def canary(node: str) -> str:
+    """``node``'s canary address (each node's its own)."""
+    return f"10.0.{sum(node.encode()) % 250}.{len(node) + 10}"
+
+
 def report(*, ready: bool = True, checks: Mapping[str, bool] | None = None,
            gateway: bool | None = None,
            peers: Mapping[str, bool] | None = None) -> nn.NetworkReport:
@@ -25,8 +30,7 @@ def report(*, ready: bool = True, checks: Mapping[str, bool] | None = None,
         tuple(nn.LocalCheck(name, ok, "ok" if ok else "broken")
               for name, ok in (checks or {}).items()),
         None if gateway is None else nn.Probe("", "10.0.0.1", gateway),
-        tuple(nn.Probe(p, f"10.0.0.{i + 10}", ok)
-              for i, (p, ok) in enumerate((peers or {}).items())))
+        tuple(nn.Probe(p, canary(p), ok) for p, ok in (peers or {}).items()))
 
 
 def mesh(nodes: Sequence[str], broken: Callable[[str, str], bool]
@@ -58,6 +62,10 @@ class World:
 
     def write(self, node: str, rep: nn.NetworkReport, heartbeat: int = 60
               ) -> None:
+        """As ``node`` writes it (its canary up unless ``rep`` says)."""
+        if rep.canary is None:
+            rep = dataclasses.replace(rep, canary=nn.Canary(canary(node),
+                                                            f"port-{node}"))
         self.versions += 1
         self.reports[node], self.written[node] = rep, self.now
         obj = nn.body(node, "")
@@ -245,6 +253,19 @@ def test_a_canary_nobody_reaches_is_blamed_inbound() -> None:
     j = w.run(10)
     assert w.faulty() == {"d"}
     assert j.verdicts["d"].reason == "KuryrCanaryUnreachable"
+
+
+def test_probes_of_a_canary_that_is_not_there_are_no_evidence() -> None:
+    """d's canary is down (its port deleted, d says so) or made again at
+    another address, while the others still probe the old one and fail:
+    that proves nothing of d."""
+    reports = mesh(NODES5, lambda a, b: b == "d")
+    for node_canary in (nn.Canary("", ""), nn.Canary("10.0.99.99", "new")):
+        reports["d"] = dataclasses.replace(reports["d"], canary=node_canary)
+        w = World()
+        w.write_all(reports)
+        j = w.run(60)
+        assert w.faulty() == set() and j.troubled == 0, j.verdicts["d"]
 
 
 def test_a_node_that_says_it_is_broken_explains_the_probes_to_it() -> None:

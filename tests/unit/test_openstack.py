@@ -78,6 +78,31 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
                           sendfence.FencedAdapter)     # an open fence
 
 
+def test_canaries_are_a_family_of_their_own(
+        tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
+    """A canary port (device_owner CANARY_OWNER) is never in the pods'
+    scope: neither their list nor their per-pod lookup sees it."""
+    keystone, neutron = cloud
+    api = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone))
+    tag = "kuryr-supervisor:c1"
+    pod = api.create_port(network_id=neutron.network_id,
+                          subnet_id=neutron.subnet["id"], name="p",
+                          device_id="uid-1", tags=[tag])
+    canary = api.create_port(network_id=neutron.network_id,
+                             subnet_id=neutron.subnet["id"],
+                             name="kuryr-canary-node-a",
+                             device_id="kuryr-canary:node-a", tags=[tag],
+                             host="node-a", device_owner=osa.CANARY_OWNER)
+    assert neutron.ports[canary.id]["device_owner"] == "compute:kuryr-canary"
+    assert canary.host == "node-a"
+    assert [p.id for p in api.owned_ports(network_id=neutron.network_id,
+                                          tag=tag)] == [pod.id]
+    assert api.ports_of("kuryr-canary:node-a") == []
+    assert [p.id for p in api.owned_ports(
+        network_id=neutron.network_id, tag=tag,
+        device_owner=osa.CANARY_OWNER)] == [canary.id]
+
+
 def test_neutron_endpoint_chosen_by_region_interface_or_override(
         tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
     """The catalog's network endpoint unless [neutron] says otherwise: a
@@ -179,7 +204,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
                         openstack_check_interval=60)
     conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
     checks = {c.name: c for c in k8s_checks.extra_checks(None, conf)}  # type: ignore[arg-type]
-    assert set(checks) == {"k8s-api", "keystone", "neutron"}
+    assert set(checks) == {"k8s-api", "keystone", "neutron", "bridge"}
     for name in ("keystone", "neutron"):
         assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
     now = time.monotonic()
@@ -193,7 +218,8 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     assert not result.ok and "port quota exhausted" in result.message
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
-    assert k8s_checks.extra_checks(None, conf) == []  # type: ignore[arg-type]
+    assert [c.name for c in k8s_checks.extra_checks(None, conf)] == [  # type: ignore[arg-type]
+        "bridge"]
 
 
 @pytest.mark.parametrize("which", ["keystone", "neutron"])

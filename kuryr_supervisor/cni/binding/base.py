@@ -20,6 +20,9 @@ HOST_PREFIX = "ksv"
 """Every host veth end starts with this (then 12 hex digits)."""
 HASH_LEN = 12
 """Hex digits after :data:`HOST_PREFIX` in a host end's name."""
+CANARY = ("kuryr-supervisor-canary", "eth0")
+"""(container id, ifname) the node's canary is plugged under: its host end
+is ours but no pod's, and GC spares it."""
 
 
 def _digest(container_id: str, ifname: str) -> str:

@@ -20,7 +20,10 @@ Parts, one reason to change each:
   ``ovn-installed``, what the node is);
 * :mod:`.ovnlocal` -- what can be told locally of OVN: whether the node is
   an OVN chassis, ovn-controller's connection to the Southbound database
-  (its control socket), why a port was not installed.
+  (its control socket), why a port was not installed;
+* :mod:`.daemons` -- the OVS and OVN daemons' control sockets, and what
+  ovs-vswitchd says of the integration bridge (its datapath, its flows:
+  :mod:`.openflow`, the bridge's OpenFlow management socket).
 
 Users (the OVS binding, the ``ovsdb`` readiness check, network health)
 import from this package only.

@@ -5,42 +5,29 @@ A node holds no OVN Southbound credentials, so everything here is local:
 the node's OVSDB (``Open_vSwitch`` ``external_ids``: ``ovn-remote``,
 ``system-id``, ``hostname``; our Interfaces' ``ovn-installed``, ``ofport``
 and ``error``) through :class:`~.vswitch.Ovsdb`, and ovn-controller's own
-control socket (``<rundir>/ovn-controller.<pid>.ctl``, the pid from
-``ovn-controller.pid``), asked with the same JSON-RPC as ``ovn-appctl``:
-``connection-status`` (its Southbound connection), ``version`` and
-``debug/dump-local-bindings`` (the ports it has claimed for this chassis).
-A control socket that is missing or does not answer within a second is
-"unknown", never an error: the answer only refines a message.
+control socket (:mod:`.daemons`), asked with the same JSON-RPC as
+``ovn-appctl``: ``connection-status`` (its Southbound connection),
+``coverage/read-counter lflow_run`` (whether it processed the logical
+flows), ``version`` and ``debug/dump-local-bindings`` (the ports it has
+claimed for this chassis). Each question is bounded (a second); the
+readiness checks take a control socket that is missing or silent as
+ovn-controller failing (:meth:`OvnLocal.connected`), the ADD's message
+only as "unknown" (:meth:`OvnLocal.ask`).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 from typing import Any
 
-from kuryr_supervisor.cni.ovsdb import wire
+from kuryr_supervisor.cni.ovsdb import daemons
 from kuryr_supervisor.cni.ovsdb.vswitch import OVN_INSTALLED, Ovsdb
 
 LOG = logging.getLogger(__name__)
 
 #: ovn-controller sets ``ovn-installed`` on Interfaces since this version.
 INSTALLED_SINCE = (20, 6)
-#: Seconds one question to ovn-controller's control socket may take.
-CTL_TIMEOUT = 1.0
-
-
-def unixctl(path: str, command: str, *args: str,
-            timeout: float = CTL_TIMEOUT) -> str:
-    """One ``ovs-appctl``-style command on the control socket ``path``;
-    its text (wire.WireError or wire.RpcError when it fails)."""
-    channel = wire.Channel(wire.connect(f"unix:{path}", timeout),
-                           os.path.basename(path))
-    try:
-        return str(channel.call(command, list(args), timeout))
-    finally:
-        channel.close()
 
 
 class OvnLocal:
@@ -61,25 +48,48 @@ class OvnLocal:
     def control_socket(self) -> str | None:
         """ovn-controller's control socket, when its pidfile names one
         that exists."""
-        try:
-            with open(os.path.join(self.rundir, "ovn-controller.pid")) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
-            return None
-        path = os.path.join(self.rundir, f"ovn-controller.{pid}.ctl")
-        return path if os.path.exists(path) else None
+        return daemons.control_socket(self.rundir, "ovn-controller")
 
     def ask(self, command: str, *args: str) -> str | None:
         """ovn-controller's answer to ``command``; None when it cannot be
         asked (no socket, no answer, an error)."""
-        path = self.control_socket()
-        if path is None:
-            return None
         try:
-            return unixctl(path, command, *args)
-        except (wire.WireError, wire.RpcError) as exc:
+            return self.asked(command, *args)
+        except daemons.DaemonError as exc:
             LOG.debug("ovn-controller %s: %s", command, exc)
             return None
+
+    def asked(self, command: str, *args: str) -> str:
+        """ovn-controller's answer to ``command``; DaemonError saying why
+        it cannot be had (not running, silent, refused)."""
+        return daemons.ask(self.rundir, "ovn-controller", command, *args)
+
+    def connected(self) -> tuple[bool, str]:
+        """Whether ovn-controller runs and is connected to the Southbound
+        database, and what it says (as OVN-Kubernetes' readiness asks:
+        ``connection-status``)."""
+        remote = self.ovsdb.node().get("ovn-remote", "")
+        try:
+            status = self.asked("connection-status")
+        except daemons.DaemonError as exc:
+            return False, str(exc)
+        if status != "connected":
+            return False, (f"ovn-controller is not connected to the "
+                           f"Southbound database ({remote}): {status}")
+        return True, f"ovn-controller connected to the Southbound " \
+                     f"database ({remote})"
+
+    def flows_processed(self) -> int:
+        """How many times ovn-controller ran its logical flows
+        (``coverage/read-counter lflow_run``: 0 until it processed them
+        once, as OVN-Kubernetes' readiness reads it); DaemonError when it
+        cannot be asked."""
+        text = self.asked("coverage/read-counter", "lflow_run")
+        try:
+            return int(text)
+        except ValueError as exc:
+            raise daemons.DaemonError(f"ovn-controller answered lflow_run "
+                                      f"{text[:40]!r}") from exc
 
     def version(self) -> tuple[int, int] | None:
         """ovn-controller's (major, minor), when it answers."""

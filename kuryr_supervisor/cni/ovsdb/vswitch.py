@@ -216,6 +216,12 @@ class Ovsdb:
         return self.db.read(lambda r: next(
             (str(row["datapath_type"]) for row in r.find("Bridge")), None))
 
+    def our_interfaces(self) -> list[Row]:
+        """Every Interface of ours as the monitor has it (copies)."""
+        return self.db.read(lambda r: [
+            row for row in (_copy(x) for x in r.find("Interface"))
+            if row is not None])
+
     def our_interface(self, name: str) -> Row | None:
         """Our Interface ``name`` as the monitor has it (a copy)."""
         return self.db.read(lambda r: _copy(_interface(r, name)))

@@ -13,7 +13,9 @@ probes tell (as a third witness does):
   :data:`MIN_EVIDENCE`) fail to reach, while those probers reach other
   nodes, has a canary nobody reaches (``KuryrCanaryUnreachable``);
 * probes to or from a node that says itself its data plane is broken, or
-  one already blamed, are explained by it; blame is assigned round by
+  one already blamed, are explained by it; a probe of an address that is
+  not the target's canary now (its canary down, or made again) is no
+  evidence at all; blame is assigned round by
   round until nothing changes, so one isolated node does not make its
   probers look broken;
 * what stays unexplained (most of a node's remaining probes fail, with no
@@ -48,12 +50,18 @@ class Blame:
 
 
 def edges(reports: Mapping[str, NetworkReport]) -> list[Edge]:
-    """(prober, target, reached) between judged nodes, one per pair."""
+    """(prober, target, reached) between judged nodes, one per pair: a
+    probe of an address that is not the target's canary now (its canary
+    down, or another port made in its place) says nothing of it."""
     out: dict[tuple[str, str], bool] = {}
     for source, report in reports.items():
         for probe in report.peers:
-            if probe.node in reports and probe.node != source:
-                out[(source, probe.node)] = probe.reached
+            target = reports.get(probe.node)
+            if target is None or probe.node == source or \
+                    target.canary is None or \
+                    target.canary.address != probe.address:
+                continue
+            out[(source, probe.node)] = probe.reached
     return [(a, b, ok) for (a, b), ok in sorted(out.items())]
 
 

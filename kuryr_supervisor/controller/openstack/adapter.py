@@ -65,6 +65,7 @@ from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exp
 )
 from kuryr_supervisor.controller.openstack.neutron import NeutronApi
 from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-exported
+    CANARY_OWNER,
     DEVICE_OWNER,
     TAG_PREFIX,
     OpenStackError,

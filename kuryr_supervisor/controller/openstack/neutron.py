@@ -11,6 +11,9 @@ Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
 the cluster's tag (:func:`~.wire.cluster_tag`), on the pod network, in
 the project; every lookup passes these as Neutron filters, so another
 cluster's ports sharing the project are never seen, adopted or deleted.
+The nodes' canaries are a family of their own, under another
+``device_owner`` (:data:`~.wire.CANARY_OWNER`): the pods' lookups and
+sweeps never see them.
 
 Invariants: a list is read page by page, each page its own bounded call, and
 is never longer than :data:`MAX_PAGES` pages; an answer without the expected
@@ -91,9 +94,9 @@ class NeutronApi(BoundedCalls):
                                    f"{MAX_PAGES} pages")
 
     @staticmethod
-    def _scope(network_id: str, tag: str, project_id: str = ""
-               ) -> dict[str, str]:
-        params = {"device_owner": DEVICE_OWNER}
+    def _scope(network_id: str, tag: str, project_id: str = "",
+               device_owner: str = DEVICE_OWNER) -> dict[str, str]:
+        params = {"device_owner": device_owner}
         for key, value in (("network_id", network_id), ("tags", tag),
                            ("project_id", project_id)):
             if value:
@@ -111,9 +114,12 @@ class NeutronApi(BoundedCalls):
         return sorted(ports, key=lambda p: (p.created_at, p.id))
 
     def owned_ports(self, *, network_id: str = "", tag: str = "",
-                    project_id: str = "") -> list[Port]:
-        """The controller's ports (filtered by Neutron, see the module)."""
-        return self._get_ports(self._scope(network_id, tag, project_id))
+                    project_id: str = "",
+                    device_owner: str = DEVICE_OWNER) -> list[Port]:
+        """The controller's ports (filtered by Neutron, see the module);
+        ``device_owner`` another family of its own (the nodes' canaries)."""
+        return self._get_ports(self._scope(network_id, tag, project_id,
+                                           device_owner))
 
     def port(self, port_id: str) -> Port | None:
         """One port by id, whatever its tags (None: Neutron says 404)."""
@@ -131,10 +137,11 @@ class NeutronApi(BoundedCalls):
     @staticmethod
     def _port_body(network_id: str, subnet_id: str, name: str,
                    device_id: str, tags: Sequence[str], host: str = "",
-                   ip: str = "", mac: str = "") -> dict[str, Any]:
+                   ip: str = "", mac: str = "",
+                   device_owner: str = DEVICE_OWNER) -> dict[str, Any]:
         body: dict[str, Any] = {
             "network_id": network_id, "name": name, "device_id": device_id,
-            "device_owner": DEVICE_OWNER, "admin_state_up": True}
+            "device_owner": device_owner, "admin_state_up": True}
         if tags:
             body["tags"] = list(tags)
         if host:
@@ -150,11 +157,13 @@ class NeutronApi(BoundedCalls):
 
     def create_port(self, *, network_id: str, subnet_id: str, name: str,
                     device_id: str, tags: Sequence[str] = (), host: str = "",
-                    ip: str = "", mac: str = "") -> Port:
+                    ip: str = "", mac: str = "",
+                    device_owner: str = DEVICE_OWNER) -> Port:
         """One port; ``ip`` and ``mac``, when given, are asked for (a
-        vanished port made again as it was)."""
+        vanished port made again as it was); ``device_owner`` as for
+        :meth:`owned_ports`."""
         body = self._port_body(network_id, subnet_id, name, device_id, tags,
-                               host, ip, mac)
+                               host, ip, mac, device_owner)
         data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):

@@ -16,6 +16,9 @@ from typing import Any
 
 #: Ports the controller owns carry this device_owner; device_id is the pod UID.
 DEVICE_OWNER = "compute:kuryr"
+#: ``device_owner`` of the nodes' canaries (a pod-like port per node, made
+#: by the network_canary handler): the pods' scope filters it out.
+CANARY_OWNER = "compute:kuryr-canary"
 #: The Neutron tag naming the cluster: ``kuryr-supervisor:<cluster id>``.
 TAG_PREFIX = "kuryr-supervisor:"
 

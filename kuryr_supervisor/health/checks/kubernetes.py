@@ -1,5 +1,7 @@
 """Readiness about the Kubernetes API (the ``k8s-api`` check), and the
-HealthManager's extras in the CNI role (with the OVS binding, ``ovsdb``).
+HealthManager's extras in the CNI role (with the OVS binding, ``ovsdb``
+and the data-plane checks sharing its connection: ``ovn-controller``,
+``flows``, ``datapath``; with the Linux bridge, ``bridge``).
 
 An unreachable API makes the daemon NOT READY, never NOT ALIVE: restarting
 the daemon cannot fix the API, and killing every node's CNI daemon during an
@@ -78,6 +80,9 @@ def extra_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:
         from kuryr_supervisor.health.checks.openstack import openstack_checks
         checks.extend(openstack_checks(conf))
     if conf.binding.driver == "ovs":
-        from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
-        checks.append(OvsdbCheck(conf))
+        from kuryr_supervisor.health.checks.ovn import ovs_checks
+        checks.extend(ovs_checks(conf))
+    else:
+        from kuryr_supervisor.health.checks.bridge import BridgeCheck
+        checks.append(BridgeCheck(conf.binding.bridge))
     return checks

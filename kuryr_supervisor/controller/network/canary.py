@@ -1,0 +1,235 @@
+"""The ``network_canary`` handler: a canary port per node, and the probing
+shared out, on the leader only.
+
+The nodes it serves are those whose NodeNetwork record says they plug a
+canary (``canaryWanted``: a node running kuryr-supervisor with the OVS
+binding): it lists, then watches the records (the same loop
+as the judge's and the pods'), and on every tick:
+
+1. every ``canary_resync_interval`` seconds, and at once when a record
+   appears without a port or a canary that was up goes down (its port may
+   have been deleted), one list of the canary ports in Neutron
+   (:mod:`.canaryports`): a port made for each node without one, the
+   duplicates and the ports of nodes without a record deleted;
+2. each record's spec is made to say its node's canary port and its share
+   of the probing (:mod:`.peers`: nodes whose record says their canary is
+   up, ``canary_peers`` each, the interval growing with their count),
+   written only when it differs (PUT with the record's version; a
+   conflict waits for the watch's next event), at most
+   :data:`WRITES_PER_TICK` a tick.
+
+A node learns its spec from its own record; it plugs the port into a
+namespace of its own and says in its status (``canary``) once the port is
+installed, which puts it on the ring. Outages (Neutron, Keystone, the
+API) are waited out and never counted; readiness says so.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
+
+from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.network import peers
+from kuryr_supervisor.controller.network.canaryports import CanaryPorts
+from kuryr_supervisor.controller.network.records import RecordSource
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.kubernetes import canaryspec
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.canaryspec import Assignment, CanaryPort
+from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+
+LOG = logging.getLogger(__name__)
+
+#: Spec writes made in one tick at most.
+WRITES_PER_TICK = 50
+#: Seconds between two lists brought forward by a change.
+EARLY_LIST = 2.0
+
+Raw = Mapping[str, Any]
+
+
+def wants_canary(obj: Raw) -> bool:
+    """Whether the node's status says it plugs a canary when given one."""
+    return (obj.get("status") or {}).get("canaryWanted") is True
+
+
+def status_port(obj: Raw) -> str:
+    """The canary port the node's status says is up ("" if none)."""
+    canary = ((obj.get("status") or {}).get("canary") or {})
+    value = canary.get("portId") if isinstance(canary, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+class RawRecords:
+    """PodWatch's sink: every record as listed and watched, by node."""
+
+    def __init__(self) -> None:
+        self.objs: dict[str, Raw] = {}
+        self.synced = False
+        self.added = False          # a record appeared since the last pass
+
+    def replace_all(self, objs: Iterable[Raw], resource_version: str) -> None:
+        fresh = {self._name(o): o for o in objs if self._name(o)}
+        self.added |= bool(set(fresh) - set(self.objs))
+        self.objs = fresh
+        self.synced = True
+
+    def upsert(self, obj: Raw) -> None:
+        name = self._name(obj)
+        if name:
+            self.added |= name not in self.objs
+            self.objs[name] = obj
+
+    def delete(self, obj: Raw) -> None:
+        self.objs.pop(self._name(obj), None)
+
+    @staticmethod
+    def _name(obj: Raw) -> str:
+        return str((obj.get("metadata") or {}).get("name") or "")
+
+
+class NetworkCanaryHandler:
+    """See the module docstring."""
+
+    def __init__(self, ctx: HandlerContext, *,
+                 client: k8s.K8sClient | None = None,
+                 cloud: osa.OpenStack | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ctx, self.client, self.cloud = ctx, client, cloud
+        self._clock = clock
+        self.book = RawRecords()
+        self.ports: CanaryPorts | None = None
+        self._beat: Callable[[], None] = lambda: None
+        self._listed_at: float | None = None
+        self._retry_at = 0.0
+        self._up: set[str] = set()
+        self._said = ""
+        self.writes = 0
+
+    def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
+        conf = self.ctx.conf
+        self._beat = beat
+        if self.client is None:
+            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
+        if self.cloud is None:
+            self.cloud = osa.OpenStack.from_conf(conf, fence=self.ctx.fence)
+        self.cloud.beat = beat
+        opts = conf.controller
+        self.ports = CanaryPorts(
+            self.cloud, self.client, network_id=opts.pod_network_id,
+            subnet_id=opts.pod_subnet_id, project_id=str(opts.project_id),
+            cluster_id=opts.cluster_id, beat=beat)
+        PodWatch(
+            cast(PodSource, RecordSource(self.client, beat=beat)),
+            cast(PodSink, self.book), heartbeat=self.tick,
+            heartbeat_interval=float(conf.supervisor.heartbeat_interval),
+            backoff_max=float(conf.watcher.backoff_max),
+            stall_timeout=self.client.watch_read_timeout + 5.0,
+            on_synced=lambda: self.ctx.ready(True)).run(stopping)
+
+    def tick(self) -> None:
+        """Heartbeat; a Neutron pass when due; the specs that differ."""
+        self._beat()
+        if not self.book.synced or self.ports is None:
+            return
+        now = self._clock()
+        if now >= self._retry_at and self._list_due(now):
+            self._listed_at = now
+            self.book.added = False
+            if not self._guarded(lambda: self.ports.reconcile(  # type: ignore[union-attr]
+                    self.nodes()), "canary ports"):
+                self._retry_at = now + EARLY_LIST
+        self._guarded(self.write, "canary specs")
+
+    def _list_due(self, now: float) -> bool:
+        opts = self.ctx.conf.network_health
+        if self._listed_at is None:
+            return True
+        since = now - self._listed_at
+        assert self.ports is not None
+        gone = self._up - self.up()
+        early = self.book.added or bool(gone) or \
+            bool(self.nodes() - set(self.ports.ports))
+        return since >= float(opts.canary_resync_interval) or (
+            early and since >= EARLY_LIST)
+
+    def _guarded(self, step: Callable[[], object], what: str) -> bool:
+        """Run ``step``; an outage is said once and waited out."""
+        try:
+            step()
+        except (osa.OpenStackError, k8s.K8sError) as exc:
+            if self._said != what:
+                LOG.warning("%s postponed: %s", what, exc)
+                self._said = what
+            return False
+        except Exception:  # noqa: BLE001 - counted, the loop goes on
+            LOG.exception("%s failed", what)
+            self.ctx.failed()
+            return False
+        if self._said == what:
+            LOG.info("%s done again", what)
+            self._said = ""
+        self.ctx.succeeded()
+        return True
+
+    def nodes(self) -> set[str]:
+        """The nodes with a record that want a canary."""
+        return {node for node, obj in self.book.objs.items()
+                if wants_canary(obj)}
+
+    def up(self) -> set[str]:
+        """Nodes whose record says their canary (the port made for them)
+        is up."""
+        assert self.ports is not None
+        return {node for node, obj in self.book.objs.items()
+                if node in self.ports.ports and
+                status_port(obj) == self.ports.ports[node].id}
+
+    def wanted(self) -> dict[str, Assignment]:
+        """Every node's spec as it should be."""
+        assert self.ports is not None
+        opts = self.ctx.conf.network_health
+        ports: dict[str, CanaryPort] = {}
+        for node in self.book.objs:
+            port = self.ports.canary(node)
+            if port is not None:
+                ports[node] = port
+        up = self.up()
+        self._up = up
+        return peers.assign(self.book.objs, ports, up,
+                            k=int(opts.canary_peers),
+                            base=float(opts.probe_interval),
+                            rate=float(opts.probe_rate))
+
+    def write(self) -> None:
+        """Write the specs that differ from :meth:`wanted` (see the
+        module)."""
+        assert self.client is not None
+        made = 0
+        for node, want in sorted(self.wanted().items()):
+            obj = self.book.objs.get(node)
+            if obj is None or made >= WRITES_PER_TICK:
+                continue
+            try:
+                have = canaryspec.assignment(obj, node)
+            except ValueError:
+                have = None
+            if have == want:
+                continue
+            body = dict(obj)
+            body["spec"] = canaryspec.spec(node, want)
+            try:
+                self.book.objs[node] = self.client.replace_nodenetwork(
+                    node, body)
+            except k8s.K8sPermanent as exc:
+                if exc.status not in (404, 409):
+                    raise
+                continue       # changed or gone meanwhile: the watch says
+            made += 1
+            self.writes += 1
+            self._beat()
+        if made:
+            LOG.debug("wrote %d canary specs", made)

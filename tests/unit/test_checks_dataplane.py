@@ -1,0 +1,217 @@
+"""The data-plane readiness checks beside ``ovsdb`` (``ovn-controller``,
+``flows``, ``datapath``) against stand-ins of the daemons' control sockets
+(real Unix sockets speaking ``ovs-appctl``'s JSON-RPC) and of the held
+OVSDB connection; and ``bridge`` against injected links. The real switch
+and its flows: ``tests/functional/test_dataplane_checks.py``; the real
+OVN: ``tests/functional/test_ovn_health.py``."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor.cni import netlink, ovsdb
+from kuryr_supervisor.cni.ovsdb import daemons
+from kuryr_supervisor.conf import binding as binding_conf
+from kuryr_supervisor.health.checks.base import Kind, Sort
+from kuryr_supervisor.health.checks.bridge import BridgeCheck
+from kuryr_supervisor.health.checks.ovn import (
+    DatapathCheck,
+    FlowsCheck,
+    OvnControllerCheck,
+    ovs_checks,
+)
+from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
+from kuryr_supervisor.health.dataplane import STATUS_CHECKS
+from tests.fixtures.unixctl import Unixctl
+
+DPIF = """netdev@ovs-netdev: hit:15 missed:21
+  br-int:
+    br-int 65534/3: (tap)
+    ksv0123456789ab 2/5: (system)
+  br-phy:
+    br-phy 65534/1: (tap)
+"""
+
+
+class Db:
+    """What the checks ask of the held connection."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str] = {"ovn-remote": "unix:/sb.sock",
+                                    "system-id": "node-a"}
+        self.rows: list[dict[str, Any]] = []
+        self.error: Exception | None = None
+
+    def node(self) -> dict[str, str]:
+        if self.error is not None:
+            raise self.error
+        return dict(self.ids)
+
+    def our_interfaces(self) -> list[dict[str, Any]]:
+        if self.error is not None:
+            raise self.error
+        return [dict(r) for r in self.rows]
+
+
+@pytest.fixture
+def rundir(tmp_path: Path) -> Path:
+    path = tmp_path / "run"
+    path.mkdir()
+    return path
+
+
+def make(rundir: Path) -> tuple[cfg.ConfigOpts, Db, OvsdbCheck]:
+    conf = cfg.ConfigOpts()
+    binding_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("ovsdb_connection", f"unix:{rundir}/db.sock", "binding")
+    conf.set_override("ovn_rundir", str(rundir), "binding")
+    conf.set_override("ovsdb_timeout", 3.0, "binding")
+    db = Db()
+    return conf, db, OvsdbCheck(conf, connect=lambda c: db)  # type: ignore[arg-type,return-value]
+
+
+def test_names_kinds_and_bounds(rundir: Path) -> None:
+    conf, _, _ = make(rundir)
+    checks = ovs_checks(conf)
+    assert [c.name for c in checks] == ["ovsdb", "ovn-controller", "flows",
+                                        "datapath"]
+    for check in checks:
+        assert (check.kind, check.sort) == (Kind.READINESS, Sort.IO)
+        assert check.timeout() == 3.0
+        assert check.name in STATUS_CHECKS     # they reach STATUS
+    # The three share the ovsdb check's one connection.
+    assert {id(c._db) for c in checks[1:]} == {id(checks[0])}  # type: ignore[attr-defined]
+
+
+def test_ovn_controller(rundir: Path) -> None:
+    conf, db, held = make(rundir)
+    check = OvnControllerCheck(conf, held)
+    result = check.run(0)
+    assert not result.ok
+    assert result.message == (f"ovn-controller is not running (no pidfile "
+                              f"and control socket under {rundir})")
+    ctl = Unixctl(rundir, "ovn-controller",
+                  {"connection-status": "connected"}).start()
+    try:
+        result = check.run(0)
+        assert result.ok, result.message
+        assert "connected to the Southbound database (unix:/sb.sock)" in \
+            result.message
+        ctl.replies["connection-status"] = "not connected"
+        result = check.run(0)
+        assert not result.ok
+        assert result.message == ("ovn-controller is not connected to the "
+                                  "Southbound database (unix:/sb.sock): "
+                                  "not connected")
+        # Hung (its socket still accepts): failed within the question's
+        # second, never held.
+        ctl.hang = True
+        started = time.monotonic()
+        result = check.run(0)
+        assert time.monotonic() - started < daemons.CTL_TIMEOUT + 0.5
+        assert not result.ok
+        assert result.message.startswith("ovn-controller does not answer "
+                                         "on its control socket")
+    finally:
+        ctl.close()
+    # Not an OVN chassis: nothing to check.
+    db.ids = {}
+    assert check.run(0).ok and "not an OVN chassis" in check.run(0).message
+    db.error = ovsdb.OvsdbUnavailable("OVSDB unix:x: no answer within 3 s")
+    result = check.run(0)
+    assert not result.ok and "no answer within 3 s" in result.message
+
+
+def test_flows_processed_and_installed_ports(rundir: Path) -> None:
+    conf, db, held = make(rundir)
+    check = FlowsCheck(conf, held)
+    ctl = Unixctl(rundir, "ovn-controller",
+                  {"coverage/read-counter lflow_run": "0"}).start()
+    try:
+        result = check.run(0)
+        assert not result.ok
+        assert result.message == ("ovn-controller has not processed the "
+                                  "logical flows yet")
+        ctl.replies["coverage/read-counter lflow_run"] = "12"
+        assert check.run(0).message == "no port of ours installed by OVN yet"
+        # A port installed, but the switch cannot be asked for its flows
+        # (no management socket here): failed, named.
+        db.rows = [{"name": "ksv0123456789ab", "ofport": 5,
+                    "external_ids": {"ovn-installed": "true"}},
+                   {"name": "ksvffffffffffff", "ofport": 6,
+                    "external_ids": {}}]
+        result = check.run(0)
+        assert not result.ok
+        assert result.message.startswith(f"cannot read br-int's flows: "
+                                         f"{rundir}/br-int.mgmt")
+    finally:
+        ctl.close()
+
+
+def test_datapath(rundir: Path) -> None:
+    conf, _, held = make(rundir)
+    check = DatapathCheck(conf, held)
+    assert check.run(0).message.startswith("ovs-vswitchd is not running")
+    ctl = Unixctl(rundir, "ovs-vswitchd", {"dpif/show": DPIF}).start()
+    try:
+        result = check.run(0)
+        assert result.ok and result.message == \
+            "br-int on datapath netdev@ovs-netdev"
+        ctl.replies["dpif/show"] = DPIF.replace("  br-int:", "  br-x:")
+        result = check.run(0)
+        assert not result.ok
+        assert "ovs-vswitchd has no datapath for br-int" in result.message
+    finally:
+        ctl.close()
+
+
+def test_datapath_of() -> None:
+    assert daemons.datapath_of(DPIF, "br-phy") == "netdev@ovs-netdev"
+    assert daemons.datapath_of(DPIF, "br-int") == "netdev@ovs-netdev"
+    assert daemons.datapath_of(DPIF, "ksv0123456789ab") is None
+    two = "system@ovs-system: hit:1\n  br-ex:\nnetdev@ovs-netdev: hit:2\n" \
+          "  br-int:\n"
+    assert daemons.datapath_of(two, "br-ex") == "system@ovs-system"
+    assert daemons.datapath_of(two, "br-int") == "netdev@ovs-netdev"
+
+
+def test_rundir_of() -> None:
+    assert daemons.rundir_of("unix:/run/openvswitch/db.sock") == \
+        "/run/openvswitch"
+    assert daemons.rundir_of("tcp:127.0.0.1:6640") == "/run/openvswitch"
+
+
+def link(kind: str = "bridge", up: bool = True) -> netlink.Link:
+    return netlink.Link("kuryr0", 7, kind, "02:00:00:00:00:01", 1500, up,
+                        None)
+
+
+def test_bridge() -> None:
+    found: list[netlink.Link | None | Exception] = [None]
+
+    def read(name: str) -> netlink.Link | None:
+        assert name == "kuryr0"
+        value = found[0]
+        if isinstance(value, Exception):
+            raise value
+        return value
+    check = BridgeCheck("kuryr0", read=read)
+    assert (check.kind, check.sort) == (Kind.READINESS, Sort.IO)
+    assert check.run(0).ok          # never made yet: the first ADD makes it
+    found[0] = link()
+    assert check.run(0).message == "bridge kuryr0 up (no address)"
+    found[0] = link(up=False)
+    assert check.run(0).message == ("bridge kuryr0 is down: the pods on it "
+                                    "have no network")
+    found[0] = link(kind="dummy")
+    assert not check.run(0).ok
+    found[0] = None                 # seen, then gone
+    result = check.run(0)
+    assert not result.ok and "is gone" in result.message
+    found[0] = netlink.NetlinkError("read kuryr0: Operation not permitted", 1)
+    assert not check.run(0).ok
