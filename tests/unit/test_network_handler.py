@@ -188,3 +188,24 @@ def test_a_refused_write_backs_off(world: World) -> None:
     world.api.fail(None)
     world.judge_until(world.clock.now + 61)
     assert world.cond("node-c")["status"] == "False"
+
+
+def test_the_judge_looks_at_once_at_a_change_and_when_a_fault_falls_due(
+        world: World) -> None:
+    """A record that arrives wakes the watch loop (``wake_in`` 0); once
+    judged, the loop is woken again when the symptom has been held
+    ``fault_after``, not at the next periodic judgement."""
+    fault_after = float(world.conf.network_health.fault_after)
+    world.judge_until(105)
+    assert world.handler.wake_in() > 1.0        # nothing pending
+    world.clock.now += 0.3
+    world.write("node-c", report(ok=False))
+    world.sync()
+    assert world.handler.wake_in() == 0.0
+    world.handler.tick()
+    assert world.handler.book.dirty is False
+    assert world.handler.wake_in() == pytest.approx(fault_after, abs=0.01)
+    world.clock.now += world.handler.wake_in()
+    world.handler.tick()
+    own = world.cond("node-c")
+    assert (own["status"], own["reason"]) == ("False", "KuryrLocalCheckFailed")

@@ -117,10 +117,13 @@ def test_a_healthy_cluster_stays_healthy() -> None:
     assert not any(jj.changed for _, jj in w.history)
 
 
+FAULT_AFTER = rules.Params().fault_after
+
+
 @pytest.mark.parametrize(("symptom", "reason", "after"), [
-    ({"checks": {"ovsdb": False}}, "KuryrLocalCheckFailed", 10.0),
+    ({"checks": {"ovsdb": False}}, "KuryrLocalCheckFailed", FAULT_AFTER),
     ({"checks": {"ovsdb": True}, "gateway": False},
-     "KuryrGatewayUnreachable", 10.0),
+     "KuryrGatewayUnreachable", FAULT_AFTER),
     ({"ready": False, "checks": {"ovsdb": True}}, "KuryrDaemonNotReady",
      30.0),
 ])
@@ -135,7 +138,7 @@ def test_one_node_local_fault_and_recovery(symptom: dict[str, Any],
     assert not w.faulty() and w.last is not None
     # A data-plane symptom is suspect until held long enough; a daemon
     # not ready is no symptom at all within its grace (an upgrade).
-    assert w.last.verdicts["c"].suspect is (after == 10.0)
+    assert w.last.verdicts["c"].suspect is (after == FAULT_AFTER)
     w.run(start + after)
     assert w.faulty() == {"c"} and w.last.cluster is None
     verdict = w.last.verdicts["c"]
@@ -192,7 +195,7 @@ def test_first_signs_of_a_cluster_wide_fault_are_withdrawn() -> None:
     w.write_all(healthy())
     w.run(10)
     w.write("a", report(checks={"ovn-controller": False}))
-    w.run(20)                                   # a has its 10 s: faulty
+    w.run(20)                                   # a has its 5 s: faulty
     assert w.faulty() == {"a"}
     w.now = 40
     w.write("b", report(checks={"ovn-controller": False}))
@@ -229,9 +232,9 @@ def test_after_a_cluster_wide_fault_a_node_still_failing_needs_its_time() -> Non
     w.run(end)
     assert w.last is not None and w.last.cluster is None
     assert not w.faulty()
-    w.run(end + 9)
+    w.run(end + FAULT_AFTER - 1)
     assert not w.faulty()
-    w.run(end + 10)
+    w.run(end + FAULT_AFTER)
     assert w.faulty() == {"e"}
 
 
@@ -329,7 +332,7 @@ def test_a_flapping_node_is_held_faulty() -> None:
     turned = []
     for _ in range(3):                      # 3 faults within 10 minutes
         w.write("c", bad)
-        w.run(w.now + 10)
+        w.run(w.now + FAULT_AFTER)
         turned.append(w.now)
         w.write("c", good)
         w.run(w.now + 30)
@@ -365,6 +368,58 @@ def test_a_relist_does_not_make_a_silent_node_fresh() -> None:
     w.now = 85
     w.book.replace_all([obj], "99")     # the others vanish, c is the same
     assert w.book.seen["c"].seen_at == 60.0 and set(w.book.seen) == {"c"}
+
+
+def test_a_spec_written_by_the_controller_does_not_make_a_node_fresh() -> None:
+    """The controller writes the spec (a canary, the cluster's verdict):
+    a new version of the record, but not the node's write."""
+    w = World()
+    w.write_all(healthy())
+    w.silence("c")                      # c wrote at 0 and never again
+    w.run(80)
+    again = nn.body("c", "")
+    again["metadata"]["resourceVersion"] = "99"
+    again["spec"]["cluster"] = {}
+    again["status"] = nn.status(w.reports["c"], heartbeat_seconds=60,
+                                wall=1.7e9)     # as c wrote it at 0
+    w.book.upsert(again)
+    assert w.book.seen["c"].seen_at == 0.0
+    assert w.book.seen["c"].record.resource_version == "99"
+    w.run(91)
+    assert w.faulty() == {"c"}
+    assert w.last is not None
+    assert w.last.verdicts["c"].reason == "KuryrRecordStale"
+
+
+def test_due_is_when_a_verdict_turns_by_the_clock_alone() -> None:
+    """Judged only when a record arrives and when :func:`rules.due` says,
+    a symptom turns into a fault exactly ``fault_after`` after it was
+    seen, a recovery ``recover_after`` after it, a stale record heartbeat
+    plus grace after its write; nothing is due on a quiet cluster but the
+    stale deadlines."""
+    w = World()
+    w.write_all(healthy())
+    w.run(100)                          # every node wrote again at 60
+    w.now = 100.25
+    w.state, _ = rules.judge(w.state, w.book.seen, w.now)
+    assert rules.due(w.state, w.book.seen, w.now) == pytest.approx(
+        60 + 60 + 30, abs=0.01)
+    w.write("c", report(checks={"ovsdb": False}))
+    w.state, j = rules.judge(w.state, w.book.seen, w.now)
+    assert j.verdicts["c"].suspect
+    at = rules.due(w.state, w.book.seen, w.now)
+    assert at == pytest.approx(100.25 + FAULT_AFTER, abs=0.01)
+    w.state, j = rules.judge(w.state, w.book.seen, at)
+    assert j.changed == (("c", True),)
+    w.now = at + 2
+    w.write("c", healthy(["c"])["c"])
+    w.state, _ = rules.judge(w.state, w.book.seen, w.now)
+    back = rules.due(w.state, w.book.seen, w.now)
+    assert back == pytest.approx(w.now + 30.0, abs=0.01)
+    w.state, j = rules.judge(w.state, w.book.seen, back - 0.01)
+    assert not j.changed
+    w.state, j = rules.judge(w.state, w.book.seen, back)
+    assert j.changed == (("c", False),)
 
 
 def test_a_new_leader_carries_on_the_faults_it_finds() -> None:

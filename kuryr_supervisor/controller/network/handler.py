@@ -7,8 +7,10 @@ A thin shell around the pure judge (:mod:`.judge`):
    stays marked until proven healthy);
 2. list, then watch, every NodeNetwork record (:mod:`.records`), through
    the same loop as the pods' (resume, relist, backoff);
-3. on every record change, and every ``judge_interval`` seconds, judge,
-   then write the Node conditions that differ (during a cluster-wide
+3. at once on every record change, when a verdict falls due by the
+   clock alone (:func:`~.judge.due`: a symptom held ``fault_after``, a
+   recovery, a record turning stale), and at least every
+   ``judge_interval`` seconds, judge, then write the Node conditions that differ (during a cluster-wide
    fault: none, but the withdrawals), release ours on nodes no longer
    judged, tell the Events and publish the figures (:mod:`.report`);
 4. every ``resync_interval`` seconds, list every Node again, so what
@@ -73,6 +75,7 @@ class NetworkHealthHandler:
         self.recorder: events.EventRecorder | None = None
         self._beat: Callable[[], None] = lambda: None
         self._judged_at = 0.0
+        self._due = 0.0
         self._listed_at = 0.0
         self._started = threading.Event()
         self._finished = threading.Event()
@@ -95,7 +98,8 @@ class NetworkHealthHandler:
                 heartbeat_interval=float(conf.supervisor.heartbeat_interval),
                 backoff_max=float(conf.watcher.backoff_max),
                 stall_timeout=self.client.watch_read_timeout + 5.0,
-                on_synced=lambda: self.ctx.ready(True))
+                on_synced=lambda: self.ctx.ready(True),
+                wake_in=self.wake_in)
             watch.run(stopping)
             if conf.network_health.release_on_stop:
                 self.release_all()
@@ -155,9 +159,14 @@ class NetworkHealthHandler:
             return True
         return False
 
+    def wake_in(self) -> float:
+        """Seconds until the next judgement is due (the watch loop's
+        ``wake_in``): none when a record changed."""
+        return min(self.book.wake_in(), max(0.0, self._due - self._clock()))
+
     def tick(self) -> None:
-        """Heartbeat; judge when a record changed or the interval passed;
-        list Nodes again when the resync is due."""
+        """Heartbeat; judge when a record changed, a verdict fell due or
+        the interval passed; list Nodes again when the resync is due."""
         self._beat()
         opts = self.ctx.conf.network_health
         now = self._clock()
@@ -168,8 +177,8 @@ class NetworkHealthHandler:
                 self.nodes.load(self._beat)
             except k8s.K8sError as exc:
                 LOG.info("Node resync postponed: %s", exc)
-        if self.book.dirty or now - self._judged_at >= float(
-                opts.judge_interval):
+        if self.book.dirty or now >= self._due or \
+                now - self._judged_at >= float(opts.judge_interval):
             try:
                 self.judge(now)
             except k8s.K8sError as exc:       # an outage, not our failure
@@ -183,8 +192,11 @@ class NetworkHealthHandler:
         assert self.nodes is not None and self.report is not None
         self.book.dirty = False
         self._judged_at = now
-        self.state, j = rules.judge(self.state, self.book.seen, now,
-                                    params(self.ctx.conf))
+        p = params(self.ctx.conf)
+        # Whatever fails below, the loop does not spin on a past due time.
+        self._due = now + float(self.ctx.conf.network_health.judge_interval)
+        self.state, j = rules.judge(self.state, self.book.seen, now, p)
+        self._due = rules.due(self.state, self.book.seen, now, p)
         self.want(j)
         self.nodes.flush(self._beat)
         self.ctx.succeeded()

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 from kuryr_supervisor.controller.network.reach import Blame, attribute
@@ -313,3 +314,28 @@ def judge(state: State, seen: Mapping[str, Seen], now: float,
     return (State(nodes, cluster),
             Judgement(verdicts, cluster, len(troubled), judged,
                       tuple(changed), tuple(withdrawn)))
+
+
+def due(state: State, seen: Mapping[str, Seen], now: float,
+        p: Params = Params()) -> float:
+    """When a verdict may next change with no new record: a symptom held
+    long enough, a record turning stale, a daemon's grace over, a recovery
+    or a cluster-wide fault's settling complete (the earliest such time
+    after ``now``; ``math.inf``: none). The handler judges then, so no
+    verdict waits for the next periodic judgement."""
+    times = []
+    for name, s in seen.items():
+        times.append(s.seen_at + s.record.heartbeat_seconds + p.stale_grace)
+        if s.not_ready_since is not None:
+            times.append(s.not_ready_since + p.daemon_grace)
+        node = state.nodes.get(name)
+        if node is not None and not node.faulty and node.onset is not None:
+            times.append(node.onset + p.fault_after)
+        elif node is not None and node.faulty and node.clear is not None:
+            times.append(node.clear + _recover_time(node, now, p))
+    cluster = state.cluster
+    if cluster is not None and cluster.below is not None:
+        times.append(cluster.below + p.cluster_settle)
+    # A hair past each boundary: the rules compare with > and >=.
+    return min((t + 1e-3 for t in times if t + 1e-3 > now), default=math.inf)
+

@@ -11,14 +11,22 @@ Invariants:
 
 * a relist that brings a version already seen keeps its observation time:
   relisting never makes a silent node look fresh;
+* a new version whose status is the one already seen (the controller
+  wrote the spec: a canary, the cluster's verdict) keeps its observation
+  time too: only the node's own write makes it fresh;
 * a record that does not hold up (:func:`~kuryr_supervisor.kubernetes.
   nodenetwork.from_object`) is logged once per node and ignored: the last
   valid one stays, and goes stale if nothing valid follows;
 * a deleted record is forgotten: the node is no longer judged.
+
+:meth:`RecordBook.wake_in` tells the watch loop to hand over at once when
+something changed, so the judge looks at a record as soon as it arrives.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -67,9 +75,17 @@ class RecordBook:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self.seen: dict[str, Seen] = {}
+        #: node -> its record as last listed or watched (what a write of
+        #: the spec starts from: its resourceVersion, the rest of the spec)
+        self.objects: dict[str, Raw] = {}
         self._invalid: set[str] = set()
         #: Something changed since the judge last looked.
         self.dirty = False
+
+    def wake_in(self) -> float:
+        """Seconds until the judge should look (PodWatch's ``wake_in``):
+        at once when something changed."""
+        return 0.0 if self.dirty else math.inf
 
     def replace_all(self, objs: Iterable[Raw], resource_version: str) -> None:
         names = set()
@@ -87,6 +103,7 @@ class RecordBook:
         self._forget(str((obj.get("metadata") or {}).get("name") or ""))
 
     def _forget(self, name: str) -> None:
+        self.objects.pop(name, None)
         if self.seen.pop(name, None) is not None:
             LOG.info("NodeNetwork record of %s deleted: the node is no "
                      "longer judged", name)
@@ -109,6 +126,13 @@ class RecordBook:
         if old is not None and record.resource_version and \
                 old.record.resource_version == record.resource_version:
             return name          # a relist of a version already seen
+        before = self.objects.get(name)
+        self.objects[name] = obj
+        if old is not None and before is not None and \
+                before.get("status") == obj.get("status"):
+            # The spec changed (the controller's write), not the report.
+            self.seen[name] = dataclasses.replace(old, record=record)
+            return name
         now = self._clock()
         ready = record.report.daemon.ready
         since = None if ready else (
