@@ -194,6 +194,10 @@ def network_line(doc: dict[str, Any]) -> str | None:
     status = network.get("cniStatus") or {}
     if status.get("code"):
         parts.append(f"CNI STATUS {status['code']}")
+    elif status.get("excused") == "cluster-wide":
+        parts.append("CNI STATUS ok (cluster-wide fault)")
+    elif status.get("excused") == "held":
+        parts.append("CNI STATUS held")
     return ", ".join(parts) if parts else None
 
 

@@ -32,6 +32,20 @@ NODE_OPTS: list[cfg.Opt] = [
                     "steady state one API write per node per this many "
                     "seconds. The judge calls a record stale once it has "
                     "not been written for this plus stale_grace."),
+    cfg.FloatOpt("status_hold", default=5.0, min=0.0, max=60.0,
+                 mutable=True,
+                 help="CNI role with the record, where the controller's "
+                      "network judge judges the node: seconds CNI STATUS "
+                      "keeps answering success once a check fails for a "
+                      "cause every node typically meets at once "
+                      "(ovn-controller off the Southbound database), "
+                      "waiting for the judge's verdict. While the judge "
+                      "has declared a cluster-wide fault of the check's "
+                      "kind, STATUS does not fail for it at all (a "
+                      "runtime on libcni 1.2 would turn the failure into "
+                      "every Node's Ready=False); past the hold without "
+                      "one, STATUS fails. ADDs fail and readiness names "
+                      "the cause either way. 0: no hold."),
     cfg.FloatOpt("record_min_interval", default=2.0, min=0.1, max=60.0,
                  mutable=True,
                  help="Seconds between two writes of the record at least: "

@@ -8,7 +8,8 @@ named here to reach STATUS and the record:
   50 (an ADD cannot be served now: OVSDB unusable, ovn-controller down or
   off the Southbound database) or 51 (the pods already running may have
   lost their network too: their flows or the datapath are gone); the worst
-  failing check answers;
+  failing check answers, unless it is excused (:mod:`.statushold`: part
+  of a cluster-wide fault);
 * :data:`RECORD_CHECKS`: the local data-plane checks written in the
   record for the controller's judge.
 
@@ -22,7 +23,7 @@ Pure but for the clock: tested with plain values, no daemon.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from kuryr_supervisor.health.checks.base import Result
 from kuryr_supervisor.kubernetes.nodenetwork import (
@@ -52,12 +53,15 @@ ProbeResults = tuple["Probe | None", "tuple[Probe, ...]", "Canary | None"]
 Probes = Callable[[], ProbeResults]
 
 
-def status_answer(results: Results) -> tuple[int, StatusCause, str]:
+def status_answer(results: Results, excused: Collection[str] = ()
+                  ) -> tuple[int, StatusCause, str]:
     """(code, cause, detail) STATUS answers: 0 when every data-plane check
-    passes, else the highest code among the failing ones, naming them."""
+    passes (or fails ``excused``: :mod:`.statushold`), else the highest
+    code among the failing ones, naming them."""
     failing = [(code, cause, f"{name}: {results[name].message}")
                for name, (code, cause) in STATUS_CHECKS.items()
-               if name in results and not results[name].ok]
+               if name in results and not results[name].ok
+               and name not in excused]
     if not failing:
         return 0, StatusCause.NONE, ""
     worst = max(code for code, _, _ in failing)

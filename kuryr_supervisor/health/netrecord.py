@@ -15,7 +15,10 @@ plane) and decides when to write:
 
 A write replaces the status subresource with the object's resourceVersion
 as precondition; a conflict or a vanished record is read again and
-written once more. The record is created, owned by the Node, the first
+written once more. Each write's answer (the whole record, the
+controller's spec with it) is handed to ``seen``: what the network judge
+says of the cluster reaches the node with no read of its own
+(:mod:`.clusterview`). The record is created, owned by the Node, the first
 time. A failed write is tried again with backoff (up to the heartbeat);
 a resource the API does not serve (the controller and its CRD not
 installed) is said once and asked again every :data:`NOT_INSTALLED_RETRY`
@@ -65,12 +68,16 @@ class RecordWriter:
                  heartbeat: Callable[[], float],
                  min_interval: Callable[[], float],
                  counted: Callable[[bool], None] = lambda ok: None,
+                 seen: Callable[[Mapping[str, Any] | None], None]
+                 = lambda obj: None,
+                 absent: Callable[[], None] = lambda: None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.calls, self.node = calls, node
         self._report = report
         self._heartbeat, self._min_interval = heartbeat, min_interval
         self._counted = counted
+        self._seen, self._absent = seen, absent
         self._clock, self._wall = clock, wall
         self._object: dict[str, Any] | None = None
         self._signature: tuple[Any, ...] | None = None
@@ -113,6 +120,7 @@ class RecordWriter:
         self._object = None
         self._failures += 1
         if isinstance(exc, K8sPermanent) and exc.status == 404:
+            self._absent()
             said = "not installed"
             self._next_try = now + NOT_INSTALLED_RETRY
             text = ("the API does not serve NodeNetworks (the controller's "
@@ -142,6 +150,7 @@ class RecordWriter:
             try:
                 self._object = self.calls.replace_nodenetwork_status(
                     self.node, body)
+                self._seen(self._object)
                 return
             except K8sPermanent as exc:
                 self._object = None

@@ -10,7 +10,10 @@ and the published verdict) and never run a check themselves:
   STATUS from it without waiting on anything;
 * the record writer (:mod:`.netrecord`, Kubernetes mode, ``[network_health]
   record``) on another, since an API write may take the client's timeout;
-* with the OVS binding, the canary's agent (:mod:`.canary`) on a third:
+  with it, what the network judge says of the cluster (:mod:`.clusterview`)
+  on a third, and STATUS spares the checks a cluster-wide fault explains
+  (:mod:`.statushold`);
+* with the OVS binding, the canary's agent (:mod:`.canary`) on a fourth:
   it plugs the canary port the controller made for the node and aims its
   prober; the record carries what the prober found.
 
@@ -19,7 +22,7 @@ and the published verdict) and never run a check themselves:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
@@ -29,10 +32,12 @@ from kuryr_supervisor.health.dataplane import Results, status_answer
 from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.health.pollloop import PollLoop
 from kuryr_supervisor.state import SharedState, StatusCause
-from kuryr_supervisor.state.cnistatus import StatusBoard
+from kuryr_supervisor.state.cnistatus import Excuse, StatusBoard
 
 if TYPE_CHECKING:
     from kuryr_supervisor.health.canary.agent import CanaryAgent
+    from kuryr_supervisor.health.clusterview import ClusterView
+    from kuryr_supervisor.health.statushold import StatusHold
 
 LOG = logging.getLogger(__name__)
 
@@ -42,20 +47,36 @@ CANARY_INTERVAL = 1.0
 
 
 class StatusFlags:
-    """See the module; :meth:`update` is one look."""
+    """See the module; :meth:`update` is one look. ``hold``: which
+    failing checks STATUS does not fail for (:mod:`.statushold`; None: a
+    node without a network judge excuses none)."""
 
     def __init__(self, board: StatusBoard,
-                 results: Callable[[], Results]) -> None:
+                 results: Callable[[], Results], *,
+                 hold: StatusHold | None = None) -> None:
         self.board, self._results = board, results
+        self.hold = hold
         # None: the first look publishes, whatever an earlier HealthManager
         # (this one's predecessor, restarted) left in shared memory.
-        self._last: tuple[int, StatusCause, str] | None = None
+        self._last: tuple[int, StatusCause, str, Excuse] | None = None
+
+    def answer(self) -> tuple[int, StatusCause, str, Excuse]:
+        """What STATUS answers now: the failing checks not excused; while
+        it succeeds, the excused ones named with their excuse."""
+        results = self._results()
+        excused = self.hold(results) if self.hold is not None else {}
+        code, cause, detail = status_answer(results, excused)
+        if code or not excused:
+            return code, cause, detail, max(excused.values(),
+                                             default=Excuse.NONE)
+        _, cause, detail = status_answer({n: results[n] for n in excused})
+        return 0, cause, detail, max(excused.values())
 
     def update(self) -> None:
-        answer = status_answer(self._results())
+        answer = self.answer()
         if answer == self._last:
             return
-        code, _, detail = answer
+        code, _, detail, _ = answer
         if code != (self._last[0] if self._last is not None else 0):
             if code:
                 LOG.warning("CNI STATUS now answers code %d: %s", code, detail)
@@ -66,30 +87,28 @@ class StatusFlags:
 
 
 class NetworkWatch:
-    """The flags' loop, the record writer's if there is one, and the
-    canary's (:mod:`.canary`) if the node has one."""
+    """The flags' loop and the others given (the record writer's, the
+    cluster view's), and the canary's (:mod:`.canary`) if the node has
+    one."""
 
-    def __init__(self, flags: StatusFlags, record: PollLoop | None = None,
+    def __init__(self, flags: StatusFlags, loops: Sequence[PollLoop] = (),
                  *, canary: CanaryAgent | None = None,
                  interval: float = INTERVAL) -> None:
-        self.flags, self.record, self.canary = flags, record, canary
-        self._loop = PollLoop(flags.update, interval=interval,
-                              name="net-status")
-        self._canary_loop = None if canary is None else PollLoop(
-            canary.step, interval=CANARY_INTERVAL, name="canary")
+        self.flags, self.canary = flags, canary
+        self._loops = [PollLoop(flags.update, interval=interval,
+                                name="net-status"), *loops]
+        if canary is not None:
+            self._loops.append(PollLoop(canary.step, interval=CANARY_INTERVAL,
+                                        name="canary"))
 
     def start(self) -> NetworkWatch:
-        self._loop.start()
-        for loop in (self.record, self._canary_loop):
-            if loop is not None:
-                loop.start()
+        for loop in self._loops:
+            loop.start()
         return self
 
     def stop(self) -> None:
-        self._loop.stop()
-        for loop in (self.record, self._canary_loop):
-            if loop is not None:
-                loop.stop()
+        for loop in self._loops:
+            loop.stop()
         if self.canary is not None:
             self.canary.close()
 
@@ -107,17 +126,19 @@ def snapshot_results(monitor: HealthMonitor) -> Callable[[], Results]:
 
 
 def canary_from_conf(monitor: HealthMonitor, conf: cfg.ConfigOpts,
-                     client: Any) -> CanaryAgent | None:
+                     client: Any, view: ClusterView) -> CanaryAgent | None:
     """The node's canary (the OVS binding, ``[network_health] canary``),
-    over the ``ovsdb`` check's held connection; None when it cannot be
-    had (said once: the rest goes on without it)."""
+    over the ``ovsdb`` check's held connection, telling ``view`` what it
+    reads; None when it cannot be had (said once: the rest goes on
+    without it)."""
     check = monitor.find("ovsdb")
     if conf.binding.driver != "ovs" or not conf.network_health.canary or \
             not isinstance(check, OvsdbCheck):
         return None
     from kuryr_supervisor.health.canary import agent
     try:
-        return agent.from_conf(conf, client, client.node, check.db)
+        return agent.from_conf(conf, client, client.node, check.db,
+                               seen=view.take)
     except OSError as exc:
         LOG.warning("no canary on this node: %s", exc)
         return None
@@ -125,24 +146,34 @@ def canary_from_conf(monitor: HealthMonitor, conf: cfg.ConfigOpts,
 
 def from_conf(monitor: HealthMonitor, state: SharedState,
               conf: cfg.ConfigOpts) -> NetworkWatch | None:
-    """Started network duties for the CNI role; None in the controller's."""
+    """Started network duties for the CNI role; None in the controller's.
+    Without the record (standalone, or ``[network_health] record`` off)
+    no judge is heard: STATUS says what the checks say."""
     if conf.role != "cni":
         return None
     results = snapshot_results(monitor)
-    record = canary = None
+    loops: list[PollLoop] = []
+    canary = hold = None
     from kuryr_supervisor.kubernetes import client as k8s
     if conf.network_health.record and k8s.is_configured(conf):
+        from kuryr_supervisor.health.clusterview import INTERVAL as VIEW
+        from kuryr_supervisor.health.clusterview import ClusterView
         from kuryr_supervisor.health.dataplane import ReportSource
         from kuryr_supervisor.health.netrecord import RecordWriter, record_loop
+        from kuryr_supervisor.health.statushold import StatusHold
         client = k8s.K8sClient.from_conf(conf)
         opts = conf.network_health
-        canary = canary_from_conf(monitor, conf, client)
-        record = record_loop(RecordWriter(
+        view = ClusterView(client, client.node)
+        canary = canary_from_conf(monitor, conf, client, view)
+        loops.append(record_loop(RecordWriter(
             client, client.node, ReportSource(
                 state.overall, results,
                 probes=canary.results if canary is not None else None),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),
-            counted=state.cni_status.count_write))
-    return NetworkWatch(StatusFlags(state.cni_status, results),
-                        record, canary=canary).start()
+            counted=state.cni_status.count_write, seen=view.take,
+            absent=view.absent)))
+        loops.append(PollLoop(view.step, interval=VIEW, name="cluster-view"))
+        hold = StatusHold(view, lambda: float(opts.status_hold))
+    return NetworkWatch(StatusFlags(state.cni_status, results, hold=hold),
+                        loops, canary=canary).start()

@@ -28,11 +28,16 @@ from kuryr_supervisor.health.checks.components import component_state, deadline_
 from kuryr_supervisor.health.metrics import MetricsExporter, NetworkStatus
 from kuryr_supervisor.health.monitor import CheckView, HealthMonitor, Report
 from kuryr_supervisor.state import Component, SharedState
+from kuryr_supervisor.state.cnistatus import Excuse
 
 LOG = logging.getLogger(__name__)
 
 _PROBE = {"alive": (Kind.LIVENESS, "livez"), "ready": (Kind.READINESS, "readyz")}
 _NO_CACHE = {"Cache-Control": "no-store"}
+#: ``cniStatus.excused`` in ``/status``: why a failing data-plane check
+#: does not fail STATUS (:mod:`kuryr_supervisor.health.statushold`).
+EXCUSED = {Excuse.NONE: None, Excuse.HELD: "held",
+           Excuse.CLUSTER: "cluster-wide"}
 
 
 def iso(epoch: float | None) -> str | None:
@@ -192,14 +197,16 @@ class ProbeApp:
         }
 
     def network_status(self) -> dict[str, Any] | None:
-        """The CNI role: what STATUS answers, and the canary (``kuryr-
-        supervisor status``: "network: 2/2 peers, gateway ok,
+        """The CNI role: what STATUS answers (and, while it succeeds,
+        a failing check it is excused for: ``excused``), and the canary
+        (``kuryr-supervisor status``: "network: 2/2 peers, gateway ok,
         ovn-controller connected"); None in the controller role."""
         if Component.SERVER not in self.state.active:
             return None
         code, cause, detail = self.state.cni_status.answer()
         return {"cniStatus": {"code": code, "cause": cause.name.lower(),
-                              "message": detail},
+                              "message": detail, "excused": EXCUSED[
+                                  self.state.cni_status.excuse()]},
                 "canary": self.network() if self.network else None}
 
     def budgets(self, failures: dict[Any, int]) -> dict[str, Any]:

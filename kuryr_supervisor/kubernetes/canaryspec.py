@@ -20,7 +20,9 @@ port into a namespace of its own and probes from it::
           - {node: node-b, address: 10.0.0.7}
 
 The node writes the status alone; the spec is the controller's (the
-node's RBAC has no ``update`` on the object). A node still checks what
+node's RBAC has no ``update`` on the object), shared with the network
+judge's part (:mod:`.clusterspec`): each writer replaces its own keys and
+keeps the rest (:func:`merged`). A node still checks what
 it reads (:func:`assignment`): the types, the bounds, the address in its
 subnet's shape, a unicast MAC.
 """
@@ -81,6 +83,18 @@ def spec(node: str, a: Assignment) -> dict[str, Any]:
             {"node": t.node, "address": str(t.address)}
             for t in a.peers[:MAX_PEERS]]}
     return out
+
+
+#: The keys of the spec this module writes.
+KEYS = ("canary", "probe")
+
+
+def merged(current: Mapping[str, Any] | None, node: str,
+           a: Assignment) -> dict[str, Any]:
+    """``current`` with its canary's part replaced by ``a``'s, the rest
+    kept (the judge's)."""
+    kept = {k: v for k, v in (current or {}).items() if k not in KEYS}
+    return {**kept, **spec(node, a)}
 
 
 def _text(raw: Mapping[str, Any], key: str, what: str, most: int) -> str:

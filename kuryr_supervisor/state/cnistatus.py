@@ -8,8 +8,9 @@ few seconds, and a slow answer makes the node NotReady.
 
 Fields: the code STATUS would answer (0; 50: ADDs cannot be served; 51:
 and running pods may have lost connectivity), the :class:`Cause` and a
-short text (UTF-8, at most :data:`DETAIL_BYTES`); and the record writer's
-counts (writes made, writes failed). One writing process (the
+short text (UTF-8, at most :data:`DETAIL_BYTES`), the :class:`Excuse` for
+a failing check STATUS does not fail for; and the record writer's counts
+(writes made, writes failed). One writing process (the
 HealthManager); the text is written before the code that makes it count,
 and a reader that sees a code with a torn text still answers that code.
 """
@@ -20,7 +21,7 @@ import multiprocessing.context
 from typing import Any
 
 DETAIL_BYTES = 256
-_CODE, _CAUSE, _WRITES, _WRITE_FAILURES, _SIZE = range(5)
+_CODE, _CAUSE, _WRITES, _WRITE_FAILURES, _EXCUSE, _SIZE = range(6)
 
 
 class Cause(enum.IntEnum):
@@ -35,6 +36,15 @@ class Cause(enum.IntEnum):
     OTHER = 6
 
 
+class Excuse(enum.IntEnum):
+    """Why a failing check does not fail STATUS (see :mod:`kuryr_supervisor.
+    health.statushold`)."""
+
+    NONE = 0
+    HELD = 1              # a shared cause: waiting for the judge's verdict
+    CLUSTER = 2           # part of the cluster-wide fault the judge declared
+
+
 class StatusBoard:
     """Named access to the fields (see the module)."""
 
@@ -46,11 +56,14 @@ class StatusBoard:
     def create(cls, ctx: multiprocessing.context.BaseContext) -> StatusBoard:
         return cls(ctx.RawArray("d", _SIZE), ctx.RawArray("c", DETAIL_BYTES))
 
-    def publish(self, code: int, cause: Cause, detail: str) -> None:
-        """What STATUS answers from now on (code 0: success)."""
+    def publish(self, code: int, cause: Cause, detail: str,
+                excuse: Excuse = Excuse.NONE) -> None:
+        """What STATUS answers from now on (code 0: success; then
+        ``cause`` and ``detail`` name a failing check it is excused for)."""
         data = detail.encode("utf-8", "replace")[:DETAIL_BYTES - 1]
         self._detail[:len(data) + 1] = data + b"\0"
         self._fig[_CAUSE] = float(cause)
+        self._fig[_EXCUSE] = float(excuse)
         self._fig[_CODE] = float(code)
 
     def answer(self) -> tuple[int, Cause, str]:
@@ -62,6 +75,13 @@ class StatusBoard:
             cause = Cause.OTHER
         raw = bytes(self._detail[:]).split(b"\0", 1)[0]
         return code, cause, raw.decode("utf-8", "replace")
+
+    def excuse(self) -> Excuse:
+        """Why a failing check does not fail STATUS now (NONE: none)."""
+        try:
+            return Excuse(int(self._fig[_EXCUSE]))
+        except ValueError:
+            return Excuse.NONE
 
     def count_write(self, ok: bool) -> None:
         """The record writer made (or failed) one API write."""

@@ -15,15 +15,22 @@ fake API), and that all of it clears:
   port deleted in Neutron (the controller makes another);
 * cluster-wide: the Southbound database stopped; Neutron stopped.
 
-Last, magnum-auto-healer's NodeCondition rule replayed on the Node lists
-taken every second meanwhile (its durations scaled down to the test's
-faults): a local fault gets that node alone repaired, a cluster-wide
-fault none. The judge's timings are shortened (faults after 2 s,
-recoveries after 3 s); the ``health`` benchmark measures the defaults.
+During the Southbound database's outage no node's CNI STATUS fails (each
+holds it a moment, then reads the judge's cluster-wide verdict in its
+record); CNI STATUS is asked of every node each second through the shim,
+as a runtime calls it, and the kubelet's ``Ready`` derived from it as
+containerd 2.x and CRI-O do. Last, magnum-auto-healer's NodeCondition
+rule replayed on the Node lists taken every second meanwhile (its
+durations scaled down to the test's faults), on our conditions and on
+that ``Ready``: a local fault gets that node alone repaired, a
+cluster-wide fault none. The judge's timings are shortened (faults after
+2 s, recoveries after 3 s), the STATUS hold is the default's; the
+``health`` benchmark measures the defaults.
 """
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -44,6 +51,7 @@ from tests.fixtures.ovn.health import (
     conditions,
     describe,
     events,
+    excused,
     failing_check,
     ready,
     status,
@@ -51,6 +59,7 @@ from tests.fixtures.ovn.health import (
 from tests.fixtures.ovn.node import Node
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 from tests.fixtures.realcloud import RealCloud
+from tests.functional.cni_harness import Namespaces
 
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 
@@ -79,7 +88,8 @@ def cluster(stack: OvnStack, tmp_path_factory: pytest.TempPathFactory
     with stack.in_catalog():
         made = health.cluster(
             stack, tmp_path_factory.mktemp("health"), judge=JUDGE,
-            node_health={"record_min_interval": 0.5, "probe_timeout": 0.5})
+            node_health={"record_min_interval": 0.5, "probe_timeout": 0.5},
+            node_options={"cni_daemon": {"annotation_timeout": 6.0}})
         try:
             yield made.start()
         finally:
@@ -259,10 +269,12 @@ def test_canary_port_deleted(stack: OvnStack, cluster: Cluster,
 
 
 def cluster_fault(name: str, stack: OvnStack, cluster: Cluster,
-                  recorder: Recorder, *, during: Callable[[], bool],
-                  what: str) -> dict[str, Any]:
-    """Inject, wait for ``during`` (the fault seen where it shows), keep
-    it, undo; no Node condition ever moves."""
+                  recorder: Recorder, *, during: Callable[[float], bool],
+                  what: str, inside: Callable[[], None] = lambda: None
+                  ) -> dict[str, Any]:
+    """Inject, wait for ``during`` (given the fault's start: the fault
+    seen where it shows), run ``inside``, keep it, undo; no Node
+    condition ever moves."""
     [fault] = [f for f in health.cluster_faults(stack) if f.name == name]
     healthy(cluster, stack)
     start = time.time()
@@ -270,7 +282,8 @@ def cluster_fault(name: str, stack: OvnStack, cluster: Cluster,
     fault.inject()
     seen: dict[str, Any] = {}
     try:
-        wait_for(during, 60, what)
+        wait_for(lambda: during(start), 60, what)
+        inside()
         time.sleep(HOLD + 4)
         seen["readiness"] = {n.name: ready(cluster, n)[0]
                              for n in stack.fabric.nodes}
@@ -286,6 +299,7 @@ def cluster_fault(name: str, stack: OvnStack, cluster: Cluster,
             assert conds[OWN]["status"] == "True", (t, conds[OWN])
     seen["events"] = [(r, n) for r, n, _ in events(cluster, start)]
     assert not any(r == "NodeNetworkFault" for r, _ in seen["events"]), seen
+    seen["STATUS failing"] = recorder.failing(start, end)
     WINDOWS[name] = (start, end, "")
     SEEN[name] = seen
     return seen
@@ -300,29 +314,81 @@ def controller_metric(cluster: Cluster, name: str) -> str:
 
 def test_southbound_database_stopped(stack: OvnStack, cluster: Cluster,
                                      recorder: Recorder) -> None:
-    def told() -> bool:
-        return any(r == "ClusterNetworkFault" for r, _, _ in
-                   events(cluster, start)) and \
+    """Every node's ovn-controller loses the database at once. Each node
+    holds its STATUS (a shared cause), the judge declares a cluster-wide
+    fault and writes it into every record, each node reads it there: CNI
+    STATUS never fails (sampled each second through the shim, as a
+    runtime on libcni 1.2 calls it, which would turn every Node's Ready
+    False), while readiness names the cause and an ADD fails with code 11
+    naming it; no condition moves."""
+    nodes = stack.fabric.nodes
+    #: node -> excuse -> seconds from the fault to the first sight of it
+    learned: dict[str, dict[str, float]] = {n.name: {} for n in nodes}
+    told_at: list[float] = []
+
+    def told(start: float) -> bool:
+        at = round(time.time() - start, 2)
+        for node in nodes:
+            why = excused(cluster, node)
+            if why is not None:
+                learned[node.name].setdefault(why, at)
+        if not told_at and any(r == "ClusterNetworkFault" for r, _, _ in
+                               events(cluster, start)):
+            told_at.append(at)
+        return bool(told_at) and all(
+            "cluster-wide" in learned[n.name] for n in nodes) and \
             'network_cluster_fault{kind="ovn-controller"} 1.0' in \
             controller_metric(cluster, "network_cluster_fault")
+
+    added: dict[str, Any] = {}
+
+    def add_a_pod() -> None:
+        """An ADD meanwhile (the nodes' annotation_timeout: 6 s)."""
+        namespaces = Namespaces()
+        added["readiness"] = {n.name: failing_check(cluster, n,
+                                                    "ovn-controller")
+                              for n in nodes}
+        node, name = nodes[0], f"sb-{uuid.uuid4().hex[:6]}"
+        cluster.pods[name] = (cluster.api.add_pod("default", name, node.name),
+                              node, namespaces.create())
+        try:
+            added["code"], added["out"] = cluster.cni("ADD", name)
+        finally:
+            cluster.cni("DEL", name)
+            cluster.api.delete_pod("default", name)
+            namespaces.cleanup()
+
     start = time.time()
     seen = cluster_fault("Southbound database stopped", stack, cluster,
-                         recorder, during=told,
-                         what="the cluster-wide fault told")
+                         recorder, during=told, inside=add_a_pod,
+                         what="the cluster-wide fault told and learned by "
+                              "every node")
     assert not any(seen["readiness"].values()), seen
-    assert all(code == 50 for code, _ in seen["status"].values()), seen
+    for line in added["readiness"].values():
+        assert "is not connected to the Southbound database" in line, added
+    assert all(code == 0 for code, _ in seen["status"].values()), seen
+    assert seen["STATUS failing"] == [], seen["STATUS failing"]
+    assert added["code"] != 0 and added["out"]["code"] == 11, added
+    assert "not connected to the Southbound database" in \
+        added["out"]["msg"], added
+    assert all(learned[n.name]["cluster-wide"] < 5.0 for n in nodes), learned
     wait_for(lambda: ("ClusterNetworkRecovered", "kube-system") in [
         (r, n) for r, n, _ in events(cluster, start)], 30,
         "ClusterNetworkRecovered told")
     assert 'network_cluster_fault{kind="ovn-controller"} 0.0' in \
         controller_metric(cluster, "network_cluster_fault")
+    for node in nodes:
+        obj = cluster.api.nodenetworks[node.name]
+        assert obj["spec"]["cluster"] == {}, obj["spec"]
     [message] = [m for r, _, m in events(cluster, start)
                  if r == "ClusterNetworkFault"]
     # Told when more than half were in trouble (the third may follow).
     assert message.split(" of 3 nodes report network trouble at once")[0] \
         in ("2", "3"), message
     assert "ovn-controller's connection to the OVN Southbound" in message
-    print(f"\nSouthbound database stopped: {seen}; {message}")
+    seen["learned"], seen["told"] = learned, told_at[0]
+    print(f"\nSouthbound database stopped: {seen}; {message}; an ADD: "
+          f"{added}")
 
 
 def test_neutron_stopped(stack: OvnStack, cluster: Cluster,
@@ -332,7 +398,7 @@ def test_neutron_stopped(stack: OvnStack, cluster: Cluster,
     assert stack.neutron is not None and cluster.controller is not None
     controller = cluster.controller
 
-    def named() -> bool:
+    def named(start: float) -> bool:
         code, body = controller.get("/ready?verbose")
         return code != 200 and "[-]neutron failed" in body
     seen = cluster_fault("Neutron stopped", stack, cluster, recorder,
@@ -340,29 +406,45 @@ def test_neutron_stopped(stack: OvnStack, cluster: Cluster,
                                             "naming Neutron")
     assert all(seen["readiness"].values()), seen
     assert all(code == 0 for code, _ in seen["status"].values()), seen
+    assert seen["STATUS failing"] == [], seen
     assert not any(r == "ClusterNetworkFault" for r, _ in seen["events"]), seen
     wait_for(lambda: controller.probe("/ready") == 200, 60,
              "the controller ready again")
     print(f"\nNeutron stopped: {seen}")
 
 
+#: The local faults that fail the node's CNI STATUS (the tunnel endpoint
+#: down does not: the node could still serve an ADD).
+STATUS_FAULTS = ("ovn-controller stopped", "Southbound connection cut",
+                 "br-int flows deleted")
+
+
 def test_the_auto_healer_repairs_a_local_fault_alone(
         recorder: Recorder) -> None:
-    """magnum-auto-healer's NodeCondition rule (our type, and
-    NetworkUnavailable with error-values True), its unhealthy-duration and
-    monitor interval scaled down to the faults here (3 s, 1 s; no delay
-    after a node is added), on the Node lists taken meanwhile."""
-    healers = (
-        AutoHealer([NodeConditionCheck(types=(OWN,), unhealthy_duration=3)],
-                   monitor_interval=1, check_delay_after_add=0),
-        AutoHealer([NodeConditionCheck(types=(nc.NETWORK_UNAVAILABLE,),
-                                       error_values=("True",),
-                                       unhealthy_duration=3)],
-                   monitor_interval=1, check_delay_after_add=0))
+    """magnum-auto-healer's NodeCondition rule (our type; NetworkUnavailable
+    with error-values True; and its default, ``Ready``, as the kubelet
+    derives it from CNI STATUS on containerd 2.x and CRI-O), its
+    unhealthy-duration and monitor interval scaled down to the faults here
+    (3 s, 1 s; no delay after a node is added), on the Node lists taken
+    meanwhile: a local fault gets its node alone repaired, a cluster-wide
+    fault none, even by a healer watching ``Ready``."""
+    def healer(check: NodeConditionCheck) -> AutoHealer:
+        return AutoHealer([check], monitor_interval=1,
+                          check_delay_after_add=0)
+    ours = (healer(NodeConditionCheck(types=(OWN,), unhealthy_duration=3)),
+            healer(NodeConditionCheck(types=(nc.NETWORK_UNAVAILABLE,),
+                                      error_values=("True",),
+                                      unhealthy_duration=3)))
+    on_ready = healer(NodeConditionCheck(unhealthy_duration=3))
+    assert on_ready.checks[0].types == ("Ready",)     # the rule's default
     assert WINDOWS, "no fault ran"
+    assert "Southbound database stopped" in WINDOWS
     for name, (start, end, node) in WINDOWS.items():
         timeline = [(t, n) for t, n in recorder.timeline if start <= t <= end]
-        for healer in healers:
-            repaired = healer.replay(timeline)
+        for each in ours:
+            repaired = each.replay(timeline)
             assert set(repaired) == ({node} if node else set()), \
                 (name, repaired)
+        repaired = on_ready.replay(timeline)
+        assert set(repaired) == ({node} if name in STATUS_FAULTS else
+                                 set()), (name, "Ready", repaired)

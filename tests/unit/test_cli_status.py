@@ -91,6 +91,13 @@ def test_the_network_in_one_line() -> None:
     assert status.network_line(doc) == (
         "1/2 peers, gateway UNREACHABLE, ovn-controller NOT CONNECTED, "
         "CNI STATUS 50")
+    for excused, said in (("cluster-wide",
+                           "CNI STATUS ok (cluster-wide fault)"),
+                          ("held", "CNI STATUS held")):
+        doc["network"]["cniStatus"] = {  # type: ignore[index]
+            "code": 0, "excused": excused}
+        assert status.network_line(doc).endswith(  # type: ignore[union-attr]
+            "ovn-controller NOT CONNECTED, " + said)
     doc = canary_doc(up=False, state="port p1 not installed: ovn-controller "
                      "is not running")
     assert status.network_line(doc) == (

@@ -137,17 +137,23 @@ def test_nodenetwork_crd_matches_the_code() -> None:
     assert schema["properties"]["checks"]["maxItems"] == nn.MAX_CHECKS
     assert not any("aggregate" in k for k in crd["metadata"].get("labels", {}))
     # The spec the controller writes (the canary, the node's share of the
-    # probing), every field at the code's bounds.
+    # probing, the judge's verdict), every field at the code's bounds.
     import ipaddress
 
     from kuryr_supervisor.kubernetes import canaryspec as cs
-    spec = cs.spec("n" * 253, cs.Assignment(
+    from kuryr_supervisor.kubernetes import clusterspec
+    from kuryr_supervisor.state.netverdicts import KINDS
+    canary = cs.spec("n" * 253, cs.Assignment(
         cs.CanaryPort("p" * nn.MAX_ID, "fa:16:3e:00:00:05",
                       ipaddress.IPv4Interface("10.0.0.5/24"),
                       ipaddress.IPv4Address("10.0.0.1")),
         tuple(cs.Target(f"{i:03d}".ljust(253, "x"),
                         ipaddress.IPv4Address("10.0.0.9"))
               for i in range(nn.MAX_PEERS)), cs.MAX_INTERVAL))
+    longest = max(KINDS, key=len).ljust(63, "x")
+    spec = clusterspec.merged(canary, "n" * 253, clusterspec.ClusterVerdict(
+        longest, nn.rfc3339(4e9)))
+    assert clusterspec.verdict({"spec": spec}, "n" * 253).fault == longest
     rule = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert set(spec) == set(rule["properties"])
     fits(spec, rule, "spec")

@@ -209,3 +209,70 @@ def test_the_judge_looks_at_once_at_a_change_and_when_a_fault_falls_due(
     world.handler.tick()
     own = world.cond("node-c")
     assert (own["status"], own["reason"]) == ("False", "KuryrLocalCheckFailed")
+
+
+def spec_puts(world: World, since: int) -> list[str]:
+    """The nodes whose record's spec was written since request ``since``."""
+    return [r[2].rsplit("/", 1)[1] for r in world.api.requests[since:]
+            if r[1] == "PUT" and "/nodenetworks/" in r[2]
+            and not r[2].endswith("/status")]
+
+
+def test_the_clusters_verdict_goes_into_every_record_once_per_change(
+        world: World) -> None:
+    """Every judged record says a judge judges it; a cluster-wide fault
+    declared, then over, is written once into each (the nodes it names
+    first), the rest of the spec kept; releasing takes it out."""
+    assert world.handler.client is not None
+    world.judge_until(105)
+    for node in NODES:
+        assert world.api.nodenetworks[node]["spec"]["cluster"] == {}
+    canary = {"portId": "p", "mac": "fa:16:3e:00:00:05",
+              "address": "10.0.0.5/24"}
+    obj = dict(world.api.nodenetworks["node-e"])
+    obj["spec"] = {**obj["spec"], "canary": canary}  # network_canary's part
+    world.handler.client.replace_nodenetwork("node-e", obj)
+    world.judge_until(110)
+    before = len(world.api.requests)
+    for node in ("node-b", "node-c", "node-d"):
+        world.write(node, report(ok=False))
+    world.judge_until(300)
+    assert world.handler.state.cluster is not None
+    written = spec_puts(world, before)
+    assert sorted(written[:3]) == ["node-b", "node-c", "node-d"]
+    assert sorted(written) == sorted(NODES)          # once each, no more
+    says = {n: world.api.nodenetworks[n]["spec"]["cluster"] for n in NODES}
+    assert {v["fault"] for v in says.values()} == {"ovn-controller"}
+    assert len({v["since"] for v in says.values()}) == 1
+    assert world.api.nodenetworks["node-e"]["spec"]["canary"] == canary
+    # Over after cluster_settle (60 s) calm: written again, once each.
+    for node in ("node-b", "node-c", "node-d"):
+        world.write(node, report())
+    before = len(world.api.requests)
+    world.judge_until(400)
+    assert world.handler.state.cluster is None
+    assert sorted(spec_puts(world, before)) == sorted(NODES)
+    for node in NODES:
+        assert world.api.nodenetworks[node]["spec"]["cluster"] == {}
+    world.handler.release_all()
+    for node in NODES:
+        assert "cluster" not in world.api.nodenetworks[node]["spec"]
+    assert world.api.nodenetworks["node-e"]["spec"]["canary"] == canary
+
+
+def test_a_verdict_write_that_conflicts_is_made_on_a_later_pass(
+        world: World) -> None:
+    """A node wrote its record between the judge's read and its write
+    (409): the write waits for the next version, never overwrites."""
+    world.judge_until(105)
+    for node in ("node-b", "node-c", "node-d"):
+        world.write(node, report(ok=False))
+    world.sync()
+    world.write("node-a", report())            # after the judge's read
+    world.clock.now += 1
+    world.handler.judge(world.clock.now)
+    assert world.handler.state.cluster is not None
+    assert world.api.nodenetworks["node-a"]["spec"]["cluster"] == {}
+    world.judge_until(world.clock.now + 1)     # the watch brings it
+    assert world.api.nodenetworks["node-a"]["spec"]["cluster"]["fault"] == \
+        "ovn-controller"

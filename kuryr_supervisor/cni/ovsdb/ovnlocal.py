@@ -64,20 +64,22 @@ class OvnLocal:
         it cannot be had (not running, silent, refused)."""
         return daemons.ask(self.rundir, "ovn-controller", command, *args)
 
-    def connected(self) -> tuple[bool, str]:
+    def connected(self) -> tuple[bool, str, bool]:
         """Whether ovn-controller runs and is connected to the Southbound
-        database, and what it says (as OVN-Kubernetes' readiness asks:
-        ``connection-status``)."""
+        database, what it says (as OVN-Kubernetes' readiness asks:
+        ``connection-status``), and whether it answered (False: it does
+        not run or does not answer; True and not connected: it runs, the
+        Southbound database is out of its reach)."""
         remote = self.ovsdb.node().get("ovn-remote", "")
         try:
             status = self.asked("connection-status")
         except daemons.DaemonError as exc:
-            return False, str(exc)
+            return False, str(exc), False
         if status != "connected":
             return False, (f"ovn-controller is not connected to the "
-                           f"Southbound database ({remote}): {status}")
+                           f"Southbound database ({remote}): {status}"), True
         return True, f"ovn-controller connected to the Southbound " \
-                     f"database ({remote})"
+                     f"database ({remote})", True
 
     def flows_processed(self) -> int:
         """How many times ovn-controller ran its logical flows

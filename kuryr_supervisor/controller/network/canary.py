@@ -220,7 +220,7 @@ class NetworkCanaryHandler:
             if have == want:
                 continue
             body = dict(obj)
-            body["spec"] = canaryspec.spec(node, want)
+            body["spec"] = canaryspec.merged(obj.get("spec"), node, want)
             try:
                 self.book.objs[node] = self.client.replace_nodenetwork(
                     node, body)

@@ -19,7 +19,7 @@ A thin shell around the pure judge (:mod:`.judge`):
 Ready once the records are listed. Writes to Nodes are fenced like the
 port handler's (only while leading). With ``[network_health]
 release_on_stop`` (uninstalling), a graceful stop releases every condition
-of ours before the process ends (:meth:`NetworkHealthHandler.finish`: the
+of ours, and takes the verdict out of every record, before the process ends (:meth:`NetworkHealthHandler.finish`: the
 worker waits for it).
 """
 from __future__ import annotations
@@ -37,6 +37,7 @@ from kuryr_supervisor.controller.network import judge as rules
 from kuryr_supervisor.controller.network.nodes import NodeConditions
 from kuryr_supervisor.controller.network.records import RecordBook, RecordSource
 from kuryr_supervisor.controller.network.report import Report
+from kuryr_supervisor.controller.network.verdictspecs import VerdictSpecs
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import events
 from kuryr_supervisor.kubernetes import netconditions as nc
@@ -71,6 +72,7 @@ class NetworkHealthHandler:
         self.book = RecordBook(clock)
         self.state = rules.State()
         self.nodes: NodeConditions | None = None
+        self.specs: VerdictSpecs | None = None
         self.report: Report | None = None
         self.recorder: events.EventRecorder | None = None
         self._beat: Callable[[], None] = lambda: None
@@ -126,6 +128,8 @@ class NetworkHealthHandler:
         self.nodes = NodeConditions(self.client,
                                     conf.network_health.condition_type,
                                     wall=self._wall, clock=self._clock)
+        self.specs = VerdictSpecs(self.client, self.book, wall=self._wall,
+                                  beat=beat)
         self.recorder = events.recorder(self.client).start()
         self.report = Report(self.recorder.record,
                              getattr(self.ctx.state, "verdicts", None),
@@ -188,8 +192,10 @@ class NetworkHealthHandler:
                 self.ctx.failed()
 
     def judge(self, now: float) -> rules.Judgement:
-        """One judgement: verdicts, wanted conditions, writes, report."""
+        """One judgement: verdicts, the records' verdict, wanted
+        conditions, writes, report."""
         assert self.nodes is not None and self.report is not None
+        assert self.specs is not None
         self.book.dirty = False
         self._judged_at = now
         p = params(self.ctx.conf)
@@ -197,6 +203,8 @@ class NetworkHealthHandler:
         self._due = now + float(self.ctx.conf.network_health.judge_interval)
         self.state, j = rules.judge(self.state, self.book.seen, now, p)
         self._due = rules.due(self.state, self.book.seen, now, p)
+        self.specs.judged(j.cluster, now)
+        self.specs.flush(now)
         self.want(j)
         self.nodes.flush(self._beat)
         self.ctx.succeeded()
@@ -220,8 +228,21 @@ class NetworkHealthHandler:
             self.nodes.want[node] = nc.Want(nc.RELEASE)
 
     def release_all(self) -> None:
-        """Uninstalling: release every condition of ours (see the module)."""
-        assert self.nodes is not None
+        """Uninstalling: release every condition of ours and the verdict
+        in every record (see the module)."""
+        assert self.nodes is not None and self.specs is not None
+        assert self.client is not None
+        self.specs.release()
+        for _ in range(3):          # a node's write between: read again
+            try:
+                self.book.replace_all(*RecordSource(self.client).list_pods())
+            except k8s.K8sError as exc:
+                LOG.warning("cannot release the cluster's verdict: %s", exc)
+                break
+            while self.specs.flush(self._clock()):
+                pass
+            if not self.specs.pending():
+                break
         try:
             self.nodes.load(self._beat)
         except k8s.K8sError as exc:

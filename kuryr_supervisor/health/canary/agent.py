@@ -56,9 +56,12 @@ class CanaryAgent:
 
     def __init__(self, calls: SpecCalls, node: str, plug: CanaryPlug,
                  prober: Prober, *,
+                 seen: Callable[[Mapping[str, Any] | None], None]
+                 = lambda obj: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.calls, self.node = calls, node
         self.plug, self.prober = plug, prober
+        self._seen = seen
         self._clock = clock
         self.assignment = Assignment()
         self.up = False
@@ -104,6 +107,7 @@ class CanaryAgent:
         except K8sError as exc:
             self._say(f"cannot read the node's record: {exc}")
             return
+        self._seen(obj)         # the judge's part: for the cluster view
         if obj is None:
             return              # the record writer creates it
         try:
@@ -210,10 +214,12 @@ def _probe_doc(address: str, out: Outcome) -> Mapping[str, Any]:
             else round(out.latency_ms, 3)}
 
 
-def from_conf(conf: Any, client: SpecCalls, node: str,
-              db: ovsdb.Ovsdb) -> CanaryAgent:
+def from_conf(conf: Any, client: SpecCalls, node: str, db: ovsdb.Ovsdb, *,
+              seen: Callable[[Mapping[str, Any] | None], None]
+              = lambda obj: None) -> CanaryAgent:
     """The agent of the CNI role with the OVS binding, over the
-    HealthManager's held OVSDB connection ``db``; its prober started."""
+    HealthManager's held OVSDB connection ``db``, handing each record it
+    reads to ``seen``; its prober started."""
     from kuryr_supervisor.cni.binding import OvsBinding
     from kuryr_supervisor.health.canary.netns import OwnNetns
     group, opts = conf.binding, conf.network_health
@@ -224,4 +230,4 @@ def from_conf(conf: Any, client: SpecCalls, node: str,
     prober = Prober(netns, port=lambda: int(opts.canary_tcp_port),
                     timeout=lambda: float(opts.probe_timeout)).start()
     return CanaryAgent(client, node, CanaryPlug(binding, netns, node),
-                       prober)
+                       prober, seen=seen)

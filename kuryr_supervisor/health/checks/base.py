@@ -47,19 +47,27 @@ class Sort(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Result:
     """The outcome of one run: ok or failed, a human message, and optionally
-    the figure measured (exported as a metric, e.g. daemon memory bytes)."""
+    the figure measured (exported as a metric, e.g. daemon memory bytes).
+
+    ``shared``: the failure's cause is one every node typically meets at
+    once (a dependency they all share: ovn-controller off the Southbound
+    database), so CNI STATUS waits a moment for the network judge's
+    verdict before failing for it (:mod:`kuryr_supervisor.health.
+    statushold`)."""
 
     ok: bool
     message: str
     value: float | None = None
+    shared: bool = False
 
     @classmethod
     def passed(cls, message: str = "ok", value: float | None = None) -> Result:
         return cls(True, message, value)
 
     @classmethod
-    def failed(cls, message: str, value: float | None = None) -> Result:
-        return cls(False, message, value)
+    def failed(cls, message: str, value: float | None = None, *,
+               shared: bool = False) -> Result:
+        return cls(False, message, value, shared)
 
 
 class Check(abc.ABC):

@@ -5,7 +5,10 @@ record read them (:mod:`kuryr_supervisor.health.dataplane`):
 * ``ovn-controller``: ovn-controller runs, answers on its control socket
   and is connected to the Southbound database (``connection-status``, as
   OVN-Kubernetes' readiness asks). Without it new ports get no flows;
-  the running pods keep theirs (STATUS 50).
+  the running pods keep theirs (STATUS 50). Running but not connected is
+  a *shared* failure (:attr:`Result.shared <kuryr_supervisor.health.
+  checks.base.Result.shared>`): every node meets it at once when the
+  database fails.
 * ``flows``: ovn-controller has processed the logical flows once
   (``coverage/read-counter lflow_run``, as OVN-Kubernetes reads it) and
   the integration bridge holds flows for every port of ours that OVN
@@ -80,10 +83,12 @@ class OvnControllerCheck(_OvsCheck):
         try:
             if not self._chassis():
                 return Result.passed(NOT_CHASSIS)
-            ok, text = self.ovn.connected()
+            ok, text, answered = self.ovn.connected()
         except ovsdb.OvsdbError as exc:
             return Result.failed(f"cannot tell: {exc}")
-        return Result(ok, text)
+        # Running but off the Southbound database: what every node meets
+        # at once when the database or the way to it fails.
+        return Result(ok, text, shared=not ok and answered)
 
 
 class FlowsCheck(_OvsCheck):
