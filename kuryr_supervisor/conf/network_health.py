@@ -81,7 +81,7 @@ CANARY_CONTROLLER_OPTS: list[cfg.Opt] = [
                     "every node is probed by as many). The judge blames "
                     "a canary nobody reaches only with two witnesses or "
                     "more, so keep it at 2 or more."),
-    cfg.FloatOpt("probe_interval", default=5.0, min=1.0, max=3600.0,
+    cfg.FloatOpt("probe_interval", default=2.0, min=1.0, max=3600.0,
                  mutable=True,
                  help="Seconds between two rounds of a node's probes (its "
                       "gateway and its peers) in a small cluster; it grows "
@@ -113,10 +113,13 @@ JUDGE_OPTS: list[cfg.Opt] = [
                  help="Seconds past a record's own heartbeat after which "
                       "a record not written again is stale: its daemon is "
                       "gone or cannot reach the API (a local fault)."),
-    cfg.FloatOpt("fault_after", default=10.0, min=0.0, mutable=True,
+    cfg.FloatOpt("fault_after", default=5.0, min=0.0, mutable=True,
                  help="Seconds a data-plane symptom (a failing local "
                       "check, the gateway or the peers unreachable) must "
-                      "last before the node is in a local fault."),
+                      "last before the node is in a local fault. Keep it "
+                      "above two probe rounds (probe_interval plus "
+                      "probe_timeout, twice), so a round or two lost under "
+                      "load marks no node."),
     cfg.FloatOpt("recover_after", default=30.0, min=0.0, mutable=True,
                  help="Seconds a node in a local fault must stay without "
                       "a symptom before it is healthy again."),

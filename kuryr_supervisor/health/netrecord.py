@@ -46,8 +46,9 @@ LOG = logging.getLogger(__name__)
 
 #: Seconds between attempts while the API does not serve NodeNetworks.
 NOT_INSTALLED_RETRY = 300.0
-#: Seconds between two looks at the report.
-POLL_INTERVAL = 0.5
+#: Seconds between two looks at the report (a look reads memory only: a
+#: change is written within this of the check or the probe that turned).
+POLL_INTERVAL = 0.2
 
 
 class RecordCalls(Protocol):

@@ -14,6 +14,8 @@ written by the controller alone, read by the CNI role), ``portannotation``
 (the port data's checks; the legacy annotation, never trusted) and
 ``lease`` (leader election). Network health: ``nodenetwork`` (the
 NodeNetwork resource: what a node says of its data plane, written by that
-node, read by the controller's judge, over ``nodenetworkcalls``) and
+node, read by the controller's judge, over ``nodenetworkcalls``), the
+controller's parts of its spec (``canaryspec``: the node's canary and
+probing; ``clusterspec``: the judge's cluster-wide verdict) and
 ``netconditions`` (the judge's Node conditions, and which are ours).
 """

@@ -103,6 +103,10 @@ def test_a_local_fault_then_a_cluster_wide_one(judge: Daemon,
     wait_until(lambda: metric(judge, "network_cluster_fault",
                               'kind="ovn-controller"') == 1.0, 10)
     wait_until(lambda: events(cloud, "ClusterNetworkFault"), 5)
+    # Told to every node in its record (their CNI STATUS spares it).
+    wait_until(lambda: all(
+        cloud.api.nodenetworks[n]["spec"].get("cluster", {}).get("fault")
+        == "ovn-controller" for n in NODES), 5)
     time.sleep(10 * FAST["fault_after"])      # long past a local verdict
     assert len(cloud.api.patches) == patches
     assert {n: cond(cloud, n) for n in NODES} == before
@@ -118,8 +122,13 @@ def test_uninstall_releases_every_condition(judge: Daemon,
     judge.wait_ready()
     write(cloud, "node-d", ok=False)
     wait_until(lambda: cond(cloud, "node-d").get("status") == "False", 10)
+    assert all(cloud.api.nodenetworks[n]["spec"]["cluster"] == {}
+               for n in NODES)
     judge.signal(signal.SIGTERM)
     assert judge.wait_exit(30) == 0
+    # The judge's word is gone from the records: no node spares its STATUS.
+    assert not any("cluster" in cloud.api.nodenetworks[n]["spec"]
+                   for n in NODES)
     assert all(cloud.api.condition(n, OWN) is None for n in NODES), judge.log()
     unavailable = cond(cloud, "node-d", nc.NETWORK_UNAVAILABLE)
     assert (unavailable["status"], unavailable["reason"]) == (

@@ -13,7 +13,9 @@ fake API), and that all of it clears:
 * local, on one node: ovn-controller stopped; its Southbound connection
   cut; br-int's flows deleted; its tunnel endpoint down; its canary's
   port deleted in Neutron (the controller makes another);
-* cluster-wide: the Southbound database stopped; Neutron stopped.
+* cluster-wide: the Southbound database stopped; Neutron stopped;
+* last, the uninstall path: a node, then the controller, stopped
+  gracefully, taking their canaries away.
 
 During the Southbound database's outage no node's CNI STATUS fails (each
 holds it a moment, then reads the judge's cluster-wide verdict in its
@@ -29,6 +31,8 @@ cluster-wide fault none. The judge's timings are shortened (faults after
 """
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +40,8 @@ from typing import Any
 
 import pytest
 
+from kuryr_supervisor.cni.binding import OvsBinding
+from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.kubernetes import netconditions as nc
 from tests.fixtures.autohealer import AutoHealer, NodeConditionCheck
 from tests.fixtures.ovn import health
@@ -66,7 +72,7 @@ pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 JUDGE = {"fault_after": 2.0, "recover_after": 3.0, "cluster_settle": 4.0,
          "correlation": 5.0, "judge_interval": 0.5,
          "canary_resync_interval": 5.0, "probe_interval": 1.0,
-         "canary_peers": 2}
+         "canary_peers": 2, "release_on_stop": True}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +95,8 @@ def cluster(stack: OvnStack, tmp_path_factory: pytest.TempPathFactory
         made = health.cluster(
             stack, tmp_path_factory.mktemp("health"), judge=JUDGE,
             node_health={"record_min_interval": 0.5, "probe_timeout": 0.5},
-            node_options={"cni_daemon": {"annotation_timeout": 6.0}})
+            node_options={"cni_daemon": {"annotation_timeout": 6.0},
+                          "cni_install": {"uninstall_on_stop": True}})
         try:
             yield made.start()
         finally:
@@ -448,3 +455,43 @@ def test_the_auto_healer_repairs_a_local_fault_alone(
         repaired = on_ready.replay(timeline)
         assert set(repaired) == ({node} if name in STATUS_FAULTS else
                                  set()), (name, "Ready", repaired)
+
+
+def canary_plugged(node: Node) -> bool:
+    """The canary's port on ``node``'s br-int, or its veth on the node."""
+    host = OvsBinding.host_ifname(*CANARY)
+    links = subprocess.run(["ip", "-n", node.netns, "-o", "link", "show"],
+                           capture_output=True, text=True, check=True).stdout
+    return host in node.vsctl("list-ports", "br-int").split() or \
+        f" {host}@" in links or f" {host}:" in links
+
+
+def test_uninstalling_takes_the_canaries_away(
+        stack: OvnStack, cluster: Cluster) -> None:
+    """The uninstall path, last (it stops the daemons and the controller):
+    a node stopped gracefully with ``[cni_install] uninstall_on_stop``
+    unplugs its canary (its port off br-int, its veth gone with its
+    namespace) and deletes its record; the controller stopped gracefully
+    with ``[network_health] release_on_stop`` deletes every canary port in
+    Neutron and takes its parts out of the records, and the nodes still
+    running unplug theirs."""
+    healthy(cluster, stack)
+    nodes = stack.fabric.nodes
+    assert all(canary_plugged(n) for n in nodes)
+    gone = nodes[2]
+    daemon = cluster.daemons[gone.name]
+    daemon.signal(signal.SIGTERM)
+    assert daemon.wait_exit(30) == 0, daemon.log()
+    assert not canary_plugged(gone)
+    assert gone.name not in cluster.api.nodenetworks
+    assert cluster.controller is not None
+    cluster.controller.signal(signal.SIGTERM)
+    assert cluster.controller.wait_exit(30) == 0, cluster.controller.log()
+    assert stack.admin("GET", "/v2.0/ports", device_owner=(
+        "compute:kuryr-canary")).expect(200)["ports"] == []
+    for node in nodes[:2]:
+        spec = cluster.api.nodenetworks[node.name]["spec"]
+        assert spec == {"nodeName": node.name}, spec
+        wait_for(lambda node=node: not canary_plugged(node), 30,
+                 f"{node.name}'s canary unplugged")
+        assert conditions(cluster, node)[0] == (None, None)

@@ -56,9 +56,11 @@ def test_a_local_fault_repairs_that_node_alone(world: World) -> None:
     for healer in HEALERS:
         repaired = healer.replay(timeline)
         assert set(repaired) == {"node-c"}
-        # from the condition's lastTransitionTime (fault_after, 10 s, after
-        # the fault) plus 300 s, to the monitor's next look (every 60 s)
-        assert START + 10 + 300 <= repaired["node-c"] < START + 10 + 360
+        # from the condition's lastTransitionTime (fault_after after the
+        # fault) plus 300 s, to the monitor's next look (every 60 s)
+        after = float(world.conf.network_health.fault_after)
+        assert START + after + 300 <= repaired["node-c"] < \
+            START + after + 360
 
 
 def test_a_short_local_fault_repairs_nothing(world: World) -> None:

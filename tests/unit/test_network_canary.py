@@ -7,6 +7,7 @@ back made again; and the port handler's sweep never deleting a canary."""
 from __future__ import annotations
 
 import ipaddress
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,7 @@ def test_a_canary_per_node_then_the_probing_shared(world: World) -> None:
     shares = {n: world.spec(n) for n in NODES[:3]}
     probed: dict[str, int] = {}
     for node, share in shares.items():
-        assert share.interval == 5.0
+        assert share.interval == 2.0          # probe_interval
         assert len(share.peers) == 2 and node not in {t.node for t in
                                                       share.peers}
         for target in share.peers:
@@ -217,6 +218,43 @@ def test_the_port_handlers_sweep_never_deletes_a_canary(world: World) -> None:
     ports.start(handler)                   # the list, the resync, the sweep
     assert leaked["id"] not in world.neutron.ports    # the sweep ran
     assert canary["id"] in world.neutron.ports    # and left the canary
+
+
+def test_uninstalling_takes_every_canary_away(world: World) -> None:
+    """``release_on_stop``: a graceful stop takes the canary out of every
+    record's spec (the judge's part kept) and deletes every canary port
+    of the cluster; another cluster's canary is left alone."""
+    for node in NODES[:3]:
+        world.node_writes(node)
+    handler = world.handler()
+    world.sync(handler)
+    handler.tick()
+    ports = world.canaries()
+    for node in NODES[:3]:
+        world.node_writes(node, ports[node]["id"])
+    world.sync(handler)
+    handler.tick()
+    assert world.spec("node-a").interval > 0          # probing
+    judged = dict(world.api.nodenetworks["node-b"])
+    judged["spec"] = {**judged["spec"], "cluster": {}}     # the judge's part
+    world.api.nodenetworks["node-b"] = judged
+    other = world.neutron.add_foreign_port(
+        device_id=device_id("node-a"), tags=["kuryr-supervisor:other",
+                                             CANARY_TAG])
+    other["device_owner"] = osa.CANARY_OWNER
+    world.conf.set_override("release_on_stop", True, "network_health")
+    stopping = threading.Event()
+    stopping.set()                                         # SIGTERM
+    handler.run(stopping, lambda: None)
+    handler.finish(1.0)
+    assert set(world.canaries()) == {"node-a"}
+    assert [p["id"] for p in world.neutron.ports.values()
+            if p["device_owner"] == osa.CANARY_OWNER] == [other["id"]]
+    for node in NODES[:3]:
+        spec = world.api.nodenetworks[node]["spec"]
+        assert "canary" not in spec and "probe" not in spec, spec
+        assert world.spec(node) == canaryspec.Assignment()
+    assert world.api.nodenetworks["node-b"]["spec"]["cluster"] == {}
 
 
 def test_the_ring_and_the_interval() -> None:

@@ -22,6 +22,12 @@ A node learns its spec from its own record; it plugs the port into a
 namespace of its own and says in its status (``canary``) once the port is
 installed, which puts it on the ring. Outages (Neutron, Keystone, the
 API) are waited out and never counted; readiness says so.
+
+With ``[network_health] release_on_stop`` (uninstalling the controller),
+a graceful stop takes the canary out of every record's spec (each node
+unplugs its canary) and deletes every canary port of the cluster in
+Neutron before the process ends (:meth:`NetworkCanaryHandler.finish`: the
+worker waits for it).
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
 from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.network import peers
+from kuryr_supervisor.controller.network import peers, specrelease
 from kuryr_supervisor.controller.network.canaryports import CanaryPorts
 from kuryr_supervisor.controller.network.records import RecordSource
 from kuryr_supervisor.controller.openstack import adapter as osa
@@ -108,8 +114,27 @@ class NetworkCanaryHandler:
         self._up: set[str] = set()
         self._said = ""
         self.writes = 0
+        self._started = threading.Event()
+        self._finished = threading.Event()
 
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
+        self._started.set()
+        try:
+            self._run(stopping, beat)
+            if self.ctx.conf.network_health.release_on_stop:
+                self.release_all()
+        finally:
+            self._finished.set()
+
+    def finish(self, timeout: float) -> None:
+        """SIGTERM (``stopping`` already set): wait for :meth:`run` to end,
+        its release included, for at most ``timeout`` seconds."""
+        if self._started.is_set() and not self._finished.wait(timeout):
+            LOG.warning("canary handler still busy at the end of the "
+                        "graceful shutdown budget")
+
+    def _run(self, stopping: threading.Event,
+             beat: Callable[[], None]) -> None:
         conf = self.ctx.conf
         self._beat = beat
         if self.client is None:
@@ -233,3 +258,26 @@ class NetworkCanaryHandler:
             self._beat()
         if made:
             LOG.debug("wrote %d canary specs", made)
+
+    # -- uninstalling ------------------------------------------------------------
+    def release_all(self) -> None:
+        """Every record's canary part taken out (the nodes unplug their
+        canaries), then every canary port of the cluster deleted (see the
+        module); an outage is said, never raised."""
+        if self.client is None or self.ports is None:
+            return
+        try:
+            written, cleared = specrelease.release(
+                self.client, canaryspec.KEYS, beat=self._beat)
+        except k8s.K8sError as exc:
+            LOG.warning("cannot take the canaries out of the records: %s",
+                        exc)
+            written, cleared = 0, False
+        try:
+            deleted = self.ports.reconcile(())
+        except (osa.OpenStackError, k8s.K8sError) as exc:
+            LOG.warning("cannot delete the canary ports: %s", exc)
+            return
+        LOG.info("released the canaries: %d ports deleted, %d records "
+                 "written%s", deleted, written,
+                 "" if cleared else " (some still name one)")

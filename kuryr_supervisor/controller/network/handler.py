@@ -34,12 +34,13 @@ from oslo_config import cfg
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.network import judge as rules
+from kuryr_supervisor.controller.network import specrelease
 from kuryr_supervisor.controller.network.nodes import NodeConditions
 from kuryr_supervisor.controller.network.records import RecordBook, RecordSource
 from kuryr_supervisor.controller.network.report import Report
 from kuryr_supervisor.controller.network.verdictspecs import VerdictSpecs
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes import events
+from kuryr_supervisor.kubernetes import clusterspec, events
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
 
@@ -230,19 +231,13 @@ class NetworkHealthHandler:
     def release_all(self) -> None:
         """Uninstalling: release every condition of ours and the verdict
         in every record (see the module)."""
-        assert self.nodes is not None and self.specs is not None
-        assert self.client is not None
-        self.specs.release()
-        for _ in range(3):          # a node's write between: read again
-            try:
-                self.book.replace_all(*RecordSource(self.client).list_pods())
-            except k8s.K8sError as exc:
-                LOG.warning("cannot release the cluster's verdict: %s", exc)
-                break
-            while self.specs.flush(self._clock()):
-                pass
-            if not self.specs.pending():
-                break
+        assert self.nodes is not None and self.client is not None
+        try:
+            specrelease.release(self.client, (clusterspec.KEY,),
+                                beat=self._beat)
+        except k8s.K8sError as exc:
+            LOG.warning("cannot take the cluster's verdict out of the "
+                        "records: %s", exc)
         try:
             self.nodes.load(self._beat)
         except k8s.K8sError as exc:

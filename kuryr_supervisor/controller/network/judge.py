@@ -33,7 +33,7 @@ Rules:
   their full time again. A cluster of one node is never judged locally
   (its one node is always "most nodes"); of two, a node is blamed only
   when the other is fine.
-* **local**: a node whose symptom has lasted ``fault_after`` (10 s; the
+* **local**: a node whose symptom has lasted ``fault_after`` (5 s; the
   stale and not-ready symptoms have their 30 s already) while the cluster
   is not in a cluster-wide fault.
 * **recovery** (hysteresis): back to healthy after ``recover_after`` (30 s)
@@ -80,7 +80,7 @@ IMMEDIATE = ("KuryrRecordStale", "KuryrDaemonNotReady")
 class Params:
     daemon_grace: float = 30.0
     stale_grace: float = 30.0
-    fault_after: float = 10.0
+    fault_after: float = 5.0
     recover_after: float = 30.0
     flap_count: int = 3
     flap_window: float = 600.0

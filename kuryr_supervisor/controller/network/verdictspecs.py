@@ -18,9 +18,8 @@ next pass. At most :data:`MAX_WRITES` a pass, beating between them. Any
 other error ends the pass and waits (2 s doubling to
 :data:`BACKOFF_MAX`), said once.
 
-Releasing (uninstalling the controller) wants no verdict at all: the
-judge's part is taken out of every record, and the nodes' STATUS is again
-what their checks say.
+Uninstalling takes the judge's part out of every record
+(:mod:`.specrelease`): the nodes' STATUS is again what their checks say.
 """
 from __future__ import annotations
 
@@ -56,8 +55,8 @@ class VerdictSpecs:
                  beat: Callable[[], None] = lambda: None) -> None:
         self.calls, self.book = calls, book
         self._wall, self._beat = wall, beat
-        #: What every record should say; None: nothing (released).
-        self.want: ClusterVerdict | None = ClusterVerdict()
+        #: What every record should say.
+        self.want = ClusterVerdict()
         self._declared: tuple[float, str] = (-1.0, "")
         self._failures = 0
         self._next_try = 0.0
@@ -75,12 +74,6 @@ class VerdictSpecs:
                 self._wall() - (now - cluster.since)))
         self.want = ClusterVerdict(cluster.kind, self._declared[1])
 
-    def release(self) -> None:
-        """Want the judge's part out of every record (at once: no
-        backoff left from before)."""
-        self.want = None
-        self._next_try = 0.0
-
     def _says(self, node: str, obj: Mapping[str, Any]
               ) -> ClusterVerdict | None | bool:
         try:
@@ -97,17 +90,13 @@ class VerdictSpecs:
             if node not in self.book.seen:
                 continue            # not judged (never valid)
             says = self._says(node, obj)
-            if want is None:
-                if says is not None:
-                    out.append(node)
-            elif not isinstance(says, ClusterVerdict) or \
+            if not isinstance(says, ClusterVerdict) or \
                     says.fault != want.fault:
                 out.append(node)
-        fault = want.fault if want is not None else ""
 
         def holding(node: str) -> bool:
             checks = self.book.seen[node].record.report.checks
-            return any(c.name == fault and not c.ok for c in checks)
+            return any(c.name == want.fault and not c.ok for c in checks)
         return sorted(out, key=lambda n: (not holding(n), n))
 
     def flush(self, now: float) -> int:
@@ -142,7 +131,6 @@ class VerdictSpecs:
         self.writes += made
         if made:
             LOG.info("the cluster's verdict (%s) written to %d records",
-                     "released" if self.want is None else
                      self.want.fault or "no cluster-wide fault", made)
         return made
 
