@@ -336,3 +336,14 @@ def test_tags_of_a_create_without_the_bulk_tags_driver(
                  {"tags": [ports.tag]}, token=cloud.token()).expect(200)
     assert [p["name"] for p in ports.mine()] == ["one"] + (
         ["b1", "b2"] if cloud.bulk_tags else [])
+
+
+def test_the_bulk_tags_extension_says_whether_tags_are_kept(
+        neutron_ports: Ports) -> None:
+    """``GET /v2.0/extensions/tag-ports-during-bulk-creation``: 200 where
+    ML2's ``tag_ports_during_bulk_creation`` driver is on, 404 where not."""
+    cloud = neutron_ports.cloud
+    answer = rest.request(
+        "GET", f"{cloud.neutron_url}/v2.0/extensions/"
+        "tag-ports-during-bulk-creation", token=cloud.token())
+    assert answer.status == (200 if cloud.bulk_tags else 404), answer

@@ -24,7 +24,7 @@ from tests.fixtures.daemon import wait_until
 pytestmark = pytest.mark.privileged
 
 cloud = pytest.fixture(cloud_fixture)
-WRITES = ("POST", "PUT", "DELETE")
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def podport_writes(cloud: Cloud, since: float) -> int:

@@ -10,9 +10,15 @@ server's in-flight limit (400 by default, shared by the whole cluster),
 while 100 writes of 2-5 ms each take tens of milliseconds, not hundreds.
 
 One write is :func:`write`: create the PodPort, or, if one of that name
-exists (a restart, or an earlier pod's of the same name), read it and
-replace it only if it says otherwise, the version read as precondition.
-Every call is bounded by the client's request timeout.
+exists (a restart, or an earlier pod's of the same name), read it and,
+only if it says otherwise, delete it (its UID as precondition) and create
+it anew: its status (``boundAt``, ``portStatus``) is the old pod's or the
+old port's, and the status subresource survives a replace of the object.
+A new port's status, when Neutron says more than DOWN, is written right
+after (so a restart finds it said). Every call is bounded by the client's
+request timeout. :func:`repoint` is the one change of a bound PodPort: a
+vanished port made again with the same address and MAC, whose new id it
+then names (its status kept).
 
 A restart hands over thousands of pods whose ports already existed
 (*adopted*), so their PodPorts are most likely written already: from
@@ -45,8 +51,9 @@ PAGE_SIZE = 500
 #: How often the waiting loop beats (seconds).
 _BEAT_EVERY = 0.2
 
-#: (pod UID, namespace, pod name, the PodPort's data)
-Item = tuple[str, str, str, podport.PortData]
+#: (pod UID, namespace, pod name, the PodPort's data, the port's status
+#: to write with it: "" none)
+Item = tuple[str, str, str, podport.PortData, str]
 
 
 class Kept(Exception):
@@ -69,28 +76,61 @@ def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def write(client: k8s.K8sClient, namespace: str, name: str,
-          data: podport.PortData) -> None:
-    """Create the PodPort, or replace an earlier pod's of the same name
-    or the pod's own while it is not bound; a bound one is never changed
-    (:class:`Kept`)."""
+          data: podport.PortData, status: str = "") -> None:
+    """Create the PodPort (and write ``status``, the new port's, unless it
+    is "" or DOWN), or make anew an earlier pod's of the same name or the
+    pod's own while it is not bound, with no status; a bound one is never
+    changed (:class:`Kept`)."""
     obj = podport.body(namespace, name, data)
+    exists = False
     try:
         client.create_podport(namespace, obj)
-        return
     except k8s.K8sPermanent as exc:
         if exc.status != 409:
             raise
+        exists = True
+    if exists:
+        current = client.get_podport(namespace, name)
+        if current is None:
+            raise k8s.K8sTemporary("PodPort vanished while being written")
+        if podport.same(current, data):
+            if podport.port_status(current):
+                return      # written whole before (a retry), status too
+        else:
+            mine = named(current)
+            if mine is not None and mine[0] == data.pod_uid and \
+                    podport.bound_at(current):
+                raise Kept(mine[1])
+            _anew(client, namespace, current, obj)
+    if status and status != "DOWN":
+        client.patch_podport_status(namespace, name, {"portStatus": status})
+
+
+def _anew(client: k8s.K8sClient, namespace: str,
+          current: Mapping[str, Any], obj: dict[str, Any]) -> None:
+    """Delete ``current`` (its UID as precondition) and create ``obj`` in
+    its place: not a replace, which would keep the old status (the old
+    pod's ``boundAt``, the old port's ``portStatus``)."""
+    meta = current.get("metadata") or {}
+    client.delete_podport(namespace, str(meta.get("name") or ""),
+                          uid=str(meta.get("uid") or ""))
+    client.create_podport(namespace, obj)
+
+
+def repoint(client: k8s.K8sClient, namespace: str, name: str,
+            named_now: tuple[str, str, str], port_id: str) -> None:
+    """The pod's bound PodPort names ``port_id`` from now on: its port
+    vanished and was made again with the same address and MAC
+    (``named_now``: what it names); nothing else changes, its status
+    (``boundAt``) included. A PodPort that says otherwise by now is left
+    as it is (:class:`Kept`)."""
     current = client.get_podport(namespace, name)
-    if current is None:
-        raise k8s.K8sTemporary("PodPort vanished while being written")
-    if podport.same(current, data):
-        return
-    mine = named(current)
-    if mine is not None and mine[0] == data.pod_uid and \
-            podport.bound_at(current):
-        raise Kept(mine[1])
-    obj["metadata"]["resourceVersion"] = (
-        current.get("metadata") or {}).get("resourceVersion", "")
+    mine = named(current) if current is not None else None
+    if current is None or mine is None or mine[1] != named_now:
+        raise Kept(mine[1] if mine else named_now)
+    obj: dict[str, Any] = {key: current[key] for key in (
+        "apiVersion", "kind", "metadata", "spec") if key in current}
+    obj["spec"] = dict(obj["spec"], portId=port_id)
     client.replace_podport(namespace, name, obj)
 
 
@@ -117,8 +157,9 @@ class PodPortWriter:
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.workers, thread_name_prefix="podport")
-        futures = {self._pool.submit(write, self.client, ns, name, data): uid
-                   for uid, ns, name, data in items}
+        futures = {self._pool.submit(write, self.client, ns, name, data,
+                                     status): uid
+                   for uid, ns, name, data, status in items}
         waiting = set(futures)
         while waiting:
             beat()
@@ -147,7 +188,7 @@ class PodPortWriter:
     def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
                   ) -> set[str]:
         """The UIDs of ``items`` whose PodPort already says their data."""
-        wanted = {(ns, name): (uid, data) for uid, ns, name, data in items}
+        wanted = {(ns, name): (uid, data) for uid, ns, name, data, _ in items}
         found: set[str] = set()
         token = ""
         try:

@@ -7,9 +7,12 @@ role may wait for ACTIVE (``[cni_daemon] wait_for_active_port``), and
 refuses a BINDING_FAILED port at once, so the status must reach the
 PodPort:
 
+- a new port's status is written right after its PodPort is made, when
+  Neutron says more than DOWN (a PodPort that says nothing says DOWN);
 - every resync compares each kept port's status in the list with what its
-  PodPort says, and writes the difference (status subresource, a merge
-  patch: the spec is never touched);
+  PodPort says (read at start with the PodPorts, so a restart writes
+  nothing that is already said), and writes only a difference (status
+  subresource, a merge patch: the spec is never touched);
 - with ``[controller] port_status_interval`` > 0, the ports made in the
   last :data:`POLL_FOR` seconds whose status is not settled yet are also
   asked for by id every that many seconds, at most :data:`POLL_MAX` a
@@ -38,6 +41,13 @@ POLL_MAX = 20
 SETTLED = ("ACTIVE", "BINDING_FAILED", "ERROR")
 
 
+def differs(said: str, state: str) -> bool:
+    """Whether a PodPort that says ``said`` must be told ``state``: a
+    PodPort that says nothing says DOWN (to the CNI role both are a port
+    not yet ACTIVE)."""
+    return (said or "DOWN") != (state or "DOWN")
+
+
 class PortStatus:
     """What each PodPort says of its port's status, and the poll."""
 
@@ -53,9 +63,12 @@ class PortStatus:
         self.said.pop(uid, None)
         self.polling.pop(uid, None)
 
-    def made(self, uid: str, port_id: str) -> None:
-        """A new port's PodPort was written: poll it for a while."""
-        self.polling[uid] = (port_id, self._clock())
+    def made(self, uid: str, port_id: str, said: str = "") -> None:
+        """A new port's PodPort was written (saying ``said``, "" when no
+        status was written with it): poll it for a while."""
+        self.said[uid] = said
+        if said not in SETTLED:
+            self.polling[uid] = (port_id, self._clock())
 
     def seen(self, client: k8s.K8sClient, pods: dict[str, tuple[str, str, str]],
              ports: Iterable[tuple[str, osa.Port]],
@@ -64,7 +77,7 @@ class PortStatus:
         what changed."""
         for uid, port in ports:
             state = port.state
-            if uid in pods and self.said.get(uid) != state:
+            if uid in pods and differs(self.said.get(uid, ""), state):
                 self._write(client, uid, pods[uid][:2], state, port.id)
                 beat()
             if state in SETTLED:
