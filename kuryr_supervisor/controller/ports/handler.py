@@ -399,8 +399,9 @@ class NeutronPortHandler:
                          lambda u: book.nodes.get(u, "")),
             self.report, self._beat)
         self.retries.wait(again)
-        self.retries.wait(verify.repoint(self.client, plan, book.pods,
-                                         book.named, self.report, self._beat))
+        self.retries.wait(verify.repoint(
+            self.client, plan, book.pods, book.named, self.report,
+            self._beat, lambda u: book.nodes.get(u, "")))
         if incomplete:          # the list proved wrong: no create, no sweep
             self.retries.wait(plan.create)
             plan.create = []

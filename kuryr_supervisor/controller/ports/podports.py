@@ -52,8 +52,8 @@ PAGE_SIZE = 500
 _BEAT_EVERY = 0.2
 
 #: (pod UID, namespace, pod name, the PodPort's data, the port's status
-#: to write with it: "" none)
-Item = tuple[str, str, str, podport.PortData, str]
+#: to write with it ("": none), the pod's node (its label))
+Item = tuple[str, str, str, podport.PortData, str, str]
 
 
 class Kept(Exception):
@@ -76,12 +76,13 @@ def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def write(client: k8s.K8sClient, namespace: str, name: str,
-          data: podport.PortData, status: str = "") -> None:
+          data: podport.PortData, status: str = "", node: str = "") -> None:
     """Create the PodPort (and write ``status``, the new port's, unless it
     is "" or DOWN), or make anew an earlier pod's of the same name or the
     pod's own while it is not bound, with no status; a bound one is never
-    changed (:class:`Kept`)."""
-    obj = podport.body(namespace, name, data)
+    changed (:class:`Kept`). ``node`` labels it (the node follows its
+    pods' PodPorts by that label)."""
+    obj = podport.body(namespace, name, data, node)
     exists = False
     try:
         client.create_podport(namespace, obj)
@@ -118,12 +119,14 @@ def _anew(client: k8s.K8sClient, namespace: str,
 
 
 def repoint(client: k8s.K8sClient, namespace: str, name: str,
-            named_now: tuple[str, str, str], port_id: str) -> None:
+            named_now: tuple[str, str, str], port_id: str,
+            node: str = "") -> None:
     """The pod's bound PodPort names ``port_id`` from now on: its port
     vanished and was made again with the same address and MAC
-    (``named_now``: what it names); nothing else changes, its status
-    (``boundAt``) included. A PodPort that says otherwise by now is left
-    as it is (:class:`Kept`)."""
+    (``named_now``: what it names), bound to ``node``, whose label it gets
+    (that node re-points the pod's interface); nothing else changes, its
+    status (``boundAt``) included. A PodPort that says otherwise by now
+    is left as it is (:class:`Kept`)."""
     current = client.get_podport(namespace, name)
     mine = named(current) if current is not None else None
     if current is None or mine is None or mine[1] != named_now:
@@ -131,6 +134,10 @@ def repoint(client: k8s.K8sClient, namespace: str, name: str,
     obj: dict[str, Any] = {key: current[key] for key in (
         "apiVersion", "kind", "metadata", "spec") if key in current}
     obj["spec"] = dict(obj["spec"], portId=port_id)
+    if node:
+        meta = obj["metadata"] = dict(obj["metadata"])
+        meta["labels"] = {**(meta.get("labels") or {}),
+                          podport.NODE_LABEL: podport.node_label(node)}
     client.replace_podport(namespace, name, obj)
 
 
@@ -158,8 +165,8 @@ class PodPortWriter:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.workers, thread_name_prefix="podport")
         futures = {self._pool.submit(write, self.client, ns, name, data,
-                                     status): uid
-                   for uid, ns, name, data, status in items}
+                                     status, node): uid
+                   for uid, ns, name, data, status, node in items}
         waiting = set(futures)
         while waiting:
             beat()
@@ -188,7 +195,8 @@ class PodPortWriter:
     def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
                   ) -> set[str]:
         """The UIDs of ``items`` whose PodPort already says their data."""
-        wanted = {(ns, name): (uid, data) for uid, ns, name, data, _ in items}
+        wanted = {(ns, name): (uid, data)
+                  for uid, ns, name, data, _, _ in items}
         found: set[str] = set()
         token = ""
         try:

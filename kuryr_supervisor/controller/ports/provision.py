@@ -257,7 +257,7 @@ class Provision:
                 self.retries.failed([uid], exc, book.pods)
                 continue
             items.append((uid, *book.pods[uid][:2], data,
-                          port.state if new else ""))
+                          port.state if new else "", book.nodes.get(uid, "")))
         ports = dict(write)
         for uid, error in self.writer.write_all(items, self.beat).items():
             if isinstance(error, Kept):     # the PodPort stays as it is

@@ -137,7 +137,8 @@ def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
 
 def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
             named: dict[str, Named], report: PortReport,
-            beat: Callable[[], None]) -> list[str]:
+            beat: Callable[[], None],
+            hosts: Callable[[str], str] = lambda uid: "") -> list[str]:
     """The PodPorts of ``plan.repoint`` name their pod's port made again
     (same address and MAC, a new id), and each pod gets a Normal Event
     ``PortRecreated``: the node re-points the pod's interface to it. The
@@ -148,7 +149,8 @@ def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
         ns, name, _ = pods[uid]
         old = named[uid]
         try:
-            podports.repoint(client, ns, name, old, port.id)
+            podports.repoint(client, ns, name, old, port.id,
+                             port.host or hosts(uid))
         except podports.Kept as kept:
             named[uid] = kept.named
             continue
