@@ -347,3 +347,19 @@ def test_the_bulk_tags_extension_says_whether_tags_are_kept(
         "GET", f"{cloud.neutron_url}/v2.0/extensions/"
         "tag-ports-during-bulk-creation", token=cloud.token())
     assert answer.status == (200 if cloud.bulk_tags else 404), answer
+
+
+def test_choosing_a_mac_is_a_policy(ports: Ports) -> None:
+    """Neutron's policy may refuse ``mac_address`` (403 naming it) to a
+    user it lets make ports (``kuryr-nomac``: an operator's policy, or a
+    user outside the network's project); without it the same create is
+    made."""
+    user = ports.cloud.nomac_username
+    mac = "0e:6b:73:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
+    answer = ports.post({"port": ports.body("m", mac_address=mac)}, user=user)
+    assert answer.status == 403, answer
+    error = answer.body["NeutronError"]
+    assert error["type"] == "PolicyNotAuthorized"
+    assert "mac_address" in error["message"], error
+    assert ports.mine() == []
+    ports.post({"port": ports.body("m")}, user=user).expect(201)

@@ -53,17 +53,23 @@ class World(HandlerWorld):
     def __init__(self, tmp_path: Path, cloud: AnyCloud, api: FakeAPI) -> None:
         self.cloud, self.api, self.counts = cloud, api, Counts()
         self.tag = f"kuryr-supervisor:{api.namespaces['kube-system']}"
-        path = tmp_path / "controller.conf"
-        path.write_text("\n".join(
+        self.path = tmp_path / "controller.conf"
+        self.as_user(cloud.username)
+
+    def as_user(self, username: str) -> None:
+        """The controller's options, logging in as ``username``."""
+        cloud = self.cloud
+        overrides = dict(cloud.conf_overrides(), username=username)
+        self.path.write_text("\n".join(
             ["[DEFAULT]", "role = controller", "[neutron]"]
-            + [f"{k} = {v}" for k, v in cloud.conf_overrides().items()]
+            + [f"{k} = {v}" for k, v in overrides.items()]
             + ["[controller]", f"pod_network_id = {cloud.network_id}",
                f"pod_subnet_id = {cloud.subnet_id}",
                f"openstack_timeout = {10 if cloud.kind == 'real' else 5}"])
             + "\n")
         self.conf = cfg.ConfigOpts()
         conf_mod.register_opts(self.conf)
-        self.conf(["--config-file", str(path)], default_config_files=[])
+        self.conf(["--config-file", str(self.path)], default_config_files=[])
 
     def ports_for(self, device_id: str) -> list[dict[str, Any]]:
         return self.cloud.ports(device_id=device_id)
@@ -210,3 +216,21 @@ def test_a_port_whose_tag_call_was_lost_is_adopted(world: World) -> None:
     finally:
         world.cloud.admin("DELETE", f"/v2.0/ports/{stranger}")
         world.cloud.admin("DELETE", f"/v2.0/ports/{lost}")
+
+
+def test_where_policy_refuses_macs_ports_get_neutrons(world: World) -> None:
+    """A controller user that may not choose MACs (Neutron's policy): its
+    first create is refused for them (403), and from then on ports are
+    made with Neutron's MACs, one per pod, nothing counted."""
+    world.as_user(world.cloud.nomac_username)
+    pods = world.add(4)
+    handler = world.handler()
+    world.start(handler)
+    assert handler.maker.modes.macs is False
+    handler.retries.at = 0.0
+    handler.tick()
+    assert world.ported(pods)
+    for pod in pods:
+        [port] = world.ports_for(pod["metadata"]["uid"])
+        assert port["mac_address"].startswith("fa:16:3e:")
+    assert world.counts.total == 0
