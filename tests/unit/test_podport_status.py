@@ -38,7 +38,8 @@ def test_a_new_pod_of_an_old_name_starts_with_no_status(
 
 
 def test_a_restart_writes_nothing_to_kubernetes(tmp_path: Path) -> None:
-    """20 pods ported (their ports ACTIVE at once), the controller
+    """20 pods ported (their ports ACTIVE at once: their statuses are
+    written as they are made, not at a later resync), the controller
     restarted before its next resync: the new one lists and resyncs and
     writes no PodPort, status included."""
     w = make_world(tmp_path)
@@ -46,6 +47,9 @@ def test_a_restart_writes_nothing_to_kubernetes(tmp_path: Path) -> None:
         pods = w.add(20)
         first = start(w, pods)
         drive(first, lambda: w.ported(pods), 10)
+        # Their statuses, written in the background as the ports are made.
+        drive(first, lambda: all((o.get("status") or {}).get("portStatus")
+                                 for o in w.api.podports.values()), 5)
         since = len(w.api.access)
         second = start(w, [])
         second.resync(set(second.book.pods))

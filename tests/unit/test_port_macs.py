@@ -85,8 +85,8 @@ def test_a_mac_collision_takes_the_next_derivation(tmp_path: Path) -> None:
         pods = w.add(2)
         uid = pods[0]["metadata"]["uid"]
         taken = making.derived_mac(uid, 0)
-        foreign = w.neutron.add_foreign_port(device_id="someone", tags=[])
-        w.neutron.ports[foreign["id"]]["mac_address"] = taken
+        foreign = w.neutron.add_foreign_port(device_id="someone", tags=[],
+                                             mac=taken)
         handler = start(w, pods)
         drive(handler, lambda: w.ported(pods), 10)
         [port] = w.neutron.ports_for(uid)

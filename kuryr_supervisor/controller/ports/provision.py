@@ -87,6 +87,8 @@ class Provision:
         self.in_flight, self.beat = in_flight, beat
         #: uid -> until when (pace clock) its announced create may commit
         self.announced: dict[str, float] = {}
+        writer.on_said = status.said.__setitem__
+        status.busy = writer.saying
 
     @property
     def idempotent(self) -> bool:
@@ -259,15 +261,15 @@ class Provision:
             items.append((uid, *book.pods[uid][:2], data,
                           port.state if new else "", book.nodes.get(uid, "")))
         ports = dict(write)
-        for uid, error in self.writer.write_all(items, self.beat).items():
+        done = self.writer.write_all(items, self.beat)
+        for uid, error in done.items():
             if isinstance(error, Kept):     # the PodPort stays as it is
                 book.named[uid] = error.named
                 error = None
             elif error is None and uid in ports:
                 port = ports[uid]
                 book.named[uid] = (port.id, str(port.ip), port.mac.lower())
-                self.status.made(uid, port.id, port.state if new and
-                                 port.state != "DOWN" else "")
+                self.status.made(uid, port.id)
             if error is None:
                 book.written.add(uid)
                 self.retries.succeeded(uid)

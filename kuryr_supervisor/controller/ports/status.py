@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.ports.report import PortReport
@@ -55,6 +55,8 @@ class PortStatus:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.report = report
         self.said: dict[str, str] = {}            # uid -> status written
+        #: uids whose status is being written elsewhere (a new port's)
+        self.busy: Collection[str] = ()
         self.polling: dict[str, tuple[str, float]] = {}   # uid -> (port, since)
         self._clock = clock
         self._polled_at = 0.0
@@ -63,12 +65,12 @@ class PortStatus:
         self.said.pop(uid, None)
         self.polling.pop(uid, None)
 
-    def made(self, uid: str, port_id: str, said: str = "") -> None:
-        """A new port's PodPort was written (saying ``said``, "" when no
-        status was written with it): poll it for a while."""
-        self.said[uid] = said
-        if said not in SETTLED:
-            self.polling[uid] = (port_id, self._clock())
+    def made(self, uid: str, port_id: str) -> None:
+        """A new port's PodPort was written (saying nothing yet; its
+        status, written in the background, is set in :attr:`said` when
+        it is): poll it for a while."""
+        self.said.setdefault(uid, "")
+        self.polling[uid] = (port_id, self._clock())
 
     def seen(self, client: k8s.K8sClient, pods: dict[str, tuple[str, str, str]],
              ports: Iterable[tuple[str, osa.Port]],
@@ -77,7 +79,8 @@ class PortStatus:
         what changed."""
         for uid, port in ports:
             state = port.state
-            if uid in pods and differs(self.said.get(uid, ""), state):
+            if uid in pods and uid not in self.busy and \
+                    differs(self.said.get(uid, ""), state):
                 self._write(client, uid, pods[uid][:2], state, port.id)
                 beat()
             if state in SETTLED:
