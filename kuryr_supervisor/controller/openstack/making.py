@@ -14,10 +14,10 @@ through :class:`PortMaker`, which:
 - tags each port: the tags go in the create, and where Neutron drops them
   (ML2 without ``tag_ports_during_bulk_creation``, Neutron's and
   devstack's default) each port is tagged right after through the tags
-  API; a tag call that fails is tried again (:meth:`PortMaker.retag`),
-  and a port whose tag call was lost for good (a crash) is found again
-  by what its create gave it (:meth:`PortMaker.recognise`: its name
-  carries the cluster's tag, its owner is the controller's);
+  API (:mod:`.tagging`); a tag call that fails is tried again, and a port
+  whose tag call was lost for good (a crash) is found again by what its
+  create gave it (its name carries the cluster's tag, its owner is the
+  controller's);
 - asks for a pod's MAC address derived from its UID
   (:func:`derived_mac`: a locally administered unicast OUI and 24 bits
   of a hash), where Neutron lets the controller choose MACs (a member of
@@ -40,10 +40,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import threading
 from collections.abc import Callable, Sequence
 
 from kuryr_supervisor.controller.openstack.neutron import NeutronApi
+from kuryr_supervisor.controller.openstack.tagging import Tags
 from kuryr_supervisor.controller.openstack.wire import (
     MacInUse,
     OpenStackRefused,
@@ -114,9 +114,8 @@ class PortMaker:
         self.cloud = cloud
         self.network_id, self.subnet_id = network_id, subnet_id
         self.modes = Modes()
-        self._lock = threading.Lock()
-        #: port id -> the tags its tag call failed to set
-        self._untagged: dict[str, tuple[str, ...]] = {}
+        #: Tags set after a create (where Neutron drops a create's).
+        self.tags = Tags(cloud)
         #: pod UID -> its derivation in use (after a collision)
         self._attempt: dict[str, int] = {}
         #: Called with the modes whenever they change (readiness).
@@ -277,85 +276,25 @@ class PortMaker:
     # -- tags ---------------------------------------------------------------------------
     def tagged(self, ports: Sequence[Port], tags: Sequence[str],
                timeout: float) -> list[Port]:
-        """``ports`` with ``tags``: those that lack them are tagged now
-        (tags API); a tag call that fails is tried again by
-        :meth:`retag`, the port returned as it is meanwhile."""
-        if not tags:
-            return list(ports)
-        out = []
-        lacking = [p for p in ports if not set(tags) <= set(p.tags)]
-        if ports:
-            self._set(tags_at_create=not lacking if self.modes.tags_at_create
-                      is not False else False)
-        api = self.cloud.within(timeout)
-        for port in ports:
-            if port in lacking:
-                port = self._tag(api, port, tuple(dict.fromkeys(
-                    (*port.tags, *tags))))
-            out.append(port)
-        return out
-
-    def _tag(self, api: NeutronApi, port: Port,
-             tags: tuple[str, ...]) -> Port:
-        try:
-            got = api.set_tags(port.id, tags)
-        except Exception as exc:  # noqa: BLE001 - tried again, said once
-            with self._lock:
-                first = not self._untagged
-                self._untagged[port.id] = tags
-            if first:
-                LOG.warning("port %s not tagged yet (%s): tried again at "
-                            "every resync", port.id, exc)
-            return port
-        with self._lock:
-            self._untagged.pop(port.id, None)
-        return dataclasses.replace(port, tags=tuple(got))
+        """``ports`` with ``tags`` (:meth:`.tagging.Tags.tagged`); what
+        Neutron did with a create's tags says how it treats them."""
+        if ports and tags:
+            lacking = any(not set(tags) <= set(p.tags) for p in ports)
+            self._set(tags_at_create=not lacking and
+                      self.modes.tags_at_create is not False)
+        return self.tags.tagged(ports, tags, timeout)
 
     @property
     def untagged(self) -> bool:
         """Some port's tag call failed and is not yet done."""
-        with self._lock:
-            return bool(self._untagged)
+        return self.tags.pending
 
     def retag(self) -> None:
-        """Try again the tag calls that failed; one that fails again is
-        kept for the next time, unless its port is gone (Neutron answers a
-        tag call on a missing port with a 500)."""
-        with self._lock:
-            todo = dict(self._untagged)
-        api = self.cloud.within(self.cloud.timeout)
-        for port_id, tags in todo.items():
-            try:
-                api.set_tags(port_id, tags)
-            except OpenStackRefused:
-                pass                    # refused as it is: never will do
-            except OpenStackUnavailable:
-                try:
-                    if api.port(port_id) is not None:
-                        continue        # there, not tagged: next time
-                except OpenStackUnavailable:
-                    continue
-            with self._lock:
-                self._untagged.pop(port_id, None)
+        self.tags.retag()
 
     def recognise(self, ports: Sequence[Port], tag: str,
                   tags_of: Callable[[Port], Sequence[str]]) -> list[Port]:
-        """The ports of ``ports`` (listed without ``tag``) that the
-        cluster of ``tag`` made (:func:`~.wire.named_ours`: name and
-        owner), tagged now with ``tags_of(port)`` and returned so; any
-        other is left alone, never adopted nor deleted."""
-        out = []
-        api = self.cloud.within(self.cloud.timeout)
-        for port in ports:
-            if tag in port.tags or not named_ours(port, tag):
-                continue
-            tags = tuple(dict.fromkeys((*port.tags, *tags_of(port))))
-            got = api.set_tags(port.id, tags)
-            LOG.warning("port %s (%s) had lost its tags (a tag call that "
-                        "never happened): tagged and adopted", port.id,
-                        port.name)
-            out.append(dataclasses.replace(port, tags=tuple(got)))
-        return out
+        return self.tags.recognise(ports, tag, tags_of)
 
     # -- re-binding --------------------------------------------------------------------
     def refuse_binding(self, why: object) -> None:
