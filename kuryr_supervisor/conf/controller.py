@@ -52,10 +52,13 @@ OPTS = [
     cfg.StrOpt("cluster_id", default="",
                 help="This cluster's id, put in the Neutron tag "
                      "kuryr-supervisor:<cluster_id> of every port the "
-                     "controller creates; only ports with that tag, on "
-                     "pod_network_id, in the project, are ever adopted or "
-                     "swept, so clusters sharing a project never touch each "
-                     "other's ports. Empty (default): the UID of the "
+                     "controller creates, and at the head of its name "
+                     "(kuryr-supervisor:<cluster_id>:<namespace>/<pod>); "
+                     "only ports with that tag, on pod_network_id, in the "
+                     "project, are ever adopted or swept (a port whose tag "
+                     "call was lost is known by its name, tagged, then "
+                     "adopted), so clusters sharing a project never touch "
+                     "each other's ports. Empty (default): the UID of the "
                      "kube-system namespace, read at start (stable for the "
                      "cluster's life). Letters, digits, '.', '_', '-', at "
                      "most 64."),
@@ -102,14 +105,20 @@ OPTS = [
                 help="Act only while holding the Lease (coordination.k8s.io"
                      "/v1); needed when more than one replica runs."),
     cfg.StrOpt("lease_name", default="kuryr-supervisor-controller",
-               help="Name of the Lease used for leader election. The "
-                    "leader announces its port creates in a second Lease, "
-                    "this name with '-creates' appended, which a new "
-                    "leader waits out; RBAC must allow both."),
+               help="Name of the Lease used for leader election. Where "
+                    "Neutron's policy keeps the controller from choosing "
+                    "MAC addresses (creates not idempotent), the leader "
+                    "announces its port creates in a second Lease, this "
+                    "name with '-creates' appended, which a new leader "
+                    "waits out; RBAC must allow both."),
     cfg.StrOpt("lease_namespace", default="kube-system",
                help="Namespace of the Lease."),
     cfg.IntOpt("lease_duration", default=15, min=2,
-               help="Seconds a leader's Lease is valid without renewal."),
+               help="Seconds a leader's Lease is valid without renewal: a "
+                    "standby takes it over this long after it last saw "
+                    "the Lease change, by its own clock (as client-go), so "
+                    "a skew between the replicas' clocks neither hands a "
+                    "live Lease over nor delays a handover."),
 ]
 
 
@@ -131,9 +140,12 @@ PORT_OPTS = [
                       "on top of the request timeout (openstack_timeout; "
                       "[neutron] timeout when shorter), three times the "
                       "measured time per port when that is more. A create "
-                      "whose answer times out may still commit, so its "
-                      "pods wait three of its timeouts before a port is "
-                      "asked for them again."),
+                      "whose answer times out may still commit: with MAC "
+                      "addresses derived from the pods' UIDs (where Neutron "
+                      "lets the controller choose them) it is sent again "
+                      "at the next try and Neutron refuses the second; "
+                      "elsewhere its pods wait three of its timeouts before "
+                      "a port is asked for them again."),
     cfg.FloatOpt("port_create_timeout_max", default=120.0, min=1.0,
                  help="Longest timeout of one port create request "
                       "(seconds)."),
@@ -148,7 +160,9 @@ PORT_OPTS = [
                       "return. 0: statuses are written at each resync "
                       "only (enough where no node waits for them: the "
                       "Linux bridge binding, OVN nodes that wait for "
-                      "ovn-installed)."),
+                      "ovn-installed). A status is written only when it "
+                      "differs from what the PodPort says (nothing said is "
+                      "DOWN)."),
 ]
 
 

@@ -29,17 +29,27 @@ LOG = logging.getLogger(__name__)
 
 class WriteFence:
     """Writes need ``leading()`` to be true (None: an open fence, never
-    closed). Immutable: what a fence checks is fixed when it is built."""
+    closed); ``left()``: seconds until it closes, by this process's clock,
+    if not renewed meanwhile (the lease's end). Immutable: what a fence
+    checks is fixed when it is built."""
 
-    __slots__ = ("_leading",)
+    __slots__ = ("_leading", "_left")
 
-    def __init__(self, leading: Callable[[], bool] | None = None) -> None:
+    def __init__(self, leading: Callable[[], bool] | None = None,
+                 left: Callable[[], float] | None = None) -> None:
         self._leading = leading
+        self._left = left
 
     @property
     def closes(self) -> bool:
         """Whether this fence can refuse a write (it has a lease to ask)."""
         return self._leading is not None
+
+    def left(self) -> float:
+        """Seconds a write may still leave this process, at most (the
+        fence's end): 0 for an open fence (its process's own end is what
+        ends its writes, and its successor starts after it)."""
+        return max(0.0, self._left()) if self._left is not None else 0.0
 
     def allows(self) -> bool:
         """Whether a write may be sent now."""

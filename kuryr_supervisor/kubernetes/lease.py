@@ -7,9 +7,16 @@ racing for an expired lease exactly one wins (the other gets 409). Used by
 the controller role when it runs more than one replica: followers wait,
 beating, and only the leader's handlers act.
 
-Times compare the holder's ``renewTime`` with this host's clock, as
-client-go does; keep the nodes' clocks in step (NTP), and ``duration`` well
-above the skew.
+A lease held by another runs out, as client-go judges it, ``duration``
+seconds after this process last saw its record change (its holder,
+``renewTime`` or version), on this process's monotonic clock: the holder's
+``renewTime`` is written on the holder's clock, and a skew between the two
+hosts neither lets a candidate take a live lease (a holder whose clock
+lags) nor makes it wait past the holder's death (one whose clock runs
+ahead). A candidate that has just started waits a whole ``duration`` from
+its first look. The holder's own lease (:meth:`LeaderElector.leading`,
+:meth:`LeaderElector.left`) is judged from its last successful renewal on
+its own clock.
 """
 from __future__ import annotations
 
@@ -26,13 +33,18 @@ LOG = logging.getLogger(__name__)
 class LeaderElector:
     def __init__(self, client: K8sClient, *, namespace: str, name: str,
                  identity: str, duration: int,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.namespace, self.name = namespace, name
         self.identity, self.duration = identity, duration
         self._clock = clock
+        self._monotonic = monotonic
         self.renewed_at = 0.0          # last successful renewal (our clock)
         self._leading = False
+        #: Another holder's record as last seen, and when (monotonic).
+        self._seen: tuple[str, float, str] | None = None
+        self._seen_at = 0.0
 
     @property
     def retry_period(self) -> float:
@@ -50,6 +62,24 @@ class LeaderElector:
         """Still the leader: renewed within the lease duration."""
         return self._leading and self._clock() - self.renewed_at < self.duration
 
+    def left(self) -> float:
+        """Seconds this holder's lease has left by its own clock, unless
+        renewed meanwhile (0 when not leading): until then a write of its
+        may still leave."""
+        if not self._leading:
+            return 0.0
+        return max(0.0, self.renewed_at + self.duration - self._clock())
+
+    def _expired(self, holder: str, renewed: float, version: str,
+                 duration: float) -> bool:
+        """Whether another's lease ran out: ``duration`` after this process
+        last saw its record change (see the module)."""
+        now = self._monotonic()
+        record = (holder, renewed, version)
+        if record != self._seen:
+            self._seen, self._seen_at = record, now
+        return now - self._seen_at >= duration
+
     def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the lease now."""
         now = self._clock()
@@ -59,20 +89,23 @@ class LeaderElector:
                 self.client.write_lease(
                     self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=0, acquired=True,
-                    resource_version=None)
+                    resource_version=None, renewed=now)
             elif lease.holder == self.identity:
                 self.client.write_lease(
                     self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=lease.transitions,
-                    acquired=False, resource_version=lease.resource_version)
-            elif lease.holder and now - lease.renew_time < (lease.duration
-                                                            or self.duration):
+                    acquired=False, resource_version=lease.resource_version,
+                    renewed=now)
+            elif lease.holder and not self._expired(
+                    lease.holder, lease.renew_time, lease.resource_version,
+                    lease.duration or self.duration):
                 return self._set(False, f"held by {lease.holder}")
             else:
                 self.client.write_lease(
                     self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=lease.transitions + 1,
-                    acquired=True, resource_version=lease.resource_version)
+                    acquired=True, resource_version=lease.resource_version,
+                    renewed=now)
         except K8sError as exc:
             # 409: another candidate wrote first. Anything else: API trouble;
             # a leader keeps leading until its lease runs out.

@@ -20,6 +20,7 @@ against its own configuration before anything is bound.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
@@ -34,14 +35,31 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 #: The port data a PodPort carries (same fields and checks).
 PortData = PortAnnotation
+#: The label naming the node of a PodPort's pod (where its port is bound):
+#: a node watches its own pods' PodPorts by it, and re-points a pod's
+#: interface when its port was made again under a new id.
+NODE_LABEL = f"{GROUP}/node"
 
 
-def body(namespace: str, pod_name: str, data: PortData) -> dict[str, Any]:
-    """The PodPort object for a pod, owned by it."""
+def node_label(node: str) -> str:
+    """The :data:`NODE_LABEL` value for ``node``: its name, or, for a
+    name longer than a label value may be (63), a prefix and a hash."""
+    if len(node) <= 63:
+        return node
+    digest = hashlib.sha256(node.encode()).hexdigest()[:16]
+    return f"{node[:46].rstrip('.-')}-{digest}"
+
+
+def body(namespace: str, pod_name: str, data: PortData,
+         node: str = "") -> dict[str, Any]:
+    """The PodPort object for a pod, owned by it, labelled with its
+    ``node`` when known."""
+    labels = {NODE_LABEL: node_label(node)} if node else {}
     return {
         "apiVersion": API_VERSION, "kind": KIND,
         "metadata": {
             "name": pod_name, "namespace": namespace,
+            **({"labels": labels} if labels else {}),
             "ownerReferences": [{
                 "apiVersion": "v1", "kind": "Pod", "name": pod_name,
                 "uid": data.pod_uid, "controller": True,

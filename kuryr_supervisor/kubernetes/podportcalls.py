@@ -36,6 +36,29 @@ class PodPortCalls(K8sTransport):
         return (list(data.get("items") or []),
                 str((data.get("metadata") or {}).get("continue") or ""))
 
+    def list_labelled_podports(self, selector: str
+                               ) -> tuple[list[dict[str, Any]], str]:
+        """Every PodPort of the cluster whose labels match ``selector``
+        (a node's: a few dozen) and the list's version, to watch from."""
+        data = self._json("GET", f"/apis/{podport.GROUP}/{podport.VERSION}/"
+                                 f"{podport.PLURAL}",
+                          query=[("labelSelector", selector)])
+        return (list(data.get("items") or []),
+                (data.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch_labelled_podports(self, selector: str, resource_version: str,
+                                decode: Any) -> WatchStream:
+        """A bounded watch of the PodPorts whose labels match
+        ``selector``, events decoded with ``decode``."""
+        raw = self._request("GET", f"/apis/{podport.GROUP}/{podport.VERSION}/"
+                                   f"{podport.PLURAL}", query=[
+            ("labelSelector", selector), ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", self.watch_timeout)],
+            timeout=(self.request_timeout, self.watch_read_timeout))
+        return WatchStream(raw, decode)
+
     def list_podport(self, namespace: str, name: str
                      ) -> tuple[list[dict[str, Any]], str]:
         """The PodPort named ``name`` (0 or 1 item) and the list's version,

@@ -21,7 +21,7 @@ from kuryr_supervisor.state.counters import M_IPAM_SIZE, METRICS_SIZE, Counters
 from kuryr_supervisor.state.creates import CreatesBoard
 from kuryr_supervisor.state.netverdicts import VerdictBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
-from kuryr_supervisor.state.verdict import Fault, LiveCause, Overall
+from kuryr_supervisor.state.verdict import Fault, LiveCause, Mode, Overall
 
 Clock = Callable[[], float]
 
@@ -30,8 +30,8 @@ _ALIVE, _READY, _HEARTBEAT, _PID, _RESTARTS, _REASON, _STARTED, _EXIT_CODE, \
     _MEMORY, _FAILURES, _SLOT_SIZE = range(11)
 # Global layout.
 _CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, \
-    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _FAULTS, \
-    _GLOBAL_SIZE = range(12)
+    _LIVE_CAUSE, _CHECKED_AT, _INFLIGHT, _CAPACITY, _FAULTS, _MODES, \
+    _GLOBAL_SIZE = range(13)
 _SUMMARY_BYTES = 256
 
 
@@ -196,6 +196,18 @@ class SharedState(Counters):
 
     def faults(self) -> Fault:
         return Fault(int(self._globals[_FAULTS]))
+
+    def set_mode(self, mode: Mode, present: bool) -> bool:
+        """Set or clear one of the controller's modes (written by the
+        neutron_port handler's process); True when that changed it."""
+        with self._local:
+            before = Mode(int(self._globals[_MODES]))
+            after = before | mode if present else before & ~mode
+            self._globals[_MODES] = int(after)
+        return after != before
+
+    def modes(self) -> Mode:
+        return Mode(int(self._globals[_MODES]))
 
     # -- lifecycle (written by the master) ----------------------------------
     def set_draining(self) -> None:

@@ -44,6 +44,23 @@ class Fault(enum.IntFlag):
     SUBNET_FULL = 128   # Neutron has no address left for a pod's port
     SWEEP_UNPROVEN = 256  # Neutron ignored the tag filter: the sweep is off
     PORT_LOST = 512     # a pod's port vanished and cannot be made again
+    NETWORK_MISSING = 1024  # the pod network is gone (404 NetworkNotFound)
+    SUBNET_MISSING = 2048   # the pod subnet is gone (404 SubnetNotFound)
+    NEUTRON_FORBIDS = 4096  # Neutron's policy forbids the port creates (403)
+    PODS_LAGGING = 8192  # a pod list lacked pods that exist (watch cache)
+
+
+class Mode(enum.IntFlag):
+    """How the controller's port handler makes ports, as Neutron allows
+    it (written by the neutron_port handler's process; readiness says
+    it). Not faults: none makes the controller unready."""
+
+    NONE = 0
+    TAGS_AT_CREATE = 1      # Neutron keeps a create's tags
+    TAGS_AFTER_CREATE = 2   # tags set after each create (tags API)
+    MACS_DERIVED = 4        # MACs derived from the pods' UIDs: idempotent
+    MACS_NEUTRONS = 8       # Neutron's MACs (policy): lost creates waited for
+    UNBOUND = 16            # binding:host_id refused: ports made unbound
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,8 +3,12 @@
 Kubernetes mode: a :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` keeps the
 pod registry in step with the API; ready once the first list is in; after
 a pod deletion or a relist (and every ``reclaim_interval``) allocations of
-pods that are gone are released. Standalone mode: allocations whose netns
-is gone are released every ``reclaim_interval``; ready after the first pass.
+pods that are gone are released. With the OVS binding and the PodPort as
+the address source, a thread follows this node's PodPorts and points a
+pod's interface at its port when the controller made the port again
+(:mod:`~kuryr_supervisor.kubernetes.podportfollow`). Standalone mode:
+allocations whose netns is gone are released every ``reclaim_interval``;
+ready after the first pass.
 
 The loops below are plain objects (tested against a fake API over HTTP);
 the worker only builds them. Heartbeats come from the loops themselves.
@@ -166,6 +170,24 @@ class WatcherWorker(Worker):
     def _ready(self) -> None:
         self.state.set_ready(self.component, True)
 
+    def _follow(self, client: k8s.K8sClient) -> None:
+        """With the OVS binding and the PodPort as the address source:
+        follow this node's PodPorts (see the module)."""
+        conf = self.conf
+        if conf.binding.driver != "ovs" or conf.cni_daemon.address_source \
+                not in ("podport", "annotation"):
+            return
+        from kuryr_supervisor.cni import binding as bindings
+        from kuryr_supervisor.kubernetes.events import EventRecorder
+        from kuryr_supervisor.kubernetes.podportfollow import PodPortFollower
+        binding = bindings.from_conf(conf)
+        assert isinstance(binding, bindings.OvsBinding)
+        events = EventRecorder(client.create_event, client.patch_event,
+                               client.node).start()
+        PodPortFollower(client, client.node, binding.repoint,
+                        backoff_max=float(conf.watcher.backoff_max),
+                        tell=events.record).start(self.stopping)
+
     def serve(self) -> None:
         interval = self.heartbeat_interval
         reclaim_interval = self.conf.watcher.reclaim_interval
@@ -180,6 +202,7 @@ class WatcherWorker(Worker):
         client = k8s.K8sClient.from_conf(self.conf)
         registry = PodRegistry(registry_path(self.conf.ipam.state_dir))
         LOG.info("watching pods of node %s", client.node)
+        self._follow(client)
         self._loop = loop = KubernetesLoop(
             client, registry,
             reclaimer=self._reclaimer(registry.get, confirm_gone(client)),

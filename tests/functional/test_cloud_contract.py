@@ -239,3 +239,127 @@ def test_what_the_controller_sees(ports: Ports) -> None:
         assert after["quota"]["port"]["used"] == used["quota"]["port"]["used"]
     finally:
         cloud.admin("DELETE", f"/v2.0/ports/{other['id']}")
+
+
+def test_a_mac_address_is_unique_on_its_network(ports: Ports) -> None:
+    """A port may ask for its MAC (the network's owner, a member: the
+    controller's project); a second port with that MAC on the network is
+    409 ``MacAddressInUse`` naming the MAC, a bulk holding one too (all or
+    nothing)."""
+    mac = "0e:6b:73:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
+    [made] = ports.create("m1", mac_address=mac)
+    assert made["mac_address"] == mac
+    answer = ports.post({"port": ports.body("m2", mac_address=mac)})
+    assert answer.status == 409, answer
+    error = answer.body["NeutronError"]
+    assert error["type"] == "MacAddressInUse" and mac in error["message"]
+    answer = ports.post({"ports": [ports.body("m3"),
+                                   ports.body("m4", mac_address=mac)]})
+    assert answer.status == 409, answer
+    assert answer.body["NeutronError"]["type"] == "MacAddressInUse"
+    assert [p["name"] for p in ports.mine()] == ["m1"]
+
+
+def test_ports_of_several_devices_in_one_list(ports: Ports) -> None:
+    """A repeated ``device_id`` filter is any of them."""
+    ports.create("d1", "d2", "d3")
+    found = ports.list(device_id=[f"{ports.tag}-d1", f"{ports.tag}-d3"],
+                       tags=ports.tag).expect(200)["ports"]
+    assert sorted(p["name"] for p in found) == ["d1", "d3"]
+
+
+def test_tags_set_through_the_tags_api(ports: Ports) -> None:
+    """``PUT .../tags`` replaces a port's tags (200, the tags), ``PUT
+    .../tags/{tag}`` adds one (201); a port update cannot set them."""
+    [port] = ports.create("t")
+    url = f"{ports.url}/{port['id']}"
+    token = ports.cloud.token()
+    answer = rest.request("PUT", url + "/tags",
+                          {"tags": [ports.tag, "kuryr-supervisor:x"]},
+                          token=token)
+    assert answer.expect(200) == {"tags": [ports.tag, "kuryr-supervisor:x"]}
+    rest.request("PUT", url + "/tags/more", token=token).expect(201)
+    [seen] = ports.mine()
+    assert sorted(seen["tags"]) == sorted([ports.tag, "kuryr-supervisor:x",
+                                           "more"])
+    answer = rest.request("PUT", url, {"port": {"tags": ["q"]}}, token=token)
+    assert answer.status == 400, answer
+
+
+def test_network_and_subnet_by_id(ports: Ports) -> None:
+    """The pod network names its project (the controller's: it may choose
+    a port's MAC) and its subnets; a network or subnet that does not
+    exist is 404 ``NetworkNotFound`` / ``SubnetNotFound``, for a GET and
+    for a port asked on it, single or in bulk."""
+    cloud = ports.cloud
+    base = cloud.neutron_url + "/v2.0"
+    net = rest.request("GET", f"{base}/networks/{cloud.network_id}",
+                       token=cloud.token()).expect(200)["network"]
+    assert net["project_id"] == cloud.project_id
+    assert cloud.subnet_id in net["subnets"]
+    missing = str(uuid.uuid4())
+    for path, kind in ((f"networks/{missing}", "NetworkNotFound"),
+                       (f"subnets/{missing}", "SubnetNotFound")):
+        answer = rest.request("GET", f"{base}/{path}", token=cloud.token())
+        assert answer.status == 404, answer
+        assert answer.body["NeutronError"]["type"] == kind
+    for body in ({"port": ports.body("s", fixed_ips=[
+            {"subnet_id": missing}])}, {"ports": [ports.body("s1"), ports.body(
+                "s2", fixed_ips=[{"subnet_id": missing}])]}):
+        answer = ports.post(body)
+        assert answer.status == 404, answer
+        assert answer.body["NeutronError"]["type"] == "SubnetNotFound"
+    assert ports.mine() == []
+
+
+@pytest.fixture
+def neutron_ports(any_neutron: AnyCloud) -> Iterator[Ports]:
+    made = Ports(any_neutron)
+    yield made
+    for port in any_neutron.ports(device_owner=OWNER):
+        if port["device_id"].startswith(made.tag):
+            any_neutron.admin("DELETE", f"/v2.0/ports/{port['id']}")
+
+
+def test_tags_of_a_create_without_the_bulk_tags_driver(
+        neutron_ports: Ports) -> None:
+    """With ML2's ``tag_ports_during_bulk_creation`` a create's tags are
+    kept, single or bulk; without it (Neutron's default) they are
+    dropped, with no error: only the tags API sets them."""
+    ports = neutron_ports
+    cloud = ports.cloud
+    single = ports.post({"port": ports.body("one")}).expect(201)["port"]
+    bulk = ports.create("b1", "b2")
+    kept = [ports.tag] if cloud.bulk_tags else []
+    assert [p["tags"] for p in (single, *bulk)] == [kept] * 3
+    rest.request("PUT", f"{ports.url}/{single['id']}/tags",
+                 {"tags": [ports.tag]}, token=cloud.token()).expect(200)
+    assert sorted(p["name"] for p in ports.mine()) == sorted(["one"] + (
+        ["b1", "b2"] if cloud.bulk_tags else []))
+
+
+def test_the_bulk_tags_extension_says_whether_tags_are_kept(
+        neutron_ports: Ports) -> None:
+    """``GET /v2.0/extensions/tag-ports-during-bulk-creation``: 200 where
+    ML2's ``tag_ports_during_bulk_creation`` driver is on, 404 where not."""
+    cloud = neutron_ports.cloud
+    answer = rest.request(
+        "GET", f"{cloud.neutron_url}/v2.0/extensions/"
+        "tag-ports-during-bulk-creation", token=cloud.token())
+    assert answer.status == (200 if cloud.bulk_tags else 404), answer
+
+
+def test_choosing_a_mac_is_a_policy(ports: Ports) -> None:
+    """Neutron's policy may refuse ``mac_address`` (403 naming it) to a
+    user it lets make ports (``kuryr-nomac``: an operator's policy, or a
+    user outside the network's project); without it the same create is
+    made."""
+    user = ports.cloud.nomac_username
+    mac = "0e:6b:73:" + ":".join(f"{b:02x}" for b in uuid.uuid4().bytes[:3])
+    answer = ports.post({"port": ports.body("m", mac_address=mac)}, user=user)
+    assert answer.status == 403, answer
+    error = answer.body["NeutronError"]
+    assert error["type"] == "PolicyNotAuthorized"
+    assert "mac_address" in error["message"], error
+    assert ports.mine() == []
+    ports.post({"port": ports.body("m")}, user=user).expect(201)

@@ -1,8 +1,9 @@
 """The controller daemon against a real Keystone and Neutron (Neutron on
 MariaDB, several request threads): a burst never gives a pod two ports
 and a restart writes nothing; an admin's deletion of a pod's port is
-undone with the same address and MAC, the PodPort unchanged; the port's
-status reaches the PodPort."""
+undone with the same address and MAC, bound to the pod's node, the
+PodPort naming the new port and nothing else changed; the port's status
+reaches the PodPort."""
 from __future__ import annotations
 
 import collections
@@ -113,8 +114,11 @@ def test_a_deleted_port_is_made_again_as_it_was(
         assert len(new) == 1 and new[0]["id"] != old["id"]
         assert new[0]["fixed_ips"][0]["ip_address"] == old["fixed_ips"][0]["ip_address"]
         assert new[0]["mac_address"] == old["mac_address"]
+        assert new[0]["binding:host_id"] == "node-a"    # where the pod runs
         time.sleep(6)                             # one more resync
-        assert dict(api.podports[("default", name)]["spec"]) == spec
+        # The PodPort names the port made again, nothing else changed.
+        assert dict(api.podports[("default", name)]["spec"]) == dict(
+            spec, portId=new[0]["id"])
         assert [p["id"] for p in real_cloud.ports(device_id=uid)] == [new[0]["id"]]
         assert daemon.status()["handlerFailures"] == 0
     finally:

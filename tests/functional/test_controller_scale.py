@@ -3,7 +3,8 @@ the Kubernetes API, Keystone and Neutron fakes over real HTTP.
 
 - 50 pods present at start get their ports in two bulk creates (10 to
   measure Neutron, then the rest); a restart
-  makes no write to Neutron and none to the PodPorts.
+  makes no write to Neutron and none to the PodPorts (their statuses
+  included).
 - The controller-scale benchmark's own phases at 300 pods (the code the
   benchmark runs): every pod one port, request counts; no timing asserted.
 
@@ -24,7 +25,7 @@ from tests.fixtures.daemon import wait_until
 pytestmark = pytest.mark.privileged
 
 cloud = pytest.fixture(cloud_fixture)
-WRITES = ("POST", "PUT", "DELETE")
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def podport_writes(cloud: Cloud, since: float) -> int:
@@ -48,6 +49,10 @@ def test_restart_writes_nothing(tmp_path: Path, cloud: Cloud) -> None:
         assert cloud.neutron.bulk_sizes == [10, 40]
         for pod in pods:
             assert len(cloud.neutron.ports_for(pod["metadata"]["uid"])) == 1
+        # ...and their ports' statuses (ACTIVE at once in the fake),
+        # written as the ports are made.
+        wait_until(lambda: all((o.get("status") or {}).get("portStatus")
+                               for o in cloud.api.podports.values()), 30)
         d.close()
         wall, mono = time.time(), time.monotonic()
         d.start()

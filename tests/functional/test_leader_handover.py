@@ -275,14 +275,19 @@ def creates_until(cloud: Cloud) -> float:
     return renewed + int(spec["leaseDurationSeconds"])
 
 
+@pytest.mark.parametrize("macs", [True, False], ids=["derived", "neutrons"])
 def test_creates_in_flight_at_a_handover_are_waited_out(
-        tmp_path: Path, slow_cloud: Cloud) -> None:
+        tmp_path: Path, slow_cloud: Cloud, macs: bool) -> None:
     """The leader is killed right after sending a bulk create that Neutron
     commits only after the standby leads: the new leader makes no second
-    port for those pods (it holds the pods the old leader announced in
-    its creates Lease, adopting their ports as they land), while pods
-    created after it leads get their ports at once."""
+    port for those pods, while pods created after it leads get their
+    ports at once. With MACs derived from the pods' UIDs it holds nothing
+    and announces nothing: its own create for those pods is refused by
+    Neutron (409) and the old leader's ports adopted. Where Neutron's
+    policy refuses the MACs, it holds the pods the old leader announced in
+    its creates Lease, adopting their ports as they land."""
     cloud = slow_cloud
+    cloud.neutron.refuse_macs = not macs
     first, second = (controller_daemon(tmp_path / n, cloud, ELECTION)
                      for n in ("a", "b"))
     try:
@@ -293,17 +298,25 @@ def test_creates_in_flight_at_a_handover_are_waited_out(
         second.wait_ready(30)
         start_wall = time.time()
         uids = burst(cloud, 10, "f")
-        wait_until(lambda: writes_of([r for r in cloud.neutron.access
-                                      if r[0] >= start_wall]), 15, 0.01)
+        # (the first create refused for its MACs where the policy says so)
+        wait_until(lambda: len(writes_of([r for r in cloud.neutron.access
+                                          if r[0] >= start_wall]))
+                   >= (1 if macs else 2), 15, 0.01)
         signal_all(first, signal.SIGKILL)
         killed_wall = time.time()
-        announced = creates_until(cloud)
-        assert announced > killed_wall + 2 * DURATION, announced - killed_wall
-        # The Lease names the pods of the request at Neutron, and only them.
-        lease = cloud.api.leases[(LEASE[0], LEASE[1] + "-creates")]
-        in_flight = json.loads(lease["metadata"]["annotations"][
-            "kuryr-supervisor.openstack.org/creates-in-flight"])
-        assert in_flight and set(in_flight) <= set(uids), in_flight
+        if macs:
+            assert (LEASE[0], LEASE[1] + "-creates") not in cloud.api.leases
+            announced = killed_wall + DURATION + 60
+        else:
+            announced = creates_until(cloud)
+            assert announced > killed_wall + 2 * DURATION, \
+                announced - killed_wall
+            # The Lease names the pods of the request at Neutron, and only
+            # them.
+            lease = cloud.api.leases[(LEASE[0], LEASE[1] + "-creates")]
+            in_flight = json.loads(lease["metadata"]["annotations"][
+                "kuryr-supervisor.openstack.org/creates-in-flight"])
+            assert in_flight and set(in_flight) <= set(uids), in_flight
         wait_until(lambda: "pod watch synced" in second.log(), DURATION + 10)
         late = burst(cloud, 5, "l")     # after its first list
         wait_until(lambda: all(cloud.neutron.ports_for(u) for u in late), 60)
@@ -318,8 +331,9 @@ def test_creates_in_flight_at_a_handover_are_waited_out(
         posts = writers(writes_of([r for r in cloud.neutron.access
                                    if r[0] >= start_wall]),
                         [first, second])
-        assert posts.get("a") == 1, posts
-        assert "may commit for" in second.log(), second.log()[-2000:]
+        assert posts.get("a") == (1 if macs else 2), posts
+        held = "may commit for" in second.log()
+        assert held is not macs, second.log()[-2000:]
     finally:
         for d in (first, second):
             d.close()

@@ -32,7 +32,15 @@ def test_one_leader_then_takeover_after_expiry(api: FakeAPI) -> None:
     lease = api.leases[("kube-system", "ctl")]
     assert lease["spec"]["holderIdentity"] == "a"
     assert lease["spec"]["leaseTransitions"] == 0
-    later = elector(api, "b", skew=6.0)       # a stopped renewing 6 s ago
+    # a stops renewing: b takes over once it has seen no change for the
+    # duration, by its own monotonic clock (whatever the wall clocks say)
+    watch = [0.0]
+    later = LeaderElector(api.client(), namespace="kube-system", name="ctl",
+                          identity="b", duration=5,
+                          clock=lambda: time.time() + 6.0,
+                          monotonic=lambda: watch[0])
+    assert not later.try_acquire_or_renew()   # its first look
+    watch[0] += 5.0
     assert later.try_acquire_or_renew()
     lease = api.leases[("kube-system", "ctl")]
     assert lease["spec"]["holderIdentity"] == "b"

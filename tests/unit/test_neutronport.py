@@ -42,6 +42,10 @@ class Counts:
     def record_handler_success(self, component: Any) -> None:
         self.failures = 0
 
+    def set_mode(self, mode: Any, present: bool) -> bool:
+        """How ports are made (readiness): not looked at here."""
+        return False
+
 
 class Steps:
     """A monotonic clock a test moves on (the batch window's)."""
@@ -164,7 +168,8 @@ def test_refused_bulk_holds_back_only_the_refused_pod(world: World) -> None:
     handler = world.handler()
     world.start(handler)
     pods = world.add(6)
-    world.neutron.refuse_name = "kuryr-ns-p3"
+    tag = f"kuryr-supervisor:{world.api.namespaces['kube-system']}"
+    world.neutron.refuse_name = f"{tag}:ns/p3"
     arrive(handler, pods)
     good = [p for p in pods if p["metadata"]["name"] != "p3"]
     assert world.ported(good)

@@ -84,7 +84,7 @@ def pools(tmp_path: Path) -> PortPools:
     return PortPools(conf, PoolBoard())
 
 
-def test_the_key_names_the_node_until_binding_is_refused(
+def test_the_key_names_the_node_and_binding_refused_keeps_it(
         tmp_path: Path) -> None:
     p = pools(tmp_path)
     assert p.key == PoolKey("net", "sub", "proj")
@@ -98,8 +98,11 @@ def test_the_key_names_the_node_until_binding_is_refused(
     p.pools[p.key_for("n1")].hits = 3
     p.unbind("403")
     assert p.bind is False
-    assert p.key_for("n1") == p.key and p.wanted() == [p.key]
-    assert list(p.pools) == [p.key] and p.of("n2").hits == 3
+    # The unbound pool is refilled; a node's bound ports stay its own.
+    assert p.refilled() == [p.key]
+    assert p.wanted() == [p.key_for("n1"), p.key_for("n2")]
+    assert sorted(p.pools, key=lambda k: k.node) == [p.key, p.key_for("n1")]
+    assert p.of("n1").hits == 3
     p.unbind("again")                               # once
 
 

@@ -31,7 +31,7 @@ import pytest
 
 from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
-from kuryr_supervisor.state import Fault
+from kuryr_supervisor.state import Fault, Mode
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
@@ -40,16 +40,22 @@ from tests.unit.test_openstack import neutron_conf
 
 
 class FaultCounts(Counts):
-    """The shared state's fault bits too."""
+    """The shared state's fault and mode bits too."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fault_bits = Fault.NONE
+        self.mode_bits = Mode.NONE
 
     def set_fault(self, fault: Fault, present: bool) -> bool:
         before = self.fault_bits
         self.fault_bits = before | fault if present else before & ~fault
         return before != self.fault_bits
+
+    def set_mode(self, mode: Mode, present: bool) -> bool:
+        before = self.mode_bits
+        self.mode_bits = before | mode if present else before & ~mode
+        return before != self.mode_bits
 
 
 def make_world(tmp_path: Path, *, cidr: str = "10.20.0.0/22",
@@ -123,6 +129,15 @@ def start(w: World, pods: list[dict[str, Any]]) -> NeutronPortHandler:
     return handler
 
 
+def macs_refused(handler: NeutronPortHandler) -> NeutronPortHandler:
+    """After its first create, refused for the MACs it asked (Neutron's
+    policy): its next try, made with Neutron's MACs."""
+    assert handler.maker.modes.macs is False
+    handler.retries.at = 0.0
+    handler.tick()
+    return handler
+
+
 def bind(w: World, pods: list[dict[str, Any]]) -> None:
     """What the CNI role does once a pod holds its address."""
     client = w.api.client()
@@ -155,17 +170,23 @@ def test_burst_of_100_one_port_each_never_two(world: World) -> None:
 
 
 def test_a_create_that_timed_out_is_waited_for_not_repeated(tmp_path: Path) -> None:
+    """Where Neutron's policy refuses the MACs the controller would derive
+    (creates are not idempotent): a create whose answer was lost is waited
+    for, never sent again while it may commit (with derived MACs it is
+    sent again at once: tests/unit/test_port_macs.py)."""
     w = make_world(tmp_path, port_create_timeout_per_port=0.1)
     try:
+        w.neutron.refuse_macs = True
         w.neutron.faults.port_latency = (1.0, 1.0)      # 3 ports: 3 s
         pods = w.add(3)
         with DuplicateWatch(w.neutron) as dups:
-            handler = start(w, pods)
+            handler = macs_refused(start(w, pods))
             assert handler.book.inflight and not w.neutron.ports     # 1.3 s timeout
             w.neutron.faults.port_latency = (0.0, 0.0)
             drive(handler, lambda: w.ported(pods), 20)
         assert dups.most == 1 and len(w.neutron.ports) == 3
-        assert w.neutron.counts()["POST /v2.0/ports"] == 1    # never re-sent
+        # the one refused for its MACs, then the one never re-sent
+        assert w.neutron.counts()["POST /v2.0/ports"] == 2
         assert w.neutron.faults.late_commits == 1
         assert not handler.book.inflight and w.counts.total == 0
     finally:
@@ -175,12 +196,14 @@ def test_a_create_that_timed_out_is_waited_for_not_repeated(tmp_path: Path) -> N
 def test_a_later_commit_is_settled_keeping_the_podport(tmp_path: Path) -> None:
     """The late bulk commit: a create whose answer timed out commits after
     its pods got other ports and PodPorts; the PodPorts never change, the
-    late ports are deleted."""
+    late ports are deleted. Where the MACs are Neutron's: with derived
+    ones the late commit is refused by Neutron."""
     w = make_world(tmp_path, port_create_timeout_per_port=0.1)
     try:
+        w.neutron.refuse_macs = True
         w.neutron.faults.port_latency = (4.0, 4.0)      # commits at 8 s
         pods = w.add(2)
-        handler = start(w, pods)                        # 1.2 s timeout
+        handler = macs_refused(start(w, pods))          # 1.2 s timeout
         until = max(handler.book.inflight.values())
         w.neutron.faults.port_latency = (0.0, 0.0)
         drive(handler, lambda: w.ported(pods), 20)      # made again at 3.6 s
@@ -210,7 +233,8 @@ def test_a_vanished_port_is_made_again_as_it_was(world: World) -> None:
     assert new["id"] != old["id"]
     assert new["fixed_ips"][0]["ip_address"] == old["fixed_ips"][0]["ip_address"]
     assert new["mac_address"] == old["mac_address"]
-    assert specs(world) == before                        # PodPort unchanged
+    before[("ns", "p1")]["portId"] = new["id"]          # re-pointed alone
+    assert specs(world) == before
     handler.resync(set(handler.book.pods))                    # and stays so
     assert world.neutron.ports_for(uid) == [new] and specs(world) == before
 
@@ -329,9 +353,10 @@ def test_a_full_subnet_is_not_the_handlers_fault(tmp_path: Path) -> None:
 
 def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
     """Ports as Neutron wants them (bound to the pod's node, device_id the
-    pod's UID, the cluster tag) and their status in the PodPort: DOWN at
-    the resync, ACTIVE from the poll once Neutron says so; a port that
-    failed to bind is BINDING_FAILED with a Warning Event on the pod."""
+    pod's UID, the cluster tag) and their status in the PodPort: nothing
+    while DOWN (a PodPort that says nothing says DOWN: not written), ACTIVE
+    from the poll once Neutron says so; a port that failed to bind is
+    BINDING_FAILED with a Warning Event on the pod."""
     w = make_world(tmp_path, port_status_interval=0.1)
     try:
         w.neutron.faults.bind = "DOWN"                  # no agent yet
@@ -348,14 +373,14 @@ def test_port_status_reaches_the_podport(tmp_path: Path) -> None:
         def said(name: str) -> str:
             return str((w.api.podports[("ns", name)].get("status") or {})
                        .get("portStatus", ""))
-        assert [said(f"p{i}") for i in range(3)] == ["DOWN"] * 3
+        assert [said(f"p{i}") for i in range(3)] == [""] * 3
         uid = pods[0]["metadata"]["uid"]
         w.neutron.ports_for(uid)[0]["status"] = "ACTIVE"       # Neutron's
         w.neutron.ports_for(pods[1]["metadata"]["uid"])[0][
             "binding:vif_type"] = "binding_failed"
         drive(handler, lambda: said("p0") == "ACTIVE" and
               said("p1") == "BINDING_FAILED", 5)
-        assert said("p2") == "DOWN"
+        assert said("p2") == ""
         events = [e["reason"] for e in w.api.core_events.values()
                   if e["involvedObject"]["name"] == "p1"]
         assert events == ["PortBindingFailed"]
@@ -416,7 +441,7 @@ def test_ports_made_unbound_when_policy_refuses_binding(tmp_path: Path) -> None:
         handler = start(w, pods)
         handler.retries.at = 0.0
         drive(handler, lambda: w.ported(pods), 10)
-        assert not handler.provision.bind_hosts and w.counts.total == 0
+        assert not handler.maker.modes.bind and w.counts.total == 0
         assert all(p["binding:host_id"] == "" for p in w.neutron.ports.values())
     finally:
         stop(w)

@@ -1,6 +1,7 @@
 """The Open vSwitch side of the OVS binding: the port a pod's host end
-becomes on the integration bridge, CHECK of it, and GC's listing and
-removal of ours.
+becomes on the integration bridge, CHECK of it, GC's listing and removal
+of ours, and ``iface-id`` pointed at a pod's port the controller made
+again (:meth:`OvsPorts.repoint`).
 
 Which ports are ours: a port of the integration bridge named like our host
 ends (:data:`.base.HOST_PREFIX` then 12 hex digits) whose Interface carries
@@ -59,7 +60,8 @@ def is_ours_by_name(name: str) -> bool:
 
 class OvsPorts(BridgeCheck):
     """CHECK (the pod side is :class:`.check.BridgeCheck`'s), GC's listing
-    and removal, over one OVSDB adapter."""
+    and removal, and a pod's interface pointed at its port made again,
+    over one OVSDB adapter."""
 
     #: The host end names the pod's Neutron port (CHECK compares it).
     names_port = True
@@ -119,6 +121,34 @@ class OvsPorts(BridgeCheck):
                               self.bridge) from exc
         ids = (iface or {}).get("external_ids") or {}
         return ids.get("iface-id") or None
+
+    def repoint(self, owner: str, mac: str, port_id: str) -> str:
+        """Point the interface of pod ``owner`` (its UID) at its Neutron
+        port ``port_id``: the port the pod's PodPort names was made again
+        under a new id, with the same address and MAC, and OVN or the OVS
+        agent binds a port by the ``iface-id`` the interface carries. Only
+        our interface with the pod's UID and that MAC is changed. Returns
+        the interface pointed ("": none here, or already that port);
+        :class:`~kuryr_supervisor.errors.PlumbingError` when the pod's
+        interface has another MAC (it cannot be that port)."""
+        try:
+            rows = self.ovsdb.owned_by(owner)
+            for row in rows:
+                ids: dict[str, str] = dict(row.get("external_ids") or {})
+                if ids.get("iface-id") == port_id:
+                    continue
+                name = str(row["name"])
+                if ids.get("attached-mac", "").lower() != mac.lower():
+                    raise errors.PlumbingError(
+                        f"interface {name} of pod {owner} has MAC "
+                        f"{ids.get('attached-mac')}, not port {port_id}'s "
+                        f"{mac}: not pointed at it")
+                self.ovsdb.set_iface_id(name, ids, port_id)
+                return name
+        except _ovsdb.OvsdbError as exc:
+            raise ovsdb_error(f"point pod {owner}'s interface at port "
+                              f"{port_id}", exc, self.bridge) from exc
+        return ""
 
     def host_interfaces(self) -> list[str]:
         """Our ports on the integration bridge (for GC of leaks)."""

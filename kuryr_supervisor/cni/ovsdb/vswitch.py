@@ -226,6 +226,28 @@ class Ovsdb:
         """Our Interface ``name`` as the monitor has it (a copy)."""
         return self.db.read(lambda r: _copy(_interface(r, name)))
 
+    def owned_by(self, owner: str) -> list[Row]:
+        """Our Interfaces whose ``external_ids:vm-uuid`` is ``owner`` (a
+        pod's UID), as the monitor has them (copies)."""
+        return self.db.read(lambda r: [
+            row for row in (_copy(i) for i in r.find("Interface"))
+            if row and (row.get("external_ids") or {}).get("vm-uuid") == owner])
+
+    def set_iface_id(self, name: str, external_ids: Mapping[str, str],
+                     iface_id: str) -> None:
+        """Point Interface ``name`` at the Neutron port ``iface_id``: its
+        ``external_ids`` as read, ``iface-id`` replaced, in one transaction
+        that fails if they changed meanwhile."""
+        self.db.transact(
+            {"op": "wait", "table": "Interface", "where": _named(name),
+             "columns": ["external_ids"], "until": "==",
+             "rows": [{"external_ids": map_json(external_ids)}],
+             "timeout": 0},
+            {"op": "update", "table": "Interface", "where": _named(name),
+             "row": {"external_ids": map_json(
+                 {**external_ids, "iface-id": iface_id})}},
+            _comment(f"point {name} at port {iface_id}"))
+
     def wait_interface(self, name: str, done: Callable[[Row], bool],
                        timeout: float) -> Row | None:
         """Our Interface ``name`` once ``done(row)``, woken by each update

@@ -81,7 +81,7 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
                 # From now on this process writes only while it holds the
                 # lease; the creates Lease has its own client (the lease
                 # thread has the elector's).
-                return Leading(WriteFence(elector.leading),
+                return Leading(WriteFence(elector.leading, elector.left),
                                announcer.CreateLease(
                                    K8sClient.from_conf(conf),
                                    namespace=opts.lease_namespace,

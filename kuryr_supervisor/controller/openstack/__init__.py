@@ -12,5 +12,8 @@ The only importer of keystoneauth1; every failure leaves it as one of
 - :mod:`.keystone`: logins under that policy, as keystoneauth's identity plugin;
 - :mod:`.sendfence`: the write fence checked before each socket write;
 - :mod:`.timeouts`: every timeout, from its options, by one rule;
-- :mod:`.pace`: how big a port create may be and how long it may take.
+- :mod:`.pace`: how big a port create may be and how long it may take;
+- :mod:`.making`: every port made or re-bound, through one path (binding,
+  tags, MACs derived from the pods' UIDs);
+- :mod:`.tagging`: tags set after a create, where Neutron drops a create's.
 """

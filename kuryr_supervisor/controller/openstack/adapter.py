@@ -43,7 +43,9 @@ Invariants: every request has a timeout; every failure leaves this module as
 :class:`OpenStackUnavailable` (Keystone or Neutron unreachable, 5xx, token
 refused: an outage the controller waits out, not ready) or
 :class:`OpenStackRefused` (4xx: this request cannot succeed as it is), with
-:class:`QuotaExceeded` for Neutron's 409 ``OverQuota``; chained to the cause.
+:class:`QuotaExceeded` for Neutron's 409 ``OverQuota`` and the other
+refusals :func:`~.wire.refined` tells apart (a MAC in use, the network or
+subnet missing, a policy that forbids the call); chained to the cause.
 """
 from __future__ import annotations
 
@@ -68,6 +70,10 @@ from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-expo
     CANARY_OWNER,
     DEVICE_OWNER,
     TAG_PREFIX,
+    Forbidden,
+    MacInUse,
+    Network,
+    NetworkMissing,
     OpenStackError,
     OpenStackRefused,
     OpenStackUnavailable,
@@ -75,8 +81,10 @@ from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-expo
     PortQuota,
     QuotaExceeded,
     Subnet,
+    SubnetMissing,
     Token,
     cluster_tag,
+    refined,
 )
 from kuryr_supervisor.kubernetes.config import node_name
 from kuryr_supervisor.kubernetes.fence import WriteFence
@@ -215,7 +223,8 @@ class OpenStack(NeutronApi):
             raise QuotaExceeded(f"{what}: port quota exceeded", status)
         if status >= 500 or status in (401, 408, 429):
             raise OpenStackUnavailable(f"{what}: HTTP {status} {detail}", status)
-        raise OpenStackRefused(f"{what}: HTTP {status} {detail}", status)
+        raise refined(OpenStackRefused(f"{what}: HTTP {status} {detail}",
+                                       status))
 
     # -- Keystone ---------------------------------------------------------------
     def token(self) -> Token:

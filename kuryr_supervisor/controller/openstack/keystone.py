@@ -81,6 +81,15 @@ class PolicedAuth(identity.BaseIdentityPlugin):
         the renewal margin then follows the new token's lifetime."""
         self.policy.may_log_in()
         try:
+            return self._log_in(session, **kwargs)
+        except KeystoneUnavailable:
+            self.policy.failed()
+            raise
+
+    def _log_in(self, session: Any, **kwargs: Any) -> Any:
+        """One login by ``plugin``; every failure as
+        :class:`KeystoneUnavailable`."""
+        try:
             access = self.plugin.get_auth_ref(session, **kwargs)
             issued, expires = access.issued, access.expires
         except ks_exc.HttpError as exc:

@@ -61,6 +61,9 @@ class LoginPolicy:
         self.retry_at = 0.0
         self._reason = ""
         self._warned = False
+        #: Logins that failed in this process, refused or not answered:
+        #: whoever watches Keystone looks again when it moves.
+        self.failures = 0
 
     # -- margin ------------------------------------------------------------------
     def token_issued(self, issued: float | None, expires: float | None,
@@ -92,6 +95,10 @@ class LoginPolicy:
             raise KeystoneUnavailable(
                 f"Keystone refused the login {self.refusals} time(s) in a row "
                 f"({self._reason}); next try in {left:.0f}s")
+
+    def failed(self) -> None:
+        """A login failed (refused, unreachable, hung or garbled)."""
+        self.failures += 1
 
     def refused(self, reason: str) -> None:
         self.refusals += 1

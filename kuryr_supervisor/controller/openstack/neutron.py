@@ -30,6 +30,7 @@ from typing import Any
 from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
 from kuryr_supervisor.controller.openstack.wire import (
     DEVICE_OWNER,
+    Network,
     OpenStackRefused,
     OpenStackUnavailable,
     Port,
@@ -46,6 +47,9 @@ MAX_PAGES = 10_000
 #: A list whose marker port vanished is read again from its first page at
 #: most this many times (ports deleted faster than a list is read).
 MAX_RESTARTS = 3
+#: Device ids in one list's repeated ``device_id`` filter: about 2 KiB of
+#: query string, under every server's request-line limit.
+DEVICES_PER_LIST = 40
 
 
 class NeutronApi(BoundedCalls):
@@ -59,12 +63,13 @@ class NeutronApi(BoundedCalls):
               **kwargs: Any) -> Any:
         raise NotImplementedError
 
-    def _get_ports(self, params: dict[str, str]) -> list[Port]:
+    def _get_ports(self, params: Mapping[str, str | list[str]]
+                   ) -> list[Port]:
         """Every port matching ``params``, page by page (``limit`` and
         ``marker``, as Neutron paginates, or as its ``pagination_max_limit``
         makes it): each page one bounded call, a beat between pages."""
         ports: list[Port] = []
-        query = dict(params, limit=str(PAGE_SIZE))
+        query: dict[str, str | list[str]] = dict(params, limit=str(PAGE_SIZE))
         restarts = 0
         for _ in range(MAX_PAGES):
             try:
@@ -95,8 +100,9 @@ class NeutronApi(BoundedCalls):
 
     @staticmethod
     def _scope(network_id: str, tag: str, project_id: str = "",
-               device_owner: str = DEVICE_OWNER) -> dict[str, str]:
-        params = {"device_owner": device_owner}
+               device_owner: str = DEVICE_OWNER
+               ) -> dict[str, str | list[str]]:
+        params: dict[str, str | list[str]] = {"device_owner": device_owner}
         for key, value in (("network_id", network_id), ("tags", tag),
                            ("project_id", project_id)):
             if value:
@@ -113,6 +119,19 @@ class NeutronApi(BoundedCalls):
         ports = self._get_ports(params)
         return sorted(ports, key=lambda p: (p.created_at, p.id))
 
+    def ports_of_devices(self, device_ids: Sequence[str], *,
+                         network_id: str) -> list[Port]:
+        """The ports of several devices (pod UIDs) on the network, oldest
+        first, whatever their tags: one list per :data:`DEVICES_PER_LIST`
+        (Neutron ORs a repeated filter)."""
+        ports: list[Port] = []
+        ids = list(dict.fromkeys(device_ids))
+        for i in range(0, len(ids), DEVICES_PER_LIST):
+            params = self._scope(network_id, "")
+            params["device_id"] = ids[i:i + DEVICES_PER_LIST]
+            ports += self._get_ports(params)
+        return sorted(ports, key=lambda p: (p.created_at, p.id))
+
     def owned_ports(self, *, network_id: str = "", tag: str = "",
                     project_id: str = "",
                     device_owner: str = DEVICE_OWNER) -> list[Port]:
@@ -120,6 +139,55 @@ class NeutronApi(BoundedCalls):
         ``device_owner`` another family of its own (the nodes' canaries)."""
         return self._get_ports(self._scope(network_id, tag, project_id,
                                            device_owner))
+
+    def untagged_ports(self, *, network_id: str, tag: str,
+                       project_id: str = "") -> list[Port]:
+        """The ports on the network, in the project, with the controller's
+        ``device_owner`` that lack ``tag`` (``not-tags``): where one whose
+        tag call was lost is found again (by its name, see
+        :func:`~.wire.named_ours`)."""
+        params = self._scope(network_id, "", project_id)
+        params["not-tags"] = tag
+        return self._get_ports(params)
+
+    def network(self, network_id: str) -> Network:
+        """The network: its project (whose members may choose a port's
+        MAC) and subnets; :class:`~.wire.NetworkMissing` if it is gone."""
+        data = self._bounded("Neutron GET network", self._call, "GET",
+                             f"/v2.0/networks/{network_id}")
+        try:
+            net = data["network"]
+            return Network(id=str(net["id"]),
+                           project_id=str(net.get("project_id") or ""),
+                           subnets=tuple(str(s) for s in
+                                         net.get("subnets") or ()))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                       f"network: {exc!r}") from exc
+
+    def extension(self, alias: str) -> bool:
+        """Whether Neutron has the API extension ``alias`` (``GET
+        /v2.0/extensions/{alias}``: 200, or 404)."""
+        try:
+            self._bounded("Neutron GET extension", self._call, "GET",
+                          f"/v2.0/extensions/{alias}")
+        except OpenStackRefused as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def set_tags(self, port_id: str, tags: Sequence[str]) -> list[str]:
+        """Replace the port's tags (``PUT /v2.0/ports/{id}/tags``): the
+        only way to tag a port where Neutron drops a create's tags."""
+        what = f"Neutron PUT port {port_id} tags"
+        data = self._bounded(what, self._call, "PUT",
+                             f"/v2.0/ports/{port_id}/tags",
+                             json={"tags": list(tags)})
+        got = data.get("tags") if data else None
+        if not isinstance(got, list):
+            raise OpenStackUnavailable(f"{what}: no tags")
+        return [str(t) for t in got]
 
     def port(self, port_id: str) -> Port | None:
         """One port by id, whatever its tags (None: Neutron says 404)."""
@@ -168,25 +236,7 @@ class NeutronApi(BoundedCalls):
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
-        port = decode_port(data["port"])
-        self._check_tags("Neutron POST /v2.0/ports", [port], tags)
-        return port
-
-    def _check_tags(self, what: str, ports: Sequence[Port],
-                    tags: Sequence[str]) -> None:
-        """Ports made without the tags asked for are found by no scoped
-        lookup again (a duplicate on the next try, out of the sweep's
-        reach): a Neutron that drops them on create lacks ML2's
-        ``tag_ports_during_bulk_creation`` extension driver. They are
-        deleted at once and the controller is not ready, naming it."""
-        if all(set(tags) <= set(p.tags) for p in ports):
-            return
-        for port in ports:
-            self.delete_port(port.id)
-        raise OpenStackUnavailable(
-            f"{what}: Neutron dropped the ports' tags on create; enable the "
-            "ML2 extension driver tag_ports_during_bulk_creation "
-            "([ml2] extension_drivers)")
+        return decode_port(data["port"])
 
     def within(self, timeout: float) -> NeutronApi:
         """This adapter with another per-request timeout, its calls made
@@ -201,15 +251,18 @@ class NeutronApi(BoundedCalls):
     def create_ports(self, *, network_id: str, subnet_id: str,
                      devices: Sequence[tuple[str, str]],
                      tags: Sequence[str] = (),
-                     hosts: Mapping[str, str] | None = None) -> list[Port]:
+                     hosts: Mapping[str, str] | None = None,
+                     macs: Mapping[str, str] | None = None) -> list[Port]:
         """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
         ``devices`` ((name, device_id) pairs, ``hosts``: device_id -> the
-        node to bind to); the ports come back in request order. All or
-        nothing: a refusal creates none. Every port asked for must come
-        back with ``tags`` (:meth:`_check_tags`)."""
-        hosts = hosts or {}
+        node to bind to, ``macs``: device_id -> the MAC to ask for); the
+        ports come back in request order. All or nothing: a refusal
+        creates none. The tags asked for are not checked here: a Neutron
+        without ML2's ``tag_ports_during_bulk_creation`` drops them
+        (:mod:`.making` tags such ports after the create)."""
+        hosts, macs = hosts or {}, macs or {}
         body = [self._port_body(network_id, subnet_id, name, device, tags,
-                                hosts.get(device, ""))
+                                hosts.get(device, ""), mac=macs.get(device, ""))
                 for name, device in devices]
         what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
         data = self._bounded(what, self._call, "POST", "/v2.0/ports",
@@ -220,7 +273,6 @@ class NeutronApi(BoundedCalls):
         ports = [decode_port(p) for p in items]
         if [p.device_id for p in ports] != [d for _, d in devices]:
             raise OpenStackUnavailable(f"{what}: ports not in request order")
-        self._check_tags(what, ports, tags)
         return ports
 
     def update_port(self, port_id: str, *, device_id: str, name: str,

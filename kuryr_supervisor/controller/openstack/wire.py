@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,29 @@ TAG_PREFIX = "kuryr-supervisor:"
 
 def cluster_tag(cluster_id: str) -> str:
     return f"{TAG_PREFIX}{cluster_id}"
+
+
+def port_name(tag: str, what: str) -> str:
+    """The name of a port the controller makes for ``what`` (a pod's
+    ``<namespace>/<name>``, or a pool): it carries the cluster's ``tag``,
+    so a port whose tags were lost (set after the create, on a Neutron
+    without ``tag_ports_during_bulk_creation``) is still known as the
+    cluster's (:func:`named_ours`)."""
+    return f"{tag}:{what}"[:255]
+
+
+def named_ours(port: Port, tag: str) -> bool:
+    """Whether ``port`` is one the cluster of ``tag`` made, by what its
+    create gave it: its owner and its name."""
+    return bool(tag) and port.device_owner == DEVICE_OWNER and \
+        port.name.startswith(f"{tag}:")
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    id: str
+    project_id: str
+    subnets: tuple[str, ...] = ()
 
 
 class OpenStackError(Exception):
@@ -51,12 +75,59 @@ class SubnetFull(OpenStackRefused):
     full quota: never the controller's own fault."""
 
 
+class MacInUse(OpenStackRefused):
+    """Neutron refused a port: another port on the network has the MAC
+    asked for (409 ``MacAddressInUse``); ``mac`` is that MAC ("" when the
+    answer does not say)."""
+
+    def __init__(self, msg: str, status: int = 409, mac: str = "") -> None:
+        super().__init__(msg, status)
+        self.mac = mac
+
+
+class NetworkMissing(OpenStackRefused):
+    """The pod network does not exist (404 ``NetworkNotFound``): no
+    restart fixes it."""
+
+
+class SubnetMissing(OpenStackRefused):
+    """The pod subnet does not exist (404 ``SubnetNotFound``, or a 400
+    naming an invalid subnet): no restart fixes it."""
+
+
+class Forbidden(OpenStackRefused):
+    """Neutron's policy refuses the call (403), not one attribute of it:
+    the controller's role was changed. No restart fixes it."""
+
+
+#: Refusals no retry of the same request and no restart can fix: the pods
+#: wait (an outage), the controller is not ready naming them.
+UNFIXABLE = (NetworkMissing, SubnetMissing, Forbidden)
+
+_MAC = re.compile(r"(?:[0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}")
+
+
 def refined(exc: Exception) -> Exception:
-    """``exc``, or the :class:`SubnetFull` it is."""
-    if isinstance(exc, OpenStackRefused) and not isinstance(
-            exc, SubnetFull) and exc.status == 409 and \
-            "IpAddressGenerationFailure" in str(exc):
-        return SubnetFull(str(exc), 409)
+    """``exc``, or the refusal it is: :class:`SubnetFull`,
+    :class:`MacInUse`, :class:`NetworkMissing`, :class:`SubnetMissing` or
+    :class:`Forbidden` (a 403 that refuses neither ``binding:host_id`` nor
+    ``mac_address`` alone)."""
+    if not isinstance(exc, OpenStackRefused) or type(exc) not in (
+            OpenStackRefused,):
+        return exc
+    text, status = str(exc), exc.status
+    if status == 409 and "IpAddressGenerationFailure" in text:
+        return SubnetFull(text, status)
+    if status == 409 and "MacAddressInUse" in text:
+        found = _MAC.search(text.split("MacAddressInUse", 1)[1])
+        return MacInUse(text, status, found.group(0).lower() if found else "")
+    if status == 404 and "NetworkNotFound" in text:
+        return NetworkMissing(text, status)
+    if status == 404 and "SubnetNotFound" in text or \
+            status == 400 and "invalid subnet" in text:
+        return SubnetMissing(text, status)
+    if status == 403 and not binding_refused(exc) and not mac_refused(exc):
+        return Forbidden(text, status)
     return exc
 
 
@@ -65,6 +136,13 @@ def binding_refused(exc: Exception) -> bool:
     member role): ports are then made unbound rather than not at all."""
     return isinstance(exc, OpenStackRefused) and exc.status == 403 \
         and "binding:host_id" in str(exc)
+
+
+def mac_refused(exc: Exception) -> bool:
+    """Neutron's policy refused ``mac_address`` to the caller (403: not a
+    member of the network's project, or an operator's policy)."""
+    return isinstance(exc, OpenStackRefused) and exc.status == 403 \
+        and "mac_address" in str(exc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +160,10 @@ class Port:
     #: ``binding:host_id`` (the node it is bound to; "" unbound, or not
     #: shown to a caller Neutron's policy hides it from).
     host: str = ""
+    #: What its create gave it besides the tags: its name (carrying the
+    #: cluster's tag, see :func:`port_name`) and owner.
+    name: str = ""
+    device_owner: str = ""
 
     @property
     def state(self) -> str:
@@ -141,4 +223,6 @@ def _decode_port(obj: Mapping[str, Any]) -> Port:
                 status=str(obj.get("status") or ""),
                 vif_type=str(obj.get("binding:vif_type") or ""),
                 tags=tuple(str(t) for t in obj.get("tags") or ()),
-                host=str(obj.get("binding:host_id") or ""))
+                host=str(obj.get("binding:host_id") or ""),
+                name=str(obj.get("name") or ""),
+                device_owner=str(obj.get("device_owner") or ""))

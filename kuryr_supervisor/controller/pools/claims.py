@@ -5,16 +5,20 @@ under load takes as long to update a port as to make one. So the pod's
 PodPort is written at once, naming the pool port, and the port's update
 (``device_id`` = the pod's UID, its name, and ``binding:host_id`` only for
 a port not yet bound to the pod's node: one PUT,
-:func:`.poolports.claim`) follows here, retried with backoff until
-Neutron applies it or says the port is gone.
+:func:`.poolports.claim`, through the one path every port is made or
+re-bound by, :mod:`~kuryr_supervisor.controller.openstack.making`) follows
+here, retried with backoff until Neutron applies it or says the port is
+gone. A claim backing off after a failure no longer holds the refill
+back (:meth:`Claims.busy`).
 
 What keeps this safe across a crash at any instant: the PodPort is the
 record. Until the update is applied the port still looks like a pool port
 in Neutron (``device_id`` :data:`~.poolports.POOL_DEVICE`); the pools
 never hand out a port that a claim here holds or that a written PodPort
 names (:meth:`.portpools.PortPools.adopt` reads both, and restarts the
-update for a named one), so a restarted controller finds the pod's port
-through its PodPort, finishes the update, and makes no second port. A
+update for a named one, its binding included), so a restarted controller
+finds the pod's port through its PodPort, finishes the update, and makes
+no second port. A
 claim that Neutron refuses as it is (4xx) is logged and tried again at the
 next resync; the pod keeps its port meanwhile.
 """
@@ -25,6 +29,7 @@ import logging
 import threading
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.making import PortMaker, WrongNode
 from kuryr_supervisor.controller.pools import poolports
 
 LOG = logging.getLogger(__name__)
@@ -41,7 +46,10 @@ class Claims:
         self.lock = threading.Lock()
         #: port id -> the pod UID it was given to, until Neutron says so
         self.by_port: dict[str, str] = {}
-        self.cloud: osa.OpenStack | None = None
+        #: ports whose last try failed (backing off): no longer in the way
+        #: of a refill (:meth:`busy`)
+        self.failing: set[str] = set()
+        self.maker: PortMaker | None = None
         self.stopping = threading.Event()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -53,44 +61,52 @@ class Claims:
         with self.lock:
             return len(self.by_port)
 
-    def submit(self, port_id: str, uid: str, name: str, host: str) -> None:
-        """Apply the claim in the background (once per port at a time)."""
+    def busy(self) -> int:
+        """Claims on their way to Neutron (not backing off after a
+        failure): pods' updates the refill lets go first."""
         with self.lock:
-            if port_id in self.by_port:
+            return len(self.by_port) - len(self.failing)
+
+    def submit(self, port: osa.Port, uid: str, name: str, host: str) -> None:
+        """Apply the claim in the background (once per port at a time):
+        ``port`` to pod ``uid`` under ``name``, bound to node ``host``
+        when it is not yet."""
+        with self.lock:
+            if port.id in self.by_port:
                 return
-            self.by_port[port_id] = uid
+            self.by_port[port.id] = uid
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.workers, thread_name_prefix="pool-claim")
-        self._pool.submit(self._apply, port_id, uid, name, host)
+        self._pool.submit(self._apply, port, uid, name, host)
 
-    def _apply(self, port_id: str, uid: str, name: str, host: str) -> None:
+    def _apply(self, port: osa.Port, uid: str, name: str, host: str) -> None:
         delay = 1.0
         try:
-            while not self.stopping.is_set() and self.cloud is not None:
+            while not self.stopping.is_set() and self.maker is not None:
                 try:
-                    poolports.claim(self.cloud, port_id, device_id=uid,
-                                      name=name, host=host)
+                    poolports.claim(self.maker, port, device_id=uid,
+                                    name=name, host=host)
+                    return
+                except WrongNode as exc:
+                    LOG.error("pool port %s of pod %s: %s", port.id, uid, exc)
                     return
                 except osa.OpenStackRefused as exc:
                     if exc.status == 404:
                         LOG.warning("pool port %s of pod %s is gone",
-                                    port_id, uid)
+                                    port.id, uid)
                         return
-                    if host and exc.status in (400, 403):
-                        LOG.warning("pool port %s: binding:host_id %s "
-                                    "refused (%s); updated without it",
-                                    port_id, host, exc)
-                        host = ""
-                        continue
                     LOG.warning("pool port %s of pod %s not updated: %s",
-                                port_id, uid, exc)
+                                port.id, uid, exc)
                     return
                 except Exception as exc:  # noqa: BLE001 - retried
                     LOG.debug("pool port %s of pod %s: %s; again in %gs",
-                              port_id, uid, exc, delay)
+                              port.id, uid, exc, delay)
+                    with self.lock:
+                        self.failing.add(port.id)
                     self.stopping.wait(delay)
                     delay = min(BACKOFF_MAX, 2 * delay)
         finally:
             with self.lock:
-                self.by_port.pop(port_id, None)
+                self.by_port.pop(port.id, None)
+                self.failing.discard(port.id)

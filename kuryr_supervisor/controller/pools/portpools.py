@@ -9,18 +9,26 @@ subnet and project with Neutron's default security group, so the node
 tells its pools apart: a pool port is made bound to its node
 (``binding:host_id``), and a pod takes one from its own node's pool, with
 no rebinding. Which nodes get a pool: :mod:`.nodes`. When Neutron
-refuses ``binding:host_id`` to the controller (403: a member role) the
-pools fall back to one unbound pool (the base key, node ""), warned once;
-a claimed port then gets its binding in its update, if at all. In bound
-mode the unbound pool holds only ports left unbound by an older release:
-handed out when a pod's node pool is empty, never refilled.
+refuses ``binding:host_id`` to the controller (403: a member role) new
+pool ports are made unbound, in one unbound pool (the base key, node
+""), warned once; the ports already bound to a node stay in that node's
+pool, for its pods alone: a pod never gets a port bound to another node.
+In bound mode the unbound pool holds only ports left unbound by an older
+release: handed out when a pod's node pool is empty (bound to the pod's
+node by its claim), never refilled.
+
+The project's port quota is shared: the pools leave room for a miss on
+every node that runs pods (:mod:`.refill`), and a pod that still finds
+the quota used up gets a free port of the fullest other pool, bound to
+its node (:meth:`PortPools.take_fullest`, by the port handler).
 
 What the neutron_port handler calls (a few lines of its own):
 
 - :meth:`PortPools.adopt` on every resync: the free pool ports of the
   list are taken out of it (the sweep never sees them) and re-adopted into
   their nodes' pools (``binding:host_id``): a restart keeps them; a pool
-  port a pod holds stays in the list as that pod's;
+  port a pod holds stays in the list as that pod's, and its claim, if not
+  applied yet, is made again (binding included);
 - :meth:`PortPools.serve` before a create: each pod gets a free port of
   its node's pool at once, its PodPort written like any other's, the
   port's update following in the background (:mod:`.claims`); the pods
@@ -40,11 +48,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from oslo_config import cfg
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.controller.pools.claims import Claims
 from kuryr_supervisor.controller.pools.nodes import PoolNodes
@@ -82,14 +91,16 @@ class PortPools:
         self.adopted = threading.Event()
         self.cloud: osa.OpenStack | None = None
         self.claims = Claims(int(self.opts.ports_pool_claim_requests))
+        #: The cluster's tag (set by :meth:`attach`).
+        self.tag: Callable[[], str] = lambda: ""
 
     @property
     def enabled(self) -> bool:
         return bool(self.opts.enabled) and int(self.opts.ports_pool_max) > 0
 
     def key_for(self, node: str) -> PoolKey:
-        """The pool of ``node``'s pods (the base key when unbound)."""
-        if self.bind and node:
+        """The pool of the ports bound to ``node`` (the base key: "")."""
+        if node:
             return dataclasses.replace(self.key, node=node)
         return self.key
 
@@ -99,12 +110,21 @@ class PortPools:
             return self.pools.get(self.key_for(node)) or Pool()
 
     def wanted(self) -> list[PoolKey]:
-        """The pools the refill keeps between the marks: one per node that
-        runs pods (:mod:`.nodes`), or the unbound one."""
-        if not self.bind:
-            return [self.key]
+        """The nodes' pools that are kept: one per node that runs pods
+        (:mod:`.nodes`)."""
         idle = float(self.opts.ports_pool_node_idle)
         return [self.key_for(n) for n in self.nodes.wanted(idle)]
+
+    def refilled(self) -> list[PoolKey]:
+        """The pools the refill keeps between the marks: the nodes' (see
+        :meth:`wanted`), or the unbound one without the right to bind."""
+        return self.wanted() if self.bind else [self.key]
+
+    def _own(self, node: str) -> Pool:
+        """The pool a pod on ``node`` counts its hits and misses in (the
+        one refilled for it; lock held)."""
+        return self.pools.setdefault(
+            self.key_for(node) if self.bind else self.key, Pool())
 
     def placed(self, uid: str, node: str) -> None:
         """Pod ``uid`` needs a port on ``node`` ("": no longer); a node
@@ -120,40 +140,40 @@ class PortPools:
         self.nodes.replace(placed if self.enabled else [])
 
     def unbind(self, why: object) -> None:
-        """Neutron refuses ``binding:host_id``: one unbound pool from now
-        on, holding every free port (warned once)."""
+        """Neutron refuses ``binding:host_id``: new pool ports are made
+        unbound, in one pool for every node (warned once); a node's bound
+        ports stay its own (a pod never gets another node's port)."""
         with self.lock:
             if not self.bind:
                 return
             self.bind = False
-            # A batch in flight lands in the base pool when answered.
-            base = self.pools.setdefault(self.key, Pool())
-            for key in [k for k in self.pools if k != self.key]:
-                pool = self.pools.pop(key)
-                base.free.update(pool.free)
-                base.hits += pool.hits
-                base.misses += pool.misses
-                base.given_back += pool.given_back
+            self.pools.setdefault(self.key, Pool())
         LOG.warning("Neutron refuses binding:host_id to the controller "
-                    "(%s): one unbound port pool for every node, each "
-                    "port bound when a pod takes it, if at all", why)
+                    "(%s): new pool ports are made unbound, for any node; "
+                    "ports already bound to a node serve its pods alone", why)
 
-    def attach(self, cloud: osa.OpenStack, stopping: threading.Event) -> None:
-        """The adapter that claims use, until ``stopping`` (the refill
-        thread is :func:`.refill.start`'s)."""
-        self.cloud = self.claims.cloud = cloud
+    def attach(self, cloud: osa.OpenStack, maker: PortMaker,
+               stopping: threading.Event, *,
+               tag: Callable[[], str] = lambda: "") -> None:
+        """The adapter and the port maker that claims use, until
+        ``stopping``, and the cluster's tag (named in a claimed port's
+        name). The refill thread is :func:`.refill.start`'s."""
+        self.cloud = cloud
+        self.claims.maker = maker
         self.claims.stopping = stopping
+        self.tag = tag
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
-              named: Mapping[str, tuple[str, str, str]] | None = None
-              ) -> list[osa.Port]:
+              named: Mapping[str, tuple[str, str, str]] | None = None,
+              hosts: Mapping[str, str] | None = None) -> list[osa.Port]:
         """``listed`` without its free pool ports, which are re-adopted
         into their nodes' pools. A pool port a pod holds (claimed here, or
         named by its written PodPort: ``named``, uid -> (port id, address,
         MAC)) stays in the list as that pod's, and an update not yet
-        applied is restarted."""
-        pods = pods or {}
+        applied is made again, bound to the pod's node (``hosts``: uid ->
+        node) like the first."""
+        pods, hosts = pods or {}, hosts or {}
         holder = {n[0]: uid for uid, n in (named or {}).items()}
         rest: list[osa.Port] = []
         waiting: list[osa.Port] = []
@@ -167,7 +187,9 @@ class PortPools:
                 continue
             rest.append(dataclasses.replace(port, device_id=uid))
             if uid in pods:
-                self.claims.submit(port.id, uid, port_name(pods, uid), "")
+                self.claims.submit(port, uid,
+                                   port_name(pods, uid, self.tag()),
+                                   hosts.get(uid, ""))
         new = self.keep(waiting)
         if new and not self.adopted.is_set():
             LOG.info("port pools: %d ports found in Neutron, kept", new)
@@ -188,7 +210,7 @@ class PortPools:
             for port in ports:
                 if port.id in known or self.claims.owner(port.id):
                     continue
-                key = self.key_for(port.host)
+                key = self.key_for(port.host)     # where it is bound
                 if key in self.pools and self.pools[key].creating:
                     continue        # the batch's answer brings it
                 self.pools.setdefault(key, Pool()).free[port.id] = port
@@ -208,31 +230,45 @@ class PortPools:
             out.rest = list(create)
             return out
         hosts = hosts or {}
-        rebind: dict[str, str] = {}
         with self.lock:
-            spare = self.pools.get(self.key) if self.bind else None
             for uid in create:
                 if uid not in pods:
                     out.rest.append(uid)
                     continue
                 node = hosts.get(uid, "")
-                pool = self.pools.setdefault(self.key_for(node), Pool())
-                source = pool if pool.free or spare is None else spare
-                if not source.free:
+                # Its node's own ports first, else an unbound one (bound
+                # to the node by its claim); never another node's.
+                mine = self.pools.get(self.key_for(node)) if node else None
+                spare = self.pools.get(self.key)
+                source = mine if mine is not None and mine.free else spare
+                counted = self._own(node)
+                if source is None or not source.free:
                     out.rest.append(uid)
-                    pool.misses += 1
+                    counted.misses += 1
                     continue
                 port = source.free.pop(next(iter(source.free)))
                 out.taken.append((uid, port))
-                pool.hits += 1
-                if port.host != node:       # not bound to it yet
-                    rebind[uid] = node
+                counted.hits += 1
         for uid, port in out.taken:
-            self.claims.submit(port.id, uid, port_name(pods, uid),
-                               rebind.get(uid, ""))
+            self.claims.submit(port, uid, port_name(pods, uid, self.tag()),
+                               hosts.get(uid, ""))
         self.wake.set()
         self.publish()
         return out
+
+    def take_fullest(self, node: str) -> osa.Port | None:
+        """A free port of the fullest pool that is not ``node``'s own (a
+        pod on ``node`` starves: the quota is used up), taken out of it;
+        None when no pool has one."""
+        with self.lock:
+            mine = self.key_for(node)
+            pools = [(len(p.free), k) for k, p in self.pools.items()
+                     if k != mine and p.free]
+            if not pools:
+                return None
+            _, key = max(pools, key=lambda t: (t[0], t[1].node))
+            pool = self.pools[key]
+            return pool.free.pop(next(reversed(pool.free)))
 
     # -- the refill's ------------------------------------------------------------
     def any_free(self) -> osa.Port | None:
@@ -241,22 +277,24 @@ class PortPools:
             return next((p for pool in self.pools.values()
                          for p in pool.free.values()), None)
 
-    def extra(self) -> list[tuple[PoolKey, list[str]]]:
+    def extra(self, spare: Iterable[str] = ()
+              ) -> list[tuple[PoolKey, list[osa.Port]]]:
         """Take out the free ports above each pool's high-water mark (all
         of them when the pools are off or the pool's node is idle), to be
-        given back; an idle node's pool goes, and so does the unbound one
-        of a bound mode (never refilled) once empty."""
+        given back, but those of ``spare`` (a give-back that failed, tried
+        later); an idle node's pool goes, and so does the unbound one of a
+        bound mode (never refilled) once empty."""
         high = int(self.opts.ports_pool_max) if self.enabled else 0
         wanted = set(self.wanted())
-        extra: list[tuple[PoolKey, list[str]]] = []
+        skip = set(spare)
+        extra: list[tuple[PoolKey, list[osa.Port]]] = []
         with self.lock:
             for key, pool in list(self.pools.items()):
                 idle = key not in wanted and key != self.key
-                ids = list(pool.free)[0 if idle else high:]
-                for port_id in ids:
-                    del pool.free[port_id]
+                ids = [i for i in list(pool.free)[0 if idle else high:]
+                       if i not in skip]
                 if ids:
-                    extra.append((key, ids))
+                    extra.append((key, [pool.free.pop(i) for i in ids]))
                 if not pool.free and not pool.creating and self.enabled \
                         and (idle or (key == self.key and self.bind)):
                     del self.pools[key]
@@ -276,7 +314,7 @@ class PortPools:
         opts = self.opts
         low, high = int(opts.ports_pool_min), int(opts.ports_pool_max)
         out = []
-        wanted = self.wanted()
+        wanted = self.refilled()
         with self.lock:
             for key in wanted:
                 pool = self.pools.setdefault(key, Pool())
@@ -295,15 +333,16 @@ class PortPools:
 
     def made(self, key: PoolKey, count: int,
              ports: Iterable[osa.Port] = ()) -> None:
-        """That batch is over: ``ports`` were made (none: it failed). They
-        land in the pool of ``key``'s node as the pools are now (a batch
-        answered after the pools turned unbound lands in the unbound one)."""
+        """That batch is over: ``ports`` were made (none: it failed). Each
+        lands in the pool of the node it is bound to (a batch made unbound,
+        once Neutron refused the binding, in the unbound one)."""
         with self.lock:
-            pool = self.pools.get(key)      # gone if the pools turned unbound
+            pool = self.pools.get(key)
             if pool is not None:
                 pool.creating -= count
-            target = self.pools.setdefault(self.key_for(key.node), Pool())
-            target.free.update((p.id, p) for p in ports)
+            for port in ports:
+                self.pools.setdefault(self.key_for(port.host),
+                                      Pool()).free[port.id] = port
         self.publish()
 
     # -- figures -----------------------------------------------------------------------

@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
 
 #: uid -> (namespace, name, port id or "") as the handler keeps its pods
 Pods = Mapping[str, tuple[str, str, str]]
@@ -51,7 +52,8 @@ class Served:
     rest: list[str] = dataclasses.field(default_factory=list)
 
 
-def port_name(pods: Pods, uid: str) -> str:
-    """The port's name once a pod holds it, as a created port's."""
+def port_name(pods: Pods, uid: str, tag: str) -> str:
+    """The port's name once a pod holds it, as a created port's: the
+    cluster's ``tag``, then the pod's namespace and name."""
     ns, name = pods[uid][:2] if uid in pods else ("", uid)
-    return f"kuryr-{ns}-{name}"[:255]
+    return wire.port_name(tag, f"{ns}/{name}")

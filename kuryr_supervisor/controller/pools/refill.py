@@ -12,13 +12,19 @@ per node that runs pods, :mod:`.nodes`; or the one unbound pool):
   bulk create of ``ports_pool_batch`` ports at a time (bound to the
   pool's node), until it holds ``ports_pool_min`` again; never more than
   ``ports_pool_max`` free or being made in one pool, nor, over all pools,
-  more than the project's port quota has left (read before each round of
+  more than the project's port quota has left less one port per node
+  that runs pods (room for a miss on each; read before each round of
   batches, one batch per pool and round, the emptiest pools first).
 
-A create refused because of ``binding:host_id`` (Neutron's policy: a
-member role) turns the pools unbound (:meth:`.portpools.PortPools.unbind`).
-While pods' claims are being applied (:mod:`.claims`) it makes no
-port: those updates come first. It reads, once, the subnet a PodPort of a
+Its ports are made through the one path every port is made by
+(:mod:`~kuryr_supervisor.controller.openstack.making`: bound, tagged,
+checked). A binding Neutron refuses (its policy: a member role) makes
+new pool ports unbound (:meth:`.portpools.PortPools.unbind`). While pods'
+claims are on their way to Neutron (:mod:`.claims`) it makes no port:
+those updates come first; a claim backing off after a failure does not
+hold it back. A give-back that fails (a 403 on a DELETE) leaves its
+ports in their pool, tried again a minute later; it holds back no
+other pool's refill. It reads, once, the subnet a PodPort of a
 pool port needs, so the first pod of a burst does not wait for it. It
 starts only after the first resync adopted the pool ports already in
 Neutron (a restart keeps them, it does not make new ones), and it waits
@@ -32,25 +38,33 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.openstack.pace import Pace
-from kuryr_supervisor.controller.openstack.wire import binding_refused
 from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.pools.records import PoolKey
 
 LOG = logging.getLogger(__name__)
 
+#: Seconds a port whose give-back failed stays in its pool before the
+#: give-back is tried again.
+RETRY_GIVE_BACK = 60.0
 
-def start(pools: PortPools, cloud: osa.OpenStack, owned: Any, pace: Pace,
+
+def start(pools: PortPools, cloud: osa.OpenStack, maker: PortMaker,
+          owned: Any, pace: Pace,
           stopping: threading.Event) -> threading.Thread:
     """The refill thread of ``pools`` (which also gives back what a
-    smaller or disabled pool holds), until ``stopping``; ``pace`` sizes
-    each create's timeout as the pods' creates are sized."""
-    pools.attach(cloud, stopping)
-    thread = threading.Thread(target=Refill(pools, cloud, owned, pace).run,
+    smaller or disabled pool holds), until ``stopping``; ``maker`` makes
+    its ports as the pods' are made; ``pace`` sizes each create's timeout
+    as the pods' creates are sized."""
+    pools.attach(cloud, maker, stopping, tag=lambda: str(owned.tag))
+    thread = threading.Thread(target=Refill(pools, cloud, owned, pace,
+                                            maker).run,
                               args=(stopping,), name="pool-refill",
                               daemon=True)
     thread.start()
@@ -62,12 +76,19 @@ class Refill:
     the scope (network, cluster tag, project)."""
 
     def __init__(self, pools: PortPools, cloud: osa.OpenStack, owned: Any,
-                 pace: Pace) -> None:
+                 pace: Pace, maker: PortMaker | None = None, *,
+                 clock: Any = time.monotonic) -> None:
         self.pools, self.cloud, self.owned = pools, cloud, owned
         self.pace = pace
+        self.maker = maker or pools.claims.maker or PortMaker(
+            cloud, network_id=owned.network_id,
+            subnet_id=pools.key.subnet_id)
         self._failing = ""
         self._warm = False
         self._relist = False
+        self._clock = clock
+        #: port id -> when its failed give-back may be tried again
+        self._kept: dict[str, float] = {}
 
     def run(self, stopping: threading.Event) -> None:
         opts = self.pools.opts
@@ -87,22 +108,28 @@ class Refill:
         self.give_back()
         self.warm()
         # Pods first: their ports' updates go before a refill's creates
-        # (a real Neutron serves a few requests at a time).
+        # (a real Neutron serves a few requests at a time); a claim that
+        # keeps failing backs off and holds nothing back.
         while self.pools.enabled and not stopping.is_set() \
-                and not len(self.pools.claims):
+                and not self.pools.claims.busy():
             work = self.pools.shortfalls()
             if not work:
                 return
             left = self.cloud.port_quota(self._project()).left
+            if left is not None:
+                # Room for a miss on every node that runs pods: its first
+                # pod, or a pod its empty pool cannot serve, gets a port.
+                left -= len(self.pools.wanted())
             for key, count in work:
                 if left is not None:
                     if left <= 0:
                         raise osa.QuotaExceeded(
-                            "the project's port quota is used up")
+                            "the project's port quota is used up, but for "
+                            "a port per node")
                     count = min(count, left)
                     left -= count
                 if not self.refill(key, count) or stopping.is_set() \
-                        or len(self.pools.claims):
+                        or self.pools.claims.busy():
                     break
             self.warm()
 
@@ -136,12 +163,28 @@ class Refill:
 
     def give_back(self) -> None:
         """Ports above each pool's high-water mark (all of them when the
-        pools are off or the pool's node is idle) back to Neutron."""
-        for key, ids in self.pools.extra():
-            gone = poolports.give_back(self.cloud, ids[::-1])
+        pools are off or the pool's node is idle) back to Neutron; a pool
+        whose give-back fails keeps its ports (tried again later) and no
+        other pool waits for it."""
+        now = self._clock()
+        self._kept = {p: t for p, t in self._kept.items() if t > now}
+        for key, ports in self.pools.extra(self._kept):
+            gone, left = 0, list(ports)
+            try:
+                for port in ports[::-1]:            # newest first
+                    gone += poolports.give_back(self.cloud, [port.id])
+                    left.remove(port)
+            except osa.OpenStackError as exc:
+                LOG.warning("port pool %s: %d ports not given back (%s); "
+                            "kept, tried again in %g s", key.label, len(left),
+                            exc, RETRY_GIVE_BACK)
+                self._kept.update(dict.fromkeys(
+                    (p.id for p in left), now + RETRY_GIVE_BACK))
+                self.pools.keep(left)
             self.pools.gave_back(key, gone)
-            LOG.info("port pool %s: gave %d ports back to Neutron",
-                     key.label, len(ids))
+            if gone:
+                LOG.info("port pool %s: gave %d ports back to Neutron",
+                         key.label, gone)
 
     def refill(self, key: PoolKey, count: int) -> bool:
         """One batch for ``key``'s pool; False when the pools just turned
@@ -149,21 +192,20 @@ class Refill:
         pools = self.pools
         pools.making(key, count)
         try:
-            ports = poolports.create(
-                self.cloud, self.pace, network_id=self.owned.network_id,
-                subnet_id=key.subnet_id, tag=self.owned.tag, count=count,
-                host=key.node)
-        except osa.OpenStackRefused as exc:
+            ports = poolports.create(self.maker, self.pace,
+                                     tag=self.owned.tag, count=count,
+                                     host=key.node if pools.bind else "")
+        except osa.OpenStackRefused:
             pools.made(key, count)      # nothing was made
-            if key.node and binding_refused(exc):
-                pools.unbind(exc)
-                return False
             raise
         except Exception:
             self._relist = True         # made or not: Neutron will say
             pools.made(key, count)
             raise
         pools.made(key, count, ports)
+        if key.node and not self.maker.modes.bind:
+            pools.unbind("a pool port's create")
+            return False
         LOG.debug("port pool %s: %d ports made", key.label, count)
         return True
 

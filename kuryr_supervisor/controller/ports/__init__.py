@@ -10,6 +10,7 @@ announced in the pod's PodPort.
 - :mod:`.podports`: PodPorts written a few at a time;
 - :mod:`.resync`: what one port list says to do, and the sweep;
 - :mod:`.verify`: a written PodPort's port the list lacks, asked for by id;
+- :mod:`.gone`: a pod the list lacks confirmed gone by a consistent read;
 - :mod:`.owned`: which ports are the controller's, what their PodPorts say,
   a gone pod's release;
 - :mod:`.retry`: what a failed step costs: a retry, a count, or nothing;

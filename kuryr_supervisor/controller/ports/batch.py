@@ -46,14 +46,21 @@ from typing import Any
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.making import (
+    MacsRefused,
+    PortMaker,
+    Want,
+)
 from kuryr_supervisor.controller.openstack.pace import Pace
 
 #: Longest wait of a pod for others to share its request (seconds).
 WINDOW = 0.05
 #: Most ports in one bulk request.
 MAX_PORTS = 100
-#: Refusals after which no more ports are asked for.
-STOPS = (osa.QuotaExceeded, wire.SubnetFull)
+#: Refusals after which no more ports are asked for: a full quota or
+#: subnet, what no retry fixes (the network or subnet gone, a policy that
+#: forbids), a policy that refuses the MACs asked for (asked again without).
+STOPS = (osa.QuotaExceeded, wire.SubnetFull, *wire.UNFIXABLE, MacsRefused)
 #: How often the waiting loop beats (seconds).
 _BEAT_EVERY = 0.2
 #: A request is given up this long after its timeout (its thread's own
@@ -118,9 +125,8 @@ def unannounced(uids: list[str], within: float) -> None:
     """No creates Lease: a controller without leader election."""
 
 
-def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
-           network_id: str, subnet_id: str, tag: str,
-           pace: Pace, in_flight: int,
+def create(maker: PortMaker, devices: Sequence[tuple[str, str]], *,
+           tag: str, pace: Pace, in_flight: int,
            hosts: Mapping[str, str] | None = None,
            beat: Callable[[], None] = lambda: None,
            on_made: Callable[[dict[str, osa.Port]], None] | None = None,
@@ -128,23 +134,29 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
     sized and timed by ``pace`` (the handler's: ``[controller]``'s
-    options), ``in_flight`` at once, each bound to the pod's node
-    (``hosts``: UID -> node); ``on_made`` is called, in the caller's
-    thread, with the ports of each request as it is answered (their pods
-    need not wait for the slowest request). ``announce(uids, seconds)``
-    is called before each request is sent with its pods and how long it
-    may plausibly still commit (``Pace.likely_for``, the create
-    announcer); if it raises, that request and the rest are not sent and
-    their pods fail with its error. See the module for the other failure
-    rules."""
+    options), ``in_flight`` at once, each made by ``maker`` (bound to the
+    pod's node, ``hosts``: UID -> node; tagged; its MAC derived from the
+    pod's UID where Neutron allows); ``on_made`` is called, in the
+    caller's thread, with the ports of each request as it is answered
+    (their pods need not wait for the slowest request). ``announce(uids,
+    seconds)`` is called before each request is sent with its pods and
+    how long it may plausibly still commit (``Pace.likely_for``, the
+    create announcer); if it raises, that request and the rest are not
+    sent and their pods fail with its error. See the module for the other
+    failure rules."""
     out = Outcome()
     tags = [tag] if tag else []
+    hosts = hosts or {}
     todo = list(devices)
     stop: Exception | None = None        # Neutron is out: send no more
     running: dict[concurrent.futures.Future[list[osa.Port]],
                   tuple[list[tuple[str, str]], float, float]] = {}
     pool = concurrent.futures.ThreadPoolExecutor(
         max_workers=max(1, in_flight), thread_name_prefix="port-create")
+
+    def wants(chunk: Sequence[tuple[str, str]]) -> list[Want]:
+        return [Want(name, uid, host=hosts.get(uid, ""), derive=True)
+                for name, uid in chunk]
     try:
         while todo or running:
             while todo and stop is None and \
@@ -153,15 +165,13 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                 timeout = pace.timeout_for(len(todo[:size]))
                 try:
                     announce([uid for _, uid in todo[:size]],
-                             pace.may_commit_until(0.0, pace.likely_for(
-                                 len(todo[:size]))))
+                             pace.likely_for(len(todo[:size])))
                 except Exception as exc:  # noqa: BLE001 - not sent: theirs
                     stop = exc
                     break
                 chunk, todo = todo[:size], todo[size:]
-                future = pool.submit(
-                    cloud.within(timeout).create_ports, network_id=network_id,
-                    subnet_id=subnet_id, devices=chunk, tags=tags, hosts=hosts)
+                future = pool.submit(maker.make, wants(chunk), tags=tags,
+                                     timeout=timeout, bulk=True)
                 running[future] = (chunk, pace.now(), timeout)
             if stop is not None and todo:
                 out.failed.update((uid, stop) for _, uid in todo)
@@ -179,9 +189,8 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
                     continue
                 del running[future]
                 before = len(out.made)
-                error = _settle(cloud, future, chunk, sent, timeout, pace, out,
-                                network_id=network_id, subnet_id=subnet_id,
-                                tags=tags, hosts=hosts or {},
+                error = _settle(maker, future, chunk, sent, timeout, pace,
+                                out, tags=tags, wants=wants,
                                 announce=announce)
                 if error is not None and stop is None:
                     stop = error
@@ -194,10 +203,10 @@ def create(cloud: osa.OpenStack, devices: Sequence[tuple[str, str]], *,
     return out
 
 
-def _settle(cloud: osa.OpenStack,
+def _settle(maker: PortMaker,
             future: concurrent.futures.Future[list[osa.Port]],
             chunk: list[tuple[str, str]], sent: float, timeout: float,
-            pace: Pace, out: Outcome, **where: Any) -> Exception | None:
+            pace: Pace, out: Outcome, **how: Any) -> Exception | None:
     """Record one request's outcome; the error that stops further
     requests, if any."""
     if not future.done():
@@ -213,20 +222,21 @@ def _settle(cloud: osa.OpenStack,
             pace.answered(len(chunk), pace.now() - sent)
             out.made.update(zip((uid for _, uid in chunk), ports, strict=True))
             return None
-    if isinstance(exc, osa.OpenStackRefused):
-        return _one_by_one(cloud, chunk, exc, out.made, out.failed, **where)
+    if isinstance(exc, osa.OpenStackRefused) and not isinstance(
+            exc, (*wire.UNFIXABLE, MacsRefused, osa.MacInUse)):
+        return _one_by_one(maker, chunk, exc, out.made, out.failed, **how)
     out.failed.update((uid, exc) for _, uid in chunk)
     if getattr(exc, "status", 0) == 0:
         # no answer at all: Neutron may still be working on it
         until = pace.may_commit_until(sent, timeout)
         out.pending.update((uid, until) for _, uid in chunk)
-    return exc
+    return exc if not isinstance(exc, osa.MacInUse) else None
 
 
-def _one_by_one(cloud: osa.OpenStack, chunk: Sequence[tuple[str, str]],
+def _one_by_one(maker: PortMaker, chunk: Sequence[tuple[str, str]],
                 refused: osa.OpenStackRefused, made: dict[str, osa.Port],
-                failed: dict[str, Exception], *, network_id: str,
-                subnet_id: str, tags: list[str], hosts: Mapping[str, str],
+                failed: dict[str, Exception], *, tags: list[str],
+                wants: Callable[[Sequence[tuple[str, str]]], list[Want]],
                 announce: Callable[[list[str], float], None]
                 ) -> Exception | None:
     """After a refused bulk (nothing created): each port on its own.
@@ -234,17 +244,16 @@ def _one_by_one(cloud: osa.OpenStack, chunk: Sequence[tuple[str, str]],
     if len(chunk) == 1:
         failed[chunk[0][1]] = refused
         return refused if isinstance(refused, STOPS) else None
-    for i, (name, uid) in enumerate(chunk):
+    timeout = maker.cloud.timeout
+    for i, (want, (_, uid)) in enumerate(zip(wants(chunk), chunk,
+                                             strict=True)):
         try:
-            announce([uid], Pace.may_commit_until(0.0, cloud.timeout))
+            announce([uid], timeout)
         except Exception as unsent:  # noqa: BLE001 - not sent: theirs
             failed.update((u, unsent) for _, u in chunk[i:])
             return unsent
         try:
-            made[uid] = cloud.create_port(network_id=network_id,
-                                          subnet_id=subnet_id, name=name,
-                                          device_id=uid, tags=tags,
-                                          host=hosts.get(uid, ""))
+            [made[uid]] = maker.make([want], tags=tags, timeout=timeout)
         except osa.OpenStackRefused as caught:
             exc = wire.refined(caught)
             failed[uid] = exc

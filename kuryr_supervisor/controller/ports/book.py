@@ -4,11 +4,15 @@ The handler (:mod:`.handler`) and its provisioning step (:mod:`.provision`)
 read and change these together; both run in the handler's one thread, so
 the record needs no lock. Per pod it keeps the UID, namespace, name and
 port id (one tuple), the UID in a set once its PodPort is written, what
-that PodPort names, and, while the pod has no port, its node.
+that PodPort names (every PodPort read, a pod the list lacked included:
+its port is no one's to delete or make again until a consistent read says
+the pod is gone), and its node (where its port is bound, made again too).
 """
 from __future__ import annotations
 
 import dataclasses
+
+from kuryr_supervisor.controller.openstack import wire
 
 #: What a written PodPort names: (port id, IPv4 address, MAC).
 Named = tuple[str, str, str]
@@ -25,7 +29,7 @@ class PodBook:
     written: set[str] = dataclasses.field(default_factory=set)
     #: uid -> what its written PodPort names (kept; immutable once bound)
     named: dict[str, Named] = dataclasses.field(default_factory=dict)
-    #: uid -> node, for pods still without a port (binding:host_id)
+    #: uid -> node of every pod that needs a port (binding:host_id)
     nodes: dict[str, str] = dataclasses.field(default_factory=dict)
     #: uid -> until when (the pace's clock) a create whose answer was
     #: lost may still commit
@@ -34,10 +38,11 @@ class PodBook:
     #: or not listed yet): list before creating.
     uncertain: bool = True
 
-    def port_name(self, uid: str) -> str:
-        """The Neutron port name of pod ``uid``'s port."""
+    def port_name(self, uid: str, tag: str) -> str:
+        """The Neutron port name of pod ``uid``'s port: the cluster's
+        ``tag``, the pod's namespace and name."""
         ns, name, _ = self.pods[uid]
-        return f"kuryr-{ns}-{name}"[:255]
+        return wire.port_name(tag, f"{ns}/{name}")
 
     def holds(self, uid: str, port_id: str) -> None:
         """Pod ``uid`` holds port ``port_id`` from now on."""

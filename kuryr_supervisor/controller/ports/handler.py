@@ -11,17 +11,22 @@ Neutron calls, at scale: a (re)list of the pods, a retry round and every
 controller's ports (``device_owner``, the cluster tag
 ``kuryr-supervisor:<cluster_id>``, the pod network, the project; paged),
 never a GET per pod; the first resync of a process also lists the
-PodPorts once (what each names). The plan (:mod:`.resync`): a pod
-whose PodPort is written keeps the port it names, and its other ports are
-duplicates to delete; a pod without one adopts its oldest port; a port
-the list lacks is asked for by id before anything is done
-(:mod:`.verify`: a vanished port is made again with the same address
-and MAC); ports of pods that are gone are deleted. Pods that need a port
-take one from their node's pool, or are created in requests sized from
-Neutron's measured time per port, a few in flight, with timeouts that
-grow with their size, and their PodPorts are written as each request is
-answered (:mod:`.provision`). A restart lists, finds every pod's port,
-and writes nothing to Neutron.
+PodPorts once (what each names, and its status). The plan
+(:mod:`.resync`): a pod whose PodPort is written keeps the port it names,
+and its other ports are duplicates to delete; a pod without one adopts
+its oldest port; a port the list lacks is asked for by id before anything
+is done (:mod:`.verify`: a bound pod's vanished port is made again with
+the same address and MAC, bound to its node, and its PodPort names it);
+ports of pods that are gone are deleted, once a consistent read confirms
+them gone (:mod:`.gone`: the pod list comes from a watch cache that may
+lag). Pods that need a port take one from their node's pool, or are
+created in requests sized from Neutron's measured time per port, a few in
+flight, with timeouts that grow with their size, and their PodPorts are
+written as each request is answered (:mod:`.provision`); every port is
+made through one path (:mod:`~kuryr_supervisor.controller.openstack.
+making`: bound, tagged, its MAC derived from its pod's UID). A restart
+lists, finds every pod's port, and writes nothing, to Neutron or to
+Kubernetes.
 
 Composition: the handler holds its pods' record (:class:`~.book.PodBook`)
 and the watch's callbacks; each step is a collaborator it builds once the
@@ -37,21 +42,25 @@ carries the tag (Neutron honoured the filter).
 
 Idempotency, so a handler killed at any instant leaks and doubles nothing:
 a port created just before a kill is found by the next run's resync and
-adopted; a create whose answer was lost with no status (a timeout) may
-still commit, so its pods get no new create until it no longer can, and
-its late ports are adopted, or deleted as duplicates once the pod has
-another; a process that starts (a new leader, or a handler restarted by
-the master) holds the pods whose creates an earlier process announced
-until those can no longer commit
+adopted; where the MACs are derived from the pods' UIDs, a second create
+for a pod is refused by Neutron and the first's port adopted, so a lost
+answer is sent again at once and no hold is needed; elsewhere a create
+whose answer was lost with no status (a timeout) may still commit, so its
+pods get no new create until it no longer can, and its late ports are
+adopted, or deleted as duplicates once the pod has another, and a
+process that starts (a new leader, or a handler restarted by the master)
+holds the pods whose creates an earlier process announced until those
+can no longer commit
 (:mod:`~kuryr_supervisor.controller.leadership.announcer`); a PodPort the
-CNI role has bound (``status.boundAt``) is never changed (address, MAC,
-port id).
+CNI role has bound (``status.boundAt``) is never changed (address, MAC),
+but for the id of its port made again.
 
 Failures (:mod:`.retry`): a Kubernetes, Keystone or Neutron outage,
-an exhausted port quota or a full pod subnet is not the handler's fault:
-the pod is retried with backoff and readiness names the dependency
-(:mod:`.report` for the subnet: a Warning Event on each waiting pod).
-Anything else counts against the handler's failure budget.
+an exhausted port quota, a full pod subnet, or a refusal no restart fixes
+(the pod network or subnet deleted, a policy that forbids the creates) is
+not the handler's fault: the pod is retried with backoff and readiness
+names the dependency (:mod:`.report`: a Warning Event on each waiting
+pod). Anything else counts against the handler's failure budget.
 """
 from __future__ import annotations
 
@@ -64,10 +73,12 @@ from typing import cast
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership.announcer import Announcer, Inherited
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.making import Modes, PortMaker
 from kuryr_supervisor.controller.openstack.pace import Pace
 from kuryr_supervisor.controller.pools import portpools, refill
 from kuryr_supervisor.controller.ports import batch, heaptrim, resync, verify
 from kuryr_supervisor.controller.ports.book import PodBook
+from kuryr_supervisor.controller.ports.gone import Gone
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
 from kuryr_supervisor.controller.ports.podports import PodPortWriter
 from kuryr_supervisor.controller.ports.provision import Provision
@@ -77,7 +88,7 @@ from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
-from kuryr_supervisor.state import Fault
+from kuryr_supervisor.state import Fault, Mode
 
 LOG = logging.getLogger(__name__)
 
@@ -110,6 +121,8 @@ class NeutronPortHandler:
         self._beat: Callable[[], None] = lambda: None
         self._owned: OwnedPorts | None = None
         self._provision: Provision | None = None
+        self._maker: PortMaker | None = None
+        self._gone: Gone | None = None
         self.pools = portpools.PortPools(  # ports made ahead ([vif_pool])
             ctx.conf, getattr(ctx.state, "pools", None))
 
@@ -125,7 +138,8 @@ class NeutronPortHandler:
         self.report.client = self.client
         if self.ctx.announcer is not None:
             self.held = self._inherited(self.ctx.announcer, stopping)
-        refill.start(self.pools, self.cloud, self.owned, self.pace, stopping)
+        refill.start(self.pools, self.cloud, self.maker, self.owned,
+                     self.pace, stopping)
         watch = PodWatch(
             cast(PodSource, ClusterPods(self.client, beat=beat)),
             cast(PodSink, self),
@@ -169,28 +183,60 @@ class NeutronPortHandler:
         return None
 
     @property
-    def owned(self) -> OwnedPorts:
+    def maker(self) -> PortMaker:
         """Built on first use: ``run`` may make the clients first."""
+        if self._maker is None:
+            assert self.cloud is not None
+            self._maker = PortMaker(
+                self.cloud, network_id=self.ctx.conf.controller.pod_network_id,
+                subnet_id=self.subnet_id)
+            self._maker.on_change = self._modes
+        return self._maker
+
+    def _modes(self, modes: Modes) -> None:
+        """How Neutron lets ports be made, for readiness to say."""
+        mode = Mode.NONE
+        if modes.tags_at_create is not None:
+            mode |= Mode.TAGS_AT_CREATE if modes.tags_at_create else \
+                Mode.TAGS_AFTER_CREATE
+        if modes.macs is not None:
+            mode |= Mode.MACS_DERIVED if modes.macs else Mode.MACS_NEUTRONS
+        if not modes.bind:
+            mode |= Mode.UNBOUND
+        self.report.modes(mode)
+
+    @property
+    def owned(self) -> OwnedPorts:
+        """Built on first use, as :attr:`maker`."""
         if self._owned is None:
             assert self.client is not None and self.cloud is not None
             opts = self.ctx.conf.controller
             self._owned = OwnedPorts(
                 self.client, self.cloud, network_id=opts.pod_network_id,
                 project_id=str(opts.project_id), cluster_id=opts.cluster_id,
-                beat=lambda: self._beat())
+                beat=lambda: self._beat(), maker=self.maker)
         return self._owned
 
     @property
+    def gone(self) -> Gone:
+        """Built on first use, as :attr:`maker`."""
+        if self._gone is None:
+            assert self.client is not None
+            self._gone = Gone(self.client, self.report,
+                              beat=lambda: self._beat())
+        return self._gone
+
+    @property
     def provision(self) -> Provision:
-        """Built on first use, as :attr:`owned`."""
+        """Built on first use, as :attr:`maker`."""
         if self._provision is None:
             assert self.client is not None and self.cloud is not None
             self._provision = Provision(
-                self.book, cloud=self.cloud,
+                self.book, cloud=self.cloud, maker=self.maker,
                 writer=PodPortWriter(self.client), owned=self.owned,
                 pools=self.pools, pace=self.pace, retries=self.retries,
                 report=self.report, status=self.status,
-                announcer=self.ctx.announcer, subnet_id=self.subnet_id,
+                announcer=self.ctx.announcer, fence=self.ctx.fence,
                 in_flight=int(self.ctx.conf.controller.port_create_requests),
                 beat=lambda: self._beat())
         return self._provision
@@ -217,6 +263,8 @@ class NeutronPortHandler:
         """A pod waits for a create that can no longer commit: retry now,
         not at the next backoff round."""
         inflight = self.book.inflight
+        if inflight and self._maker is not None and self._maker.modes.macs:
+            inflight.clear()        # idempotent creates: nothing to wait
         if not inflight:
             return False
         now = self.pace.now()
@@ -237,9 +285,10 @@ class NeutronPortHandler:
             if pod.needs_port:
                 need.add(pod.uid)
                 placed.append((pod.uid, pod.node))
-                if pod.uid not in book.written:
-                    book.nodes[pod.uid] = pod.node
+                book.nodes[pod.uid] = pod.node
         del old
+        if self._gone is not None:
+            self._gone.arrived(book.pods)
         if self.held is not None:   # the first list: creates in flight
             now = self.pace.now()
             for uid in need:
@@ -250,7 +299,8 @@ class NeutronPortHandler:
             self.held = None
         self.pools.listed(placed)               # nodes with pods: pools
         book.written &= book.pods.keys()
-        book.named = {u: n for u, n in book.named.items() if u in book.pods}
+        # What a PodPort names is kept for a pod the list lacks: the list
+        # may lag (:mod:`.gone`), and a pod confirmed gone drops it.
         self.retries.pending &= need
         for uid in self.batch.take():
             if uid in book.pods:
@@ -261,11 +311,19 @@ class NeutronPortHandler:
 
     def upsert(self, pod: ClusterPod) -> None:
         book = self.book
+        new = pod.uid not in book.pods
         port = book.pods.get(pod.uid, ("", "", ""))[2]
         book.pods[pod.uid] = (pod.namespace, pod.name, port)
         self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
-        if pod.needs_port and pod.uid not in book.written:
+        if new and self._gone is not None:
+            self._gone.arrived([pod.uid])
+        if pod.needs_port:
             book.nodes[pod.uid] = pod.node
+        if pod.needs_port and new and pod.uid in book.named:
+            # A pod a lagging list lacked: its PodPort names its port,
+            # which the next resync finds (nothing is made for it).
+            self.retries.wait([pod.uid])
+        elif pod.needs_port and pod.uid not in book.written:
             if pod.uid not in self.retries.pending:
                 self.batch.add(pod.uid)
         self._flush_if_due()
@@ -282,6 +340,8 @@ class NeutronPortHandler:
         book.inflight.pop(pod.uid, None)
         self.report.forget(pod.uid)
         self.status.forget(pod.uid)
+        if self._gone is not None:
+            self._gone.arrived([pod.uid])
         self.retries.release(pod, lambda: self.owned.release(
             pod, port, look_up=book.uncertain))
         self._flush_if_due()
@@ -304,30 +364,35 @@ class NeutronPortHandler:
         self._swept_at = time.monotonic()
         try:
             if not self._indexed:
+                # Every PodPort, a pod the list lacks included (it may lag).
                 for uid, (mine, said) in self.provision.writer.index(
                         self._beat).items():
-                    if uid in book.pods:
-                        book.named[uid] = mine
-                        self.status.said[uid] = said
-                book.written |= book.named.keys()
+                    book.named[uid] = mine
+                    self.status.said[uid] = said
+                book.written |= book.named.keys() & book.pods.keys()
                 self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             # Only pods still without their PodPort wait for the next try.
-            self.retries.failed(need - book.written, exc, book.pods)
+            waiting = need - book.written
+            self.retries.failed(waiting, exc, book.pods)
+            self.report.refused([(u, *book.pods[u][:2]) for u in waiting
+                                 if u in book.pods], exc)
             LOG.warning("port resync postponed: %s", exc)
             return
         book.uncertain = False
         self.retries.pending -= need    # failures below put them back
         ours, proven = resync.proven(listed, self.owned.tag)
         del listed
-        ours = self.pools.adopt(ours, book.pods, book.named)  # pool's
+        ours = self.pools.adopt(ours, book.pods, book.named,  # pool's
+                                book.nodes)
         self.report.sweep_proven(proven)
         listing = resync.by_device(ours)
         del ours
         now = self.pace.now()
         book.inflight = {u: t for u, t in book.inflight.items()
-                         if t > now and u in book.pods}
+                         if t > now and u in book.pods
+                         and not self.provision.idempotent}
         plan = resync.plan(need, book.pods, book.written, listing,
                            book.named, book.inflight, now)
         for uid, _ in plan.write:
@@ -335,17 +400,29 @@ class NeutronPortHandler:
         self.retries.wait(plan.waiting)
         incomplete, again = verify.verify(
             self.cloud, self.client, plan, book.pods, book.written, book.named,
-            verify.Where(self.owned.network_id, self.subnet_id,
-                         self.owned.tag, lambda u: book.nodes.get(u, "")),
+            verify.Where(self.maker, self.owned.tag,
+                         lambda u: book.nodes.get(u, "")),
             self.report, self._beat)
         self.retries.wait(again)
+        self.retries.wait(verify.repoint(
+            self.client, plan, book.pods, book.named, self.report,
+            self._beat, lambda u: book.nodes.get(u, "")))
         if incomplete:          # the list proved wrong: no create, no sweep
             self.retries.wait(plan.create)
             plan.create = []
         elif proven:
             resync.sweep(self.cloud, listing, book.pods, plan.keep,
-                         self._beat)
+                         self._beat, confirm=self._confirm_gone)
         self.status.seen(self.client, book.pods, (
             (uid, port) for uid, kept in plan.keep.items() if uid in book.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self.provision.run(plan.create, plan.write)
+
+    def _confirm_gone(self, devices: set[str]) -> set[str]:
+        """Of the pods the list lacks, those a consistent read confirms
+        gone (:mod:`.gone`); what their PodPorts named is forgotten."""
+        gone = self.gone.confirm(devices)
+        for uid in gone:
+            self.book.named.pop(uid, None)
+            self.status.forget(uid)
+        return gone

@@ -8,6 +8,15 @@ project, by default the token's) and what a PodPort says of one of them
 (its address, MAC and the gateway of its subnet, each subnet read once),
 and releases a deleted pod's PodPort and ports.
 
+Where Neutron drops a create's tags (no ``tag_ports_during_bulk_creation``)
+a port is tagged after its create; one whose tag call was lost (the
+controller died first) is found again by :meth:`OwnedPorts.listed` at the
+first list of a process, and after a tag call failed: the ports on the
+network, in the project, with the controller's owner and without the tag,
+of which only those whose name carries the cluster's tag are tagged and
+adopted (:meth:`~kuryr_supervisor.controller.openstack.making.PortMaker.
+recognise`); any other is left alone, never deleted.
+
 Trust: Neutron is the only proof that a port exists; nothing a tenant can
 write (the pod's annotations) is read.
 """
@@ -18,6 +27,8 @@ import logging
 from collections.abc import Callable
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.making import PortMaker
+from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
@@ -32,11 +43,15 @@ class OwnedPorts:
 
     def __init__(self, client: k8s.K8sClient, cloud: osa.OpenStack, *,
                  network_id: str, project_id: str = "", cluster_id: str = "",
-                 beat: Callable[[], None]) -> None:
+                 beat: Callable[[], None],
+                 maker: PortMaker | None = None) -> None:
         self.client, self.cloud, self._beat = client, cloud, beat
         self.network_id, self.project_id = network_id, project_id
         self.tag = osa.cluster_tag(cluster_id) if cluster_id else ""
+        self.maker = maker or PortMaker(cloud, network_id=network_id,
+                                        subnet_id="")
         self._subnets: dict[str, osa.Subnet] = {}
+        self._lists = 0         # lists made by this process
 
     def cluster_tag(self) -> str:
         """``kuryr-supervisor:<cluster_id>``; by default the kube-system
@@ -50,12 +65,29 @@ class OwnedPorts:
         return self.tag
 
     def listed(self) -> list[osa.Port]:
-        """Every port of the controller's (one filtered, paged list)."""
+        """Every port of the controller's (one filtered, paged list), the
+        ports whose tag call was lost found again (see the module). The
+        first list of a process learns first what Neutron allows
+        (:meth:`~kuryr_supervisor.controller.openstack.making.PortMaker.
+        detect`: it reads the pod network, so a missing one is said)."""
         project = self.project_id or self.cloud.token().project_id
         if not project:
             raise osa.OpenStackUnavailable("no project id")
-        return self.cloud.owned_ports(network_id=self.network_id,
-                                      tag=self.cluster_tag(), project_id=project)
+        tag, maker = self.cluster_tag(), self.maker
+        if not self._lists:
+            maker.detect(project)
+        maker.retag()
+        ports = self.cloud.owned_ports(network_id=self.network_id, tag=tag,
+                                       project_id=project)
+        if maker.modes.tags_at_create is False and (
+                not self._lists or maker.untagged):
+            ports += maker.recognise(
+                self.cloud.untagged_ports(network_id=self.network_id,
+                                          tag=tag, project_id=project),
+                tag, lambda p: poolports.tags_of(tag)
+                if p.device_id == poolports.POOL_DEVICE else [tag])
+        self._lists += 1
+        return ports
 
     def data(self, uid: str, port: osa.Port) -> podport.PortData:
         """What pod ``uid``'s PodPort says of ``port``; ValueError if the

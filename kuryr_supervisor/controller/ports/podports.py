@@ -10,9 +10,18 @@ server's in-flight limit (400 by default, shared by the whole cluster),
 while 100 writes of 2-5 ms each take tens of milliseconds, not hundreds.
 
 One write is :func:`write`: create the PodPort, or, if one of that name
-exists (a restart, or an earlier pod's of the same name), read it and
-replace it only if it says otherwise, the version read as precondition.
-Every call is bounded by the client's request timeout.
+exists (a restart, or an earlier pod's of the same name), read it and,
+only if it says otherwise, delete it (its UID as precondition) and create
+it anew: its status (``boundAt``, ``portStatus``) is the old pod's or the
+old port's, and the status subresource survives a replace of the object.
+A new port's status, when Neutron says more than DOWN, is written right
+after, in the background (one at a time, by a thread of its own, never
+waited for by the handler's loop, and only while no PodPort is written:
+what the pods wait for goes first), so a restart finds it said and no pod
+waits for another's status. Every call is bounded by the client's
+request timeout. :func:`repoint` is the one change of a bound PodPort: a
+vanished port made again with the same address and MAC, whose new id it
+then names (its status kept).
 
 A restart hands over thousands of pods whose ports already existed
 (*adopted*), so their PodPorts are most likely written already: from
@@ -26,8 +35,10 @@ failed list only means every item is written.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
@@ -45,8 +56,10 @@ PAGE_SIZE = 500
 #: How often the waiting loop beats (seconds).
 _BEAT_EVERY = 0.2
 
-#: (pod UID, namespace, pod name, the PodPort's data)
-Item = tuple[str, str, str, podport.PortData]
+#: (pod UID, namespace, pod name, the PodPort's data, the new port's
+#: status to write once its PodPort is ("": none), the pod's node (its
+#: label))
+Item = tuple[str, str, str, podport.PortData, str, str]
 
 
 class Kept(Exception):
@@ -69,28 +82,66 @@ def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def write(client: k8s.K8sClient, namespace: str, name: str,
-          data: podport.PortData) -> None:
-    """Create the PodPort, or replace an earlier pod's of the same name
+          data: podport.PortData, node: str = "") -> bool:
+    """Create the PodPort, or make anew an earlier pod's of the same name
     or the pod's own while it is not bound; a bound one is never changed
-    (:class:`Kept`)."""
-    obj = podport.body(namespace, name, data)
+    (:class:`Kept`). ``node`` labels it (the node follows its pods'
+    PodPorts by that label). Whether it says no status yet (a new port's
+    may then be written)."""
+    obj = podport.body(namespace, name, data, node)
+    exists = False
     try:
         client.create_podport(namespace, obj)
-        return
     except k8s.K8sPermanent as exc:
         if exc.status != 409:
             raise
+        exists = True
+    if exists:
+        current = client.get_podport(namespace, name)
+        if current is None:
+            raise k8s.K8sTemporary("PodPort vanished while being written")
+        if podport.same(current, data):
+            return not podport.port_status(current)   # written before
+        else:
+            mine = named(current)
+            if mine is not None and mine[0] == data.pod_uid and \
+                    podport.bound_at(current):
+                raise Kept(mine[1])
+            _anew(client, namespace, current, obj)
+    return True
+
+
+def _anew(client: k8s.K8sClient, namespace: str,
+          current: Mapping[str, Any], obj: dict[str, Any]) -> None:
+    """Delete ``current`` (its UID as precondition) and create ``obj`` in
+    its place: not a replace, which would keep the old status (the old
+    pod's ``boundAt``, the old port's ``portStatus``)."""
+    meta = current.get("metadata") or {}
+    client.delete_podport(namespace, str(meta.get("name") or ""),
+                          uid=str(meta.get("uid") or ""))
+    client.create_podport(namespace, obj)
+
+
+def repoint(client: k8s.K8sClient, namespace: str, name: str,
+            named_now: tuple[str, str, str], port_id: str,
+            node: str = "") -> None:
+    """The pod's bound PodPort names ``port_id`` from now on: its port
+    vanished and was made again with the same address and MAC
+    (``named_now``: what it names), bound to ``node``, whose label it gets
+    (that node re-points the pod's interface); nothing else changes, its
+    status (``boundAt``) included. A PodPort that says otherwise by now
+    is left as it is (:class:`Kept`)."""
     current = client.get_podport(namespace, name)
-    if current is None:
-        raise k8s.K8sTemporary("PodPort vanished while being written")
-    if podport.same(current, data):
-        return
-    mine = named(current)
-    if mine is not None and mine[0] == data.pod_uid and \
-            podport.bound_at(current):
-        raise Kept(mine[1])
-    obj["metadata"]["resourceVersion"] = (
-        current.get("metadata") or {}).get("resourceVersion", "")
+    mine = named(current) if current is not None else None
+    if current is None or mine is None or mine[1] != named_now:
+        raise Kept(mine[1] if mine else named_now)
+    obj: dict[str, Any] = {key: current[key] for key in (
+        "apiVersion", "kind", "metadata", "spec") if key in current}
+    obj["spec"] = dict(obj["spec"], portId=port_id)
+    if node:
+        meta = obj["metadata"] = dict(obj["metadata"])
+        meta["labels"] = {**(meta.get("labels") or {}),
+                          podport.NODE_LABEL: podport.node_label(node)}
     client.replace_podport(namespace, name, obj)
 
 
@@ -100,6 +151,21 @@ class PodPortWriter:
     def __init__(self, client: k8s.K8sClient, *, workers: int = WORKERS) -> None:
         self.client = client
         self.workers = workers
+        #: Called (from a writer's thread) with a pod and the status
+        #: written to its new PodPort.
+        self.on_said: Callable[[str, str], None] = lambda uid, status: None
+        self._lock = threading.Condition()
+        #: New ports' statuses to write: (uid, namespace, name, status),
+        #: written by a thread of their own, never waited for.
+        self._unsaid: collections.deque[tuple[str, str, str, str]] = \
+            collections.deque()
+        self._sayer: threading.Thread | None = None
+        #: Set while no PodPort is being written: statuses wait for it.
+        self._idle = threading.Event()
+        self._idle.set()
+        #: Pods whose new port's status is being written (not written
+        #: again meanwhile, :class:`~.status.PortStatus`).
+        self.saying: set[str] = set()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def write_all(self, items: Sequence[Item], beat: Callable[[], None], *,
@@ -117,14 +183,66 @@ class PodPortWriter:
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.workers, thread_name_prefix="podport")
-        futures = {self._pool.submit(write, self.client, ns, name, data): uid
-                   for uid, ns, name, data in items}
+        self._idle.clear()              # PodPorts first, statuses after
+        try:
+            futures = {self._pool.submit(write, self.client, ns, name, data,
+                                         node): uid
+                       for uid, ns, name, data, _, node in items}
+            self._wait(futures, beat)
+        finally:
+            self._idle.set()
+        said = {uid: status for uid, _, _, _, status, _ in items
+                if status and status != "DOWN"}
+        said_where = {uid: (ns, name) for uid, ns, name, _, _, _ in items}
+        done.update((uid, future.exception()) for future, uid in futures.items())
+        # Then the new ports' statuses, in the background: what the pods
+        # wait for (their PodPorts) never waits for them.
+        for future, uid in futures.items():
+            status = said.get(uid, "")
+            if status and not future.exception() and future.result():
+                self._say(uid, *said_where[uid], status)
+        return done
+
+    def _say(self, uid: str, namespace: str, name: str, status: str) -> None:
+        """Have a new port's status written (see :meth:`_sayer_run`)."""
+        with self._lock:
+            self.saying.add(uid)
+            self._unsaid.append((uid, namespace, name, status))
+            self._lock.notify()
+            if self._sayer is None:
+                self._sayer = threading.Thread(target=self._sayer_run,
+                                               name="podport-status",
+                                               daemon=True)
+                self._sayer.start()
+
+    def _sayer_run(self) -> None:
+        """Write the statuses queued, one at a time, while no PodPort is
+        being written; ``on_said`` hears of each."""
+        while True:
+            with self._lock:
+                while not self._unsaid:
+                    self._lock.wait()
+                uid, namespace, name, status = self._unsaid.popleft()
+            self._idle.wait()
+            try:
+                self.client.patch_podport_status(namespace, name,
+                                                 {"portStatus": status})
+            except k8s.K8sError as exc:
+                LOG.info("status of PodPort %s/%s not written: %s",
+                         namespace, name, exc)
+            else:
+                self.on_said(uid, status)
+            finally:
+                with self._lock:
+                    self.saying.discard(uid)
+
+    @staticmethod
+    def _wait(futures: Collection[concurrent.futures.Future[Any]],
+              beat: Callable[[], None]) -> None:
         waiting = set(futures)
         while waiting:
             beat()
             _, waiting = concurrent.futures.wait(waiting, timeout=_BEAT_EVERY)
-        done.update((uid, future.exception()) for future, uid in futures.items())
-        return done
 
     def index(self, beat: Callable[[], None]
               ) -> dict[str, tuple[tuple[str, str, str], str]]:
@@ -147,7 +265,8 @@ class PodPortWriter:
     def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
                   ) -> set[str]:
         """The UIDs of ``items`` whose PodPort already says their data."""
-        wanted = {(ns, name): (uid, data) for uid, ns, name, data in items}
+        wanted = {(ns, name): (uid, data)
+                  for uid, ns, name, data, _, _ in items}
         found: set[str] = set()
         token = ""
         try:

@@ -2,27 +2,43 @@
 resync and every batch of the port handler ends with.
 
 :class:`Provision` is one of the handler's collaborators, built from the
-others (the adapters, the pools, the pace, the retries, the report, the
-announcer) and the handler's :class:`~.book.PodBook`; following one pod
-from "needs a port" to "PodPort written" is :meth:`Provision.run`:
+others (the adapters, the port maker, the pools, the pace, the retries,
+the report, the announcer, the write fence) and the handler's
+:class:`~.book.PodBook`; following one pod from "needs a port" to
+"PodPort written" is :meth:`Provision.run`:
 
-1. a pod with no create in flight takes a free port of its node's pool at
-   once (:mod:`~kuryr_supervisor.controller.pools`, ``[vif_pool]``); only
-   the pods the pools could not serve (a miss) go on;
+1. a pod takes a free port of its node's pool at once
+   (:mod:`~kuryr_supervisor.controller.pools`, ``[vif_pool]``); only the
+   pods the pools could not serve (a miss) go on;
 2. the rest are created in requests sized and timed by the pace
-   (:mod:`.batch`), each announced first where the process that may take
-   this one's place reads it (the handler process's announcer,
-   :mod:`~kuryr_supervisor.controller.leadership.announcer`);
+   (:mod:`.batch`), each made through the one path every port is made by
+   (:mod:`~kuryr_supervisor.controller.openstack.making`: bound to the
+   pod's node, tagged, its MAC derived from the pod's UID where Neutron
+   allows);
 3. the PodPorts of each answered request are written at once, not after
-   the slowest one (:mod:`.podports`).
+   the slowest one (:mod:`.podports`), with the port's status when
+   Neutron says more than DOWN.
+
+Idempotency: where the MACs are derived, a create sent twice for a pod is
+refused by Neutron the second time (the port the first made is adopted),
+so a create whose answer was lost is sent again at the next try, and the
+creates an earlier process left at Neutron need no hold. Where Neutron's
+policy refuses the MACs, as before: a create whose answer was lost leaves
+its pods *in flight* until it may no longer commit, and each create is
+announced first where the process that may take this one's place reads
+it (the handler process's announcer,
+:mod:`~kuryr_supervisor.controller.leadership.announcer`), for as long as
+it could commit from when it could last leave (the write fence's end).
 
 A bound PodPort is never rewritten (:class:`~.podports.Kept`): what it
 names is recorded instead, and the port just made becomes a duplicate the
-next resync deletes. A create whose answer was lost leaves its pods *in
-flight* until it may no longer commit; a full pod subnet is reported
-(:mod:`.report`), never counted; a Neutron whose policy refuses
-``binding:host_id`` gets unbound ports from then on (said once), and the
-pools turn unbound with it.
+next resync deletes. A full pod subnet, and a refusal no restart fixes
+(the network or subnet gone, a policy that forbids the creates), is
+reported (:mod:`.report`), never counted. A pod whose port cannot be made
+because the project's quota is used up gets a free port of the fullest
+other pool, bound to its node first (the pools hold the quota others
+need); without the right to bind, that port is given back and the pod's
+create tried again at once.
 """
 from __future__ import annotations
 
@@ -32,7 +48,9 @@ from collections.abc import Callable
 from kuryr_supervisor.controller.leadership.announcer import Announcer
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import wire
-from kuryr_supervisor.controller.openstack.pace import Pace
+from kuryr_supervisor.controller.openstack.making import MacsRefused, PortMaker
+from kuryr_supervisor.controller.openstack.pace import COMMIT_WAIT, Pace
+from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.ports import batch
 from kuryr_supervisor.controller.ports.book import PodBook
@@ -42,6 +60,7 @@ from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.controller.ports.retry import OUTAGES, Retries
 from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
@@ -53,20 +72,29 @@ class Provision:
     heartbeat."""
 
     def __init__(self, book: PodBook, *, cloud: osa.OpenStack,
-                 writer: PodPortWriter, owned: OwnedPorts, pools: PortPools,
-                 pace: Pace, retries: Retries, report: PortReport,
-                 status: PortStatus, announcer: Announcer | None,
-                 subnet_id: str, in_flight: int,
-                 beat: Callable[[], None]) -> None:
+                 maker: PortMaker, writer: PodPortWriter, owned: OwnedPorts,
+                 pools: PortPools, pace: Pace, retries: Retries,
+                 report: PortReport, status: PortStatus,
+                 announcer: Announcer | None, in_flight: int,
+                 beat: Callable[[], None],
+                 fence: WriteFence | None = None) -> None:
         self.book, self.cloud, self.writer = book, cloud, writer
-        self.owned, self.pools, self.pace = owned, pools, pace
-        self.retries, self.report, self.status = retries, report, status
+        self.maker, self.owned, self.pools = maker, owned, pools
+        self.pace, self.retries = pace, retries
+        self.report, self.status = report, status
         self.announcer = announcer
-        self.subnet_id, self.in_flight, self.beat = subnet_id, in_flight, beat
+        self.fence = fence or WriteFence()
+        self.in_flight, self.beat = in_flight, beat
         #: uid -> until when (pace clock) its announced create may commit
         self.announced: dict[str, float] = {}
-        #: binding:host_id is sent (until Neutron's policy refuses it)
-        self.bind_hosts = True
+        writer.on_said = status.said.__setitem__
+        status.busy = writer.saying
+
+    @property
+    def idempotent(self) -> bool:
+        """A create sent twice makes one port (derived MACs): no create
+        needs waiting for, nor announcing."""
+        return bool(self.maker.modes.macs)
 
     def run(self, create: list[str],
             write: list[tuple[str, osa.Port]]) -> None:
@@ -75,7 +103,8 @@ class Provision:
         existed)."""
         book = self.book
         now = self.pace.now()
-        waiting = [u for u in create if book.inflight.get(u, 0.0) > now]
+        waiting = [] if self.idempotent else [
+            u for u in create if book.inflight.get(u, 0.0) > now]
         self.retries.wait(waiting)       # their create may still commit
         free = [u for u in create if u in book.pods and u not in waiting]
         served = self.pools.serve(free, book.pods, book.nodes)
@@ -84,14 +113,21 @@ class Provision:
         self.write(write + served.taken)    # ports that existed: at once
         if served.rest:
             self._create(served.rest)
-        if not self.bind_hosts:         # Neutron refused binding:host_id
+        if not self.maker.modes.bind:       # Neutron refused binding:host_id
             self.pools.unbind("a pod's port create was refused")
 
     def _create(self, create: list[str]) -> None:
         """Ports for ``create`` in bulk, each request's PodPorts written
         as it is answered."""
         book = self.book
-        devices = [(book.port_name(u), u) for u in create if u in book.pods]
+        try:
+            tag = self.owned.cluster_tag()
+        except OUTAGES as exc:
+            for uid in create:
+                self.retries.failed([uid], exc, book.pods)
+            return
+        devices = [(book.port_name(u, tag), u) for u in create
+                   if u in book.pods]
         if not devices:
             return
 
@@ -101,52 +137,102 @@ class Provision:
                 if uid in book.pods:
                     book.holds(uid, port.id)
                     items.append((uid, port))
-            self.write(items)
-        try:
-            out = batch.create(
-                self.cloud, devices, network_id=self.owned.network_id,
-                subnet_id=self.subnet_id, tag=self.owned.cluster_tag(),
-                pace=self.pace, hosts=book.nodes if self.bind_hosts else {},
-                beat=self.beat, in_flight=self.in_flight, on_made=made,
-                announce=self.announce)
-        except OUTAGES as exc:         # the cluster tag: nothing made
-            out = batch.Outcome(failed=dict.fromkeys(create, exc))
+            self.write(items, new=True)
+        out = batch.create(
+            self.maker, devices, tag=tag, pace=self.pace, hosts=book.nodes,
+            beat=self.beat, in_flight=self.in_flight, on_made=made,
+            announce=self.announce)
         if out.made:
             LOG.info("created %d of %d ports asked in bulk", len(out.made),
                      len(devices))
-        book.inflight.update(out.pending)
-        full = [(u, *book.pods[u][:2]) for u, e in out.failed.items()
+            self.report.made()
+        if not self.idempotent:
+            book.inflight.update(out.pending)
+        self._failed(out.failed, bool(out.made))
+
+    def _failed(self, failed: dict[str, Exception], made: bool) -> None:
+        """What the pods whose ports were not made wait for (see the
+        module); ``made``: some ports were."""
+        book = self.book
+        full = [(u, *book.pods[u][:2]) for u, e in failed.items()
                 if isinstance(e, wire.SubnetFull) and u in book.pods]
         if full:
-            self.report.subnet_full(full, str(out.failed[full[0][0]]))
-        elif out.made:
+            self.report.subnet_full(full, str(failed[full[0][0]]))
+        elif made:
             self.report.fault(Fault.SUBNET_FULL, False)
-        if self.bind_hosts and any(wire.binding_refused(e)
-                                   for e in out.failed.values()):
-            # Neutron's policy keeps binding:host_id from this user: ports
-            # are made unbound rather than not at all (said once).
-            LOG.warning("Neutron refuses binding:host_id to the controller's "
-                        "user; ports are created without it (grant a role "
-                        "that may set it to bind them to their node)")
-            self.bind_hosts = False
-            self.retries.wait([u for u, e in out.failed.items()
-                               if wire.binding_refused(e)])
-            out.failed = {u: e for u, e in out.failed.items()
-                          if not wire.binding_refused(e)}
-        for uid, error in out.failed.items():
+        for kind in wire.UNFIXABLE:
+            stuck = [(u, *book.pods[u][:2]) for u, e in failed.items()
+                     if isinstance(e, kind) and u in book.pods]
+            if stuck:
+                self.report.refused(stuck, failed[stuck[0][0]])
+        starving = [u for u, e in failed.items()
+                    if isinstance(e, osa.QuotaExceeded)]
+        if starving:
+            relieved = self._relieve(starving)
+            failed = {u: e for u, e in failed.items() if u not in relieved}
+        for uid, error in failed.items():
+            if isinstance(error, (MacsRefused, osa.MacInUse)):
+                # Nothing made: tried again as Neutron allows (its MACs),
+                # or after a list (what a 409 left unsettled).
+                book.uncertain = book.uncertain or isinstance(
+                    error, osa.MacInUse)
+                self.retries.wait([uid])
+                continue
             if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
                 book.uncertain = True       # the answer was lost
             self.retries.failed([uid], error, book.pods)
 
-    def announce(self, uids: list[str], within: float) -> None:
-        """Before a create of ``uids`` that may commit within ``within``
-        seconds: say so where the process that may take this one's place
-        will read it (the creates Lease of a leader, else the master's
-        shared memory), with every other pod whose create may still commit
-        (:mod:`~kuryr_supervisor.controller.leadership.announcer`)."""
-        if self.announcer is None:
+    def _relieve(self, starving: list[str]) -> set[str]:
+        """Pods the quota starves (used up, by other nodes' pools among
+        others): each gets a free port of the fullest other pool, bound to
+        its node first; without the right to bind, that port is given back
+        to Neutron and the pod's create tried again at once. The pods
+        served."""
+        book, tag = self.book, self.owned.tag
+        served: list[tuple[str, osa.Port]] = []
+        gave = 0
+        for uid in starving:
+            node = book.nodes.get(uid, "")
+            port = self.pools.take_fullest(node) if uid in book.pods else None
+            if port is None:
+                break
+            try:
+                if node and port.host != node and not self.maker.modes.bind:
+                    raise osa.OpenStackRefused("no right to bind", 403)
+                claimed = poolports.claim(
+                    self.maker, port, device_id=uid,
+                    name=book.port_name(uid, tag), host=node)
+            except osa.OpenStackError as exc:
+                LOG.info("pod %s starves (the port quota is used up) and "
+                         "pool port %s cannot be bound to %s (%s): given "
+                         "back instead", uid, port.id, node, exc)
+                try:
+                    gave += poolports.give_back(self.cloud, [port.id])
+                except osa.OpenStackError:
+                    self.pools.keep([port])
+                continue
+            LOG.info("pod %s starves (the port quota is used up): it gets "
+                     "pool port %s, bound to %s", uid, claimed.id, node)
+            book.holds(uid, claimed.id)
+            served.append((uid, claimed))
+        self.write(served)
+        if gave:
+            self.retries.at = 0.0           # the quota has room: at once
+        return {uid for uid, _ in served}
+
+    def announce(self, uids: list[str], likely: float) -> None:
+        """Before a create of ``uids`` that Neutron plausibly works on for
+        ``likely`` seconds: say so where the process that may take this
+        one's place will read it (the creates Lease of a leader, else the
+        master's shared memory), with every other pod whose create may
+        still commit (:mod:`~kuryr_supervisor.controller.leadership.
+        announcer`). It may commit until ``COMMIT_WAIT`` times that after
+        it could last leave: when this process's write fence closes. Not
+        needed where creates are idempotent (derived MACs)."""
+        if self.announcer is None or self.idempotent:
             return
         book, now = self.book, self.pace.now()
+        within = self.fence.left() + COMMIT_WAIT * likely
         # Pods with their PodPort, or gone, need no one to wait for them.
         self.announced = {u: t for u, t in self.announced.items()
                           if t > now and u in book.pods
@@ -157,8 +243,11 @@ class Provision:
                 self.announced[uid] = max(self.announced.get(uid, 0.0), until)
         self.announcer.cover({u: t - now for u, t in self.announced.items()})
 
-    def write(self, write: list[tuple[str, osa.Port]]) -> None:
-        """The PodPorts of ``write`` ((pod, its port)), a few at a time."""
+    def write(self, write: list[tuple[str, osa.Port]], *,
+              new: bool = False) -> None:
+        """The PodPorts of ``write`` ((pod, its port)), a few at a time;
+        ``new``: the ports were just made (their status is written with
+        their PodPorts when Neutron says more than DOWN)."""
         book = self.book
         items = []
         for uid, port in write:
@@ -169,9 +258,11 @@ class Provision:
             except Exception as exc:  # noqa: BLE001 - counted per pod below
                 self.retries.failed([uid], exc, book.pods)
                 continue
-            items.append((uid, *book.pods[uid][:2], data))
+            items.append((uid, *book.pods[uid][:2], data,
+                          port.state if new else "", book.nodes.get(uid, "")))
         ports = dict(write)
-        for uid, error in self.writer.write_all(items, self.beat).items():
+        done = self.writer.write_all(items, self.beat)
+        for uid, error in done.items():
             if isinstance(error, Kept):     # the PodPort stays as it is
                 book.named[uid] = error.named
                 error = None
@@ -181,7 +272,6 @@ class Provision:
                 self.status.made(uid, port.id)
             if error is None:
                 book.written.add(uid)
-                book.nodes.pop(uid, None)
                 self.retries.succeeded(uid)
             else:
                 self.retries.failed([uid], error, book.pods)

@@ -10,7 +10,20 @@ the log, each once per change.
   (it could not prove which ports are ours); said once, and shown in
   ``/status`` and ``/metrics``; ports are still created.
 - A pod whose port vanished and cannot be made again with its address and
-  MAC gets a Warning Event ``PortLost`` and is left alone.
+  MAC gets a Warning Event ``PortLost`` and is left alone; one made again
+  (its PodPort then names the new port) gets a Normal Event
+  ``PortRecreated``.
+- A refusal no restart fixes (the pod network or subnet deleted, a policy
+  that forbids the creates) is an outage: not ready naming Neutron and
+  what is missing (the ``neutron-ports`` check), each waiting pod gets a
+  Warning Event (``PodNetworkMissing``, ``PodSubnetMissing``,
+  ``PortCreateForbidden``), nothing is counted.
+- A pod list that lacked pods a consistent read has (the API server's
+  watch cache lagging): their ports are kept, said once in the log and in
+  ``/status`` until the pods arrive.
+- How Neutron lets ports be made (tags at create or after, derived MACs
+  or Neutron's, bound or not) goes to the shared state's modes, for
+  readiness to say.
 
 Events are posted in the handler's loop, one per pod and reason (a bounded
 memory of what was said), so a long outage does not repeat them.
@@ -22,16 +35,23 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kuryr_supervisor.controller.openstack import wire
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.events import SOURCE, rfc3339
-from kuryr_supervisor.state import Fault, SharedState
+from kuryr_supervisor.state import Fault, Mode, SharedState
 
 LOG = logging.getLogger(__name__)
 
 #: Pods remembered as told (per reason); older ones may be told again.
 MEMORY = 10_000
 #: The Events' reasons.
-REASONS = ("PortSubnetFull", "PortLost", "PortBindingFailed")
+REASONS = ("PortSubnetFull", "PortLost", "PortBindingFailed",
+           "PortRecreated", "PodNetworkMissing", "PodSubnetMissing",
+           "PortCreateForbidden")
+#: A refusal no restart fixes: its fault bit and its Events' reason.
+UNFIXABLE = ((wire.NetworkMissing, Fault.NETWORK_MISSING, "PodNetworkMissing"),
+             (wire.SubnetMissing, Fault.SUBNET_MISSING, "PodSubnetMissing"),
+             (wire.Forbidden, Fault.NEUTRON_FORBIDS, "PortCreateForbidden"))
 
 
 class PortReport:
@@ -77,9 +97,47 @@ class PortReport:
         self.fault(Fault.PORT_LOST, True, f"pod {namespace}/{name}: {why}")
         self.event(uid, namespace, name, "PortLost", why)
 
+    def refused(self, pods: Iterable[tuple[str, str, str]],
+                exc: Exception) -> bool:
+        """``pods`` ((uid, namespace, name)) wait for a port Neutron
+        refuses in a way no restart fixes (``exc``); False when ``exc`` is
+        no such refusal."""
+        for kind, fault, reason in UNFIXABLE:
+            if isinstance(exc, kind):
+                self.fault(fault, True, f"Neutron: {exc}")
+                for uid, ns, name in pods:
+                    self.event(uid, ns, name, reason,
+                               f"no Neutron port: {str(exc)[:300]}; the "
+                               f"pod waits")
+                return True
+        return False
+
+    def made(self) -> None:
+        """A port was made: Neutron refuses no longer."""
+        for _, fault, _ in UNFIXABLE:
+            self.fault(fault, False)
+
+    def lagging(self, missing: int) -> None:
+        """A pod list lacked ``missing`` pods a consistent read has (0:
+        it lacks none now)."""
+        self.fault(Fault.PODS_LAGGING, missing > 0,
+                   f"the pod list (the API server's watch cache) is "
+                   f"lagging: {missing} pods a consistent read has were not "
+                   f"in it; their ports are kept, nothing is deleted or made "
+                   f"for them until the pods arrive")
+
+    def modes(self, modes: Mode) -> None:
+        """How ports are made now (see the module)."""
+        if self.state is None:
+            return
+        for mode in Mode:
+            if mode:
+                self.state.set_mode(mode, mode in modes)
+
     def event(self, uid: str, namespace: str, name: str, reason: str,
-              message: str) -> None:
-        """A Warning Event on the pod, once per pod and reason."""
+              message: str, *, kind: str = "Warning") -> None:
+        """An Event on the pod (a Warning unless ``kind`` says), once per
+        pod and reason."""
         key = (uid, reason)
         if key in self._told or self.client is None:
             return
@@ -88,19 +146,20 @@ class PortReport:
             self._told.pop(next(iter(self._told)))
         try:
             self.client.create_event(namespace, pod_event(
-                uid, namespace, name, reason, message))
+                uid, namespace, name, reason, message, kind=kind))
         except k8s.K8sError as exc:
             LOG.info("Event %s on pod %s/%s not posted: %s", reason,
                      namespace, name, exc)
 
-    def forget(self, uid: str) -> None:
-        """The pod is gone."""
-        for reason in REASONS:
-            self._told.pop((uid, reason), None)
+    def forget(self, uid: str, reason: str = "") -> None:
+        """The pod is gone (or, with ``reason``, may be told again)."""
+        for told in (reason,) if reason else REASONS:
+            self._told.pop((uid, told), None)
 
 
 def pod_event(uid: str, namespace: str, name: str, reason: str,
-              message: str, *, wall: float | None = None) -> Mapping[str, Any]:
+              message: str, *, wall: float | None = None,
+              kind: str = "Warning") -> Mapping[str, Any]:
     now = rfc3339(time.time() if wall is None else wall)
     return {
         "apiVersion": "v1", "kind": "Event",
@@ -108,7 +167,7 @@ def pod_event(uid: str, namespace: str, name: str, reason: str,
                      "namespace": namespace},
         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
                            "namespace": namespace, "uid": uid},
-        "type": "Warning", "reason": reason, "message": message[:1024],
+        "type": kind, "reason": reason, "message": message[:1024],
         "source": {"component": SOURCE}, "reportingComponent": SOURCE,
         "reportingInstance": SOURCE, "count": 1, "firstTimestamp": now,
         "lastTimestamp": now}

@@ -8,9 +8,10 @@ The rules, so that a pod's address never changes under it:
 
 - A pod whose PodPort is written keeps the port its PodPort names (by id,
   or by the PodPort's address and MAC: a vanished port made again as it
-  was). Its PodPort is not rewritten here; any other port of that pod (a
-  late commit of a create whose answer was lost, a second replica's) is
-  a duplicate and is deleted.
+  was, whose id the PodPort is then made to name: *repoint*). Its PodPort
+  is not rewritten otherwise; any other port of that pod (a late commit
+  of a create whose answer was lost, a second replica's) is a duplicate
+  and is deleted.
 - If the list lacks that port, the list is not proof that it is gone
   (Neutron answered an empty list once after a restart): the pod goes to
   *verify*, and the handler asks Neutron for the port by id before it does
@@ -19,7 +20,10 @@ The rules, so that a pod's address never changes under it:
   create for it may still commit (*waiting*), or is put down for creation.
 - The sweep deletes only what the list proves is ours (:func:`proven`:
   every port carries the cluster tag, so Neutron honoured the tag filter):
-  a kept pod's other ports, and every port of a pod that is gone.
+  a kept pod's other ports, and every port of a pod that is gone, and a
+  pod is gone only once a consistent read says so (``confirm``: the pod
+  list may come from a watch cache that lags): a port of a pod the list
+  lacks but the API server has is left alone.
 """
 from __future__ import annotations
 
@@ -70,6 +74,10 @@ class Plan:
     waiting: list[str] = dataclasses.field(default_factory=list)
     #: pod -> the one port it keeps (the sweep deletes its others)
     keep: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: (pod, port) whose written PodPort names the port's address and MAC
+    #: under another id (the port was made again): named from now on
+    repoint: list[tuple[str, osa.Port]] = dataclasses.field(
+        default_factory=list)
 
 
 def plan(need: Iterable[str], pods: Pods, written: set[str],
@@ -91,6 +99,8 @@ def plan(need: Iterable[str], pods: Pods, written: set[str],
                 pods[uid] = (ns, name, kept[0].id)
                 written.add(uid)
                 out.keep[uid] = kept[0].id
+                if kept[0].id != mine[0]:
+                    out.repoint.append((uid, kept[0]))
             else:
                 out.verify.append(uid)
             continue
@@ -107,16 +117,32 @@ def plan(need: Iterable[str], pods: Pods, written: set[str],
     return out
 
 
+def no_confirm(devices: set[str]) -> set[str]:
+    """Every pod the list lacks is gone (a list known consistent)."""
+    return devices
+
+
 def sweep(cloud: osa.OpenStack, listed: ByDevice, live: Pods,
-          keep: Mapping[str, str], beat: Callable[[], None]) -> int:
+          keep: Mapping[str, str], beat: Callable[[], None],
+          confirm: Callable[[set[str]], set[str]] = no_confirm) -> int:
     """Delete a live pod's ports but the one it keeps (pods without a
-    decision are left alone) and every port of a pod that is gone; an
-    outage only postpones it to the next resync. The ports deleted."""
+    decision are left alone) and every port of a pod that is gone, once
+    ``confirm`` (the devices the list lacks -> those confirmed gone)
+    says so; an outage only postpones it to the next resync. The ports
+    deleted."""
     deleted = 0
+    lacking = {d for d in listed if d not in live}
+    try:
+        gone = confirm(lacking) if lacking else set()
+    except Exception as exc:  # noqa: BLE001 - nothing of theirs deleted
+        LOG.warning("ports of %d pods the pod list lacks kept: whether the "
+                    "pods are gone is not known (%s)", len(lacking), exc)
+        gone = set()
     try:
         for device, ports in listed.items():
             alive = device in live
-            if alive and device not in keep:
+            if alive and device not in keep or \
+                    not alive and device not in gone:
                 continue
             for port in ports:
                 if alive and port.id == keep[device]:

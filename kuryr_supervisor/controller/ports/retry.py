@@ -4,8 +4,10 @@ The port handler's failure policy, in one place, so that what counts
 against its failure budget is decided here and nowhere else:
 
 - a Kubernetes, Keystone or Neutron outage (a timeout, a 5xx, an answer
-  that is not JSON), an exhausted port quota or a full pod subnet, is
-  not the handler's
+  that is not JSON), an exhausted port quota, a full pod subnet, or a
+  refusal no restart fixes (the pod network or subnet deleted, a policy
+  that forbids the creates: :data:`~kuryr_supervisor.controller.openstack.
+  wire.UNFIXABLE`) is not the handler's
   fault: the pod waits in :attr:`Retries.pending`, is retried with backoff
   (:data:`RETRY_MIN` doubling to :data:`RETRY_MAX` while pods still wait),
   and the log names the dependency once per outage;
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.openstack import adapter as osa
-from kuryr_supervisor.controller.openstack.wire import SubnetFull
+from kuryr_supervisor.controller.openstack.wire import UNFIXABLE, SubnetFull
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 
@@ -37,7 +39,7 @@ LOG = logging.getLogger(__name__)
 RETRY_MIN, RETRY_MAX = 0.5, 30.0
 #: Errors that are a dependency's outage, not the handler's fault.
 OUTAGES = (osa.OpenStackUnavailable, osa.QuotaExceeded, SubnetFull,
-           k8s.K8sTemporary)
+           *UNFIXABLE, k8s.K8sTemporary)
 
 
 class Retries:

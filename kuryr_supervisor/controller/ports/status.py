@@ -7,9 +7,12 @@ role may wait for ACTIVE (``[cni_daemon] wait_for_active_port``), and
 refuses a BINDING_FAILED port at once, so the status must reach the
 PodPort:
 
+- a new port's status is written right after its PodPort is made, when
+  Neutron says more than DOWN (a PodPort that says nothing says DOWN);
 - every resync compares each kept port's status in the list with what its
-  PodPort says, and writes the difference (status subresource, a merge
-  patch: the spec is never touched);
+  PodPort says (read at start with the PodPorts, so a restart writes
+  nothing that is already said), and writes only a difference (status
+  subresource, a merge patch: the spec is never touched);
 - with ``[controller] port_status_interval`` > 0, the ports made in the
   last :data:`POLL_FOR` seconds whose status is not settled yet are also
   asked for by id every that many seconds, at most :data:`POLL_MAX` a
@@ -27,7 +30,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.ports.report import PortReport
@@ -48,6 +51,13 @@ ROUND_CHECK = 0.05
 Found = list[tuple[str, str, osa.Port | None]]
 
 
+def differs(said: str, state: str) -> bool:
+    """Whether a PodPort that says ``said`` must be told ``state``: a
+    PodPort that says nothing says DOWN (to the CNI role both are a port
+    not yet ACTIVE)."""
+    return (said or "DOWN") != (state or "DOWN")
+
+
 class PortStatus:
     """What each PodPort says of its port's status, and the poll."""
 
@@ -55,6 +65,8 @@ class PortStatus:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.report = report
         self.said: dict[str, str] = {}            # uid -> status written
+        #: uids whose status is being written elsewhere (a new port's)
+        self.busy: Collection[str] = ()
         self.polling: dict[str, tuple[str, float]] = {}   # uid -> (port, since)
         self._clock = clock
         self._polled_at = 0.0
@@ -66,7 +78,10 @@ class PortStatus:
         self.polling.pop(uid, None)
 
     def made(self, uid: str, port_id: str) -> None:
-        """A new port's PodPort was written: poll it for a while."""
+        """A new port's PodPort was written (saying nothing yet; its
+        status, written in the background, is set in :attr:`said` when
+        it is): poll it for a while."""
+        self.said.setdefault(uid, "")
         self.polling[uid] = (port_id, self._clock())
 
     def seen(self, client: k8s.K8sClient, pods: dict[str, tuple[str, str, str]],
@@ -76,7 +91,8 @@ class PortStatus:
         what changed."""
         for uid, port in ports:
             state = port.state
-            if uid in pods and self.said.get(uid) != state:
+            if uid in pods and uid not in self.busy and \
+                    differs(self.said.get(uid, ""), state):
                 self._write(client, uid, pods[uid][:2], state, port.id)
                 beat()
             if state in SETTLED:

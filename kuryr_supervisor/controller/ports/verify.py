@@ -10,9 +10,14 @@ asked for the port by id (:func:`verify`):
   that can be trusted (one GET, not one per pod, proves the list wrong);
 - it is gone (404: an admin deleted it) and the pod is bound (the PodPort
   says ``status.boundAt``, read again now): it is made again with the same
-  fixed IP and MAC, the same device, tags and node, so the address the pod
-  holds stays reserved to it; the PodPort is left as it is (it names the
-  address and MAC, which did not change);
+  fixed IP and MAC, the same device, name and tags, bound to the pod's
+  node (through the one path every port is made by,
+  :mod:`~kuryr_supervisor.controller.openstack.making`), so the address
+  the pod holds stays reserved to it; Neutron gives it a new id, which the
+  PodPort is then made to name (:func:`repoint`: its address, MAC and
+  status unchanged), so the node re-points the pod's interface to it
+  (OVN and the OVS agent bind a port by the id the interface names); a
+  Normal Event ``PortRecreated`` on the pod says so;
 - it is gone and the pod is not bound yet (or the PodPort was never the
   controller's: nothing a PodPort says is proof of a port): the pod gets a
   new port, and its PodPort is rewritten;
@@ -28,6 +33,9 @@ import logging
 from collections.abc import Callable
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.making import PortMaker, Want
+from kuryr_supervisor.controller.ports import podports
 from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.controller.ports.resync import Named, Plan, Pods
 from kuryr_supervisor.kubernetes import client as k8s
@@ -38,12 +46,12 @@ LOG = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """Where and how a port is made again."""
+    """How a port is made again: by ``maker``, with the cluster's
+    ``tag``, bound to its pod's node (``hosts``: pod UID -> node)."""
 
-    network_id: str
-    subnet_id: str
+    maker: PortMaker
     tag: str
-    hosts: Callable[[str], str]       # pod UID -> its node
+    hosts: Callable[[str], str]
 
 
 def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
@@ -101,11 +109,10 @@ def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
     port_id, ip, mac = mine
     ns, name, _ = pods[uid]
     try:
-        port = cloud.create_port(
-            network_id=where.network_id, subnet_id=where.subnet_id,
-            name=f"kuryr-{ns}-{name}"[:255], device_id=uid,
-            tags=[where.tag] if where.tag else [], host=where.hosts(uid),
-            ip=ip, mac=mac)
+        [port] = where.maker.make(
+            [Want(wire.port_name(where.tag, f"{ns}/{name}"), uid,
+                  host=where.hosts(uid), ip=ip, mac=mac)],
+            tags=[where.tag] if where.tag else [], timeout=cloud.timeout)
     except osa.OpenStackRefused as exc:
         LOG.error("pod %s/%s: its port %s vanished and Neutron refused to "
                   "make it again with %s and %s: %s; the pod is left alone",
@@ -119,9 +126,45 @@ def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
                     port_id, exc)
         return [uid]
     LOG.warning("pod %s/%s: its port %s vanished; made %s again with the "
-                "same address %s and MAC %s", ns, name, port_id, port.id,
-                ip, mac)
+                "same address %s and MAC %s, bound to %s", ns, name, port_id,
+                port.id, ip, mac, port.host or where.hosts(uid) or "no node")
     pods[uid] = (ns, name, port.id)
     plan.keep[uid] = port.id
+    plan.repoint.append((uid, port))
     written.add(uid)
     return []
+
+
+def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
+            named: dict[str, Named], report: PortReport,
+            beat: Callable[[], None],
+            hosts: Callable[[str], str] = lambda uid: "") -> list[str]:
+    """The PodPorts of ``plan.repoint`` name their pod's port made again
+    (same address and MAC, a new id), and each pod gets a Normal Event
+    ``PortRecreated``: the node re-points the pod's interface to it. The
+    pods to try again (the API refused or was out)."""
+    again = []
+    for uid, port in plan.repoint:
+        beat()
+        ns, name, _ = pods[uid]
+        old = named[uid]
+        try:
+            podports.repoint(client, ns, name, old, port.id,
+                             port.host or hosts(uid))
+        except podports.Kept as kept:
+            named[uid] = kept.named
+            continue
+        except k8s.K8sError as exc:
+            LOG.warning("pod %s/%s: PodPort not yet re-pointed to port %s: "
+                        "%s", ns, name, port.id, exc)
+            again.append(uid)
+            continue
+        named[uid] = (port.id, old[1], old[2])
+        report.forget(uid, "PortRecreated")
+        report.event(uid, ns, name, "PortRecreated",
+                     f"Neutron port {old[0]} vanished; port {port.id} was "
+                     f"made again with the same address {old[1]} and MAC "
+                     f"{old[2]}, bound to {port.host or 'its node'}; the "
+                     f"node re-points the pod's interface to it",
+                     kind="Normal")
+    return again

@@ -33,10 +33,37 @@ from kuryr_supervisor.health.checks.components import (
 from kuryr_supervisor.health.checks.faults import describe
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
 from kuryr_supervisor.health.checks.openstack import K8sWatchCheck, openstack_checks
-from kuryr_supervisor.state import Fault, LiveCause, SharedState, WorkerKind
+from kuryr_supervisor.state import Fault, LiveCause, Mode, SharedState, WorkerKind
 
 #: The fault bits the controller's port handler raises.
-CONTROLLER_FAULTS = (Fault.SUBNET_FULL, Fault.SWEEP_UNPROVEN, Fault.PORT_LOST)
+CONTROLLER_FAULTS = (Fault.SUBNET_FULL, Fault.NETWORK_MISSING,
+                     Fault.SUBNET_MISSING, Fault.NEUTRON_FORBIDS,
+                     Fault.SWEEP_UNPROVEN, Fault.PORT_LOST,
+                     Fault.PODS_LAGGING)
+#: Those that make it not ready: Neutron refuses every port it is asked.
+REFUSALS = (Fault.SUBNET_FULL, Fault.NETWORK_MISSING, Fault.SUBNET_MISSING,
+            Fault.NEUTRON_FORBIDS)
+
+
+def describe_modes(modes: Mode) -> str:
+    """How the port handler makes ports, as Neutron lets it ("": not known
+    yet)."""
+    said = []
+    if Mode.TAGS_AT_CREATE in modes:
+        said.append("port tags set as ports are made")
+    elif Mode.TAGS_AFTER_CREATE in modes:
+        said.append("port tags set after each create through the tags API "
+                    "(Neutron lacks the ML2 extension driver "
+                    "tag_ports_during_bulk_creation)")
+    if Mode.MACS_DERIVED in modes:
+        said.append("MAC addresses derived from pod UIDs (creates are "
+                    "idempotent)")
+    elif Mode.MACS_NEUTRONS in modes:
+        said.append("MAC addresses Neutron's (the controller may not choose "
+                    "them: creates whose answer was lost are waited for)")
+    if Mode.UNBOUND in modes:
+        said.append("ports made unbound (Neutron refuses binding:host_id)")
+    return "; ".join(said)
 
 
 class HandlerFailuresCheck(FailureBudgetCheck):
@@ -87,11 +114,14 @@ class HandlersSyncedCheck(Check):
 
 class NeutronPortsCheck(Check):
     """Readiness ``neutron-ports``: what the port handler cannot fix, from
-    its fault bits. A full pod subnet fails it, naming the subnet (a
+    its fault bits, and how it makes ports (its modes). A full pod subnet,
+    a pod network or subnet that does not exist, or a policy that forbids
+    the creates fails it, naming Neutron and what is missing (a
     dependency's refusal: not ready, never not live, as a full quota); a
-    sweep that is off (Neutron ignores tag filters) or a port lost for good
-    only say so in its message (ports are still made; ``/metrics`` shows
-    each bit)."""
+    sweep that is off (Neutron ignores tag filters), a port lost for good
+    or a lagging pod list only say so in its message (ports are still
+    made; ``/metrics`` shows each bit), as do the modes (tags set at
+    create or after, MACs derived or Neutron's)."""
 
     name = "neutron-ports"
     kind = Kind.READINESS
@@ -101,12 +131,14 @@ class NeutronPortsCheck(Check):
 
     def run(self, now: float) -> Result:
         faults = self.state.faults()
+        failing = [describe(f, self.conf) for f in REFUSALS if f in faults]
         notes = [describe(f, self.conf) for f in CONTROLLER_FAULTS
-                 if f in faults and f is not Fault.SUBNET_FULL]
-        if Fault.SUBNET_FULL in faults:
-            return Result.failed("; ".join(
-                [describe(Fault.SUBNET_FULL, self.conf), *notes]))
-        return Result.passed("; ".join(notes) or "ok")
+                 if f in faults and f not in REFUSALS]
+        modes = describe_modes(self.state.modes())
+        if failing:
+            return Result.failed("; ".join([*failing, *notes]))
+        return Result.passed("; ".join([*notes, *([modes] if modes else [])])
+                             or "ok")
 
 
 def controller_checks(state: SharedState, conf: cfg.ConfigOpts,

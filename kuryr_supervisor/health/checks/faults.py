@@ -57,6 +57,18 @@ def describe(fault: Fault, conf: cfg.ConfigOpts) -> str:
     if fault is Fault.PORT_LOST:
         return ("a pod's port vanished and Neutron refused to make it again "
                 "with the same address and MAC (see the pod's Events)")
+    if fault is Fault.NETWORK_MISSING:
+        return (f"Neutron: the pod network {conf.controller.pod_network_id} "
+                "does not exist (NetworkNotFound); pods wait for ports")
+    if fault is Fault.SUBNET_MISSING:
+        return (f"Neutron: the pod subnet {conf.controller.pod_subnet_id} "
+                "does not exist (SubnetNotFound); pods wait for ports")
+    if fault is Fault.NEUTRON_FORBIDS:
+        return ("Neutron forbids the controller's port creates (403: its "
+                "user's role); pods wait for ports")
+    if fault is Fault.PODS_LAGGING:
+        return ("the pod list lacked pods that exist (the API server's watch "
+                "cache lags): their ports are kept until the pods arrive")
     return fault.name or str(int(fault))
 
 

@@ -9,12 +9,18 @@ the checks cost one request per interval. Keystone is asked only when the
 cached token is missing or expires within the renewal margin (keystoneauth's
 cache, the margin capped by :mod:`~kuryr_supervisor.controller.openstack.login`):
 the check renews the token before it expires; after a refused login it
-reports the backoff (when the next login is tried) instead of trying.
+reports the backoff (when the next login is tried) instead of trying. A
+login that fails in any call of the adapter (the ``neutron`` check's
+included) makes the ``keystone`` check look again at its next run, not
+at its next interval: readiness then names Keystone, first.
 
 Each check names only its own service: the adapter runs Keystone's calls
 and Neutron's on call paths of their own, so a hung Neutron leaves the
 Keystone check green, and a Neutron check that cannot get a token says
-that it could not ask, leaving the cause to the Keystone check.
+that it could not ask, leaving the cause to the Keystone check. The
+``neutron`` check also says whether the pod network and subnet exist
+(``[controller] pod_network_id``, ``pod_subnet_id``): a deleted one is a
+refusal no restart fixes, named.
 
 Bounded: like every I/O check each runs on a thread of its own under its
 ``timeout`` (:mod:`kuryr_supervisor.health.runner`): past it the check
@@ -59,7 +65,8 @@ class _Cached(Check):
         return self._deadline() if self._deadline is not None else None
 
     def run(self, now: float) -> Result:
-        if self._last is not None and now - self._at < self._interval():
+        if self._last is not None and now - self._at < self._interval() \
+                and not self.stale():
             return self._last
         try:
             result = self.probe()
@@ -70,6 +77,10 @@ class _Cached(Check):
 
     def probe(self) -> Result:
         raise NotImplementedError
+
+    def stale(self) -> bool:
+        """Whether the last answer is known wrong before its interval."""
+        return False
 
 
 class K8sWatchCheck(_Cached):
@@ -99,9 +110,19 @@ class KeystoneCheck(_Cached):
         super().__init__(interval, deadline)
         self.cloud = cloud
         self._wall = wall_clock
+        self._failures = self._logins_failed()
+
+    def _logins_failed(self) -> int:
+        login = getattr(self.cloud, "login", None)
+        return int(getattr(login, "failures", 0))
+
+    def stale(self) -> bool:
+        """A login failed since the last look (another call needed one)."""
+        return self._logins_failed() != self._failures
 
     def probe(self) -> Result:
         from kuryr_supervisor.controller.openstack import adapter as osa
+        self._failures = self._logins_failed()
         try:
             token = self.cloud.token()
         except osa.OpenStackError as exc:
@@ -117,22 +138,27 @@ class NeutronCheck(_Cached):
 
     def __init__(self, cloud: Any, project_id: Callable[[], str],
                  interval: Callable[[], float],
-                 deadline: Callable[[], float] | None = None) -> None:
+                 deadline: Callable[[], float] | None = None, *,
+                 network_id: str = "", subnet_id: str = "") -> None:
         super().__init__(interval, deadline)
         self.cloud = cloud
         self._project = project_id
+        self.network_id, self.subnet_id = network_id, subnet_id
 
     def probe(self) -> Result:
         from kuryr_supervisor.controller.openstack import adapter as osa
         try:
             project = self._project() or self.cloud.token().project_id
             quota = self.cloud.port_quota(project)
+            missing = self._missing()
         except osa.KeystoneUnavailable:
-            # Keystone's own check names the cause; this one names only
-            # what it could not do.
+            # Keystone's own check names the cause (it looks again at
+            # once); this one names only what it could not do.
             return Result.failed("Neutron not asked: no token yet")
         except osa.OpenStackError as exc:
             return Result.failed(f"Neutron does not answer: {exc}")
+        if missing:
+            return Result.failed(missing)
         left = quota.left
         if left is None:
             return Result.passed("port quota unlimited")
@@ -140,6 +166,27 @@ class NeutronCheck(_Cached):
             return Result.failed(f"port quota exhausted: {quota.used} of "
                                  f"{quota.limit} ports used", left)
         return Result.passed(f"{left} of {quota.limit} ports left", left)
+
+    def _missing(self) -> str:
+        """What of the pod network and subnet Neutron lacks ("": both
+        there, or none configured)."""
+        from kuryr_supervisor.controller.openstack import adapter as osa
+        if self.network_id:
+            try:
+                network = self.cloud.network(self.network_id)
+            except osa.NetworkMissing:
+                return (f"Neutron: the pod network {self.network_id} does "
+                        f"not exist (NetworkNotFound)")
+            if self.subnet_id and self.subnet_id not in network.subnets:
+                return (f"Neutron: the pod subnet {self.subnet_id} does not "
+                        f"exist on the pod network {self.network_id}")
+        elif self.subnet_id:
+            try:
+                self.cloud.subnet(self.subnet_id)
+            except osa.SubnetMissing:
+                return (f"Neutron: the pod subnet {self.subnet_id} does not "
+                        f"exist (SubnetNotFound)")
+        return ""
 
 
 def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
@@ -160,4 +207,6 @@ def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
         return timeouts.check_wait(conf)
     return [KeystoneCheck(cloud, interval, deadline=deadline),
             NeutronCheck(cloud, lambda: str(opts.project_id), interval,
-                         deadline=deadline)]
+                         deadline=deadline,
+                         network_id=str(opts.pod_network_id or ""),
+                         subnet_id=str(opts.pod_subnet_id or ""))]
