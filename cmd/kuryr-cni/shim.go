@@ -21,7 +21,9 @@ const (
 	codeDecode             = 6
 	codeInvalidConfig      = 7
 	codeTryAgain           = 11
-	codeInternal           = 100
+	// codeNotAvailable: STATUS, the plugin cannot serve an ADD now.
+	codeNotAvailable = 50
+	codeInternal     = 100
 	// codeInvalidResult: a 2xx answer that is not a valid CNI result.
 	codeInvalidResult = 999
 )
@@ -33,6 +35,10 @@ const (
 	maxTimeout = 86400
 	// maxNetconf bounds what is read from stdin (the daemon refuses more).
 	maxNetconf = 16 << 20
+	// statusTimeout bounds a STATUS whatever the netconf's timeout says: a
+	// runtime calls STATUS every few seconds and waits for it, so a daemon
+	// that is not there is code 50 at once rather than a minute of retries.
+	statusTimeout = 2 * time.Second
 )
 
 // supportedVersions is kept in step with kuryr_supervisor.cni.protocol by a
@@ -120,13 +126,18 @@ func Run(env map[string]string, stdin []byte, dial Dialer) (int, []byte) {
 	body = append(body, `, "config": `...)
 	body = append(body, config...)
 	body = append(body, '}')
+	if command == "STATUS" && timeout > statusTimeout {
+		timeout = statusTimeout
+	}
 	status, answer, err := CallDaemon(dial, address, body, timeout, headers, command)
 	if err != nil {
-		var se *shimError
-		if errors.As(err, &se) {
-			return errorAnswer(version, se.code, se.msg, se.details)
+		se := &shimError{codeTryAgain, "kuryr-supervisor is unreachable", err.Error()}
+		errors.As(err, &se)
+		code := se.code
+		if command == "STATUS" && code == codeTryAgain {
+			code = codeNotAvailable
 		}
-		return errorAnswer(version, codeTryAgain, "kuryr-supervisor is unreachable", err.Error())
+		return errorAnswer(version, code, se.msg, se.details)
 	}
 	if status >= 200 && status < 300 {
 		result := bytes.Trim(answer, " \t\n\r")

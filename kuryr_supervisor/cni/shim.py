@@ -36,6 +36,13 @@ Netconf keys read here: ``daemon_socket`` (``unix:///path``, default
 ``unix:///run/kuryr-supervisor/cni.sock``, or ``host:port`` /
 ``http://host:port``) and ``timeout`` (seconds; default 120 for ADD, 60
 otherwise).
+
+STATUS is bounded by :data:`STATUS_TIMEOUT` (2 s) whatever ``timeout``
+says, and a daemon that is not there (or not in time) is error code 50
+(the plugin is not available, spec 1.1) rather than 11: a runtime calls
+STATUS every few seconds and waits for it, and a STATUS that rode out a
+stopped daemon for a minute would hold the runtime's status call (and the
+kubelet's node status) that long.
 """
 from __future__ import annotations
 
@@ -133,6 +140,10 @@ CNI_KEYS = ("CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME",
 #: W3C trace context, forwarded as HTTP headers when the runtime sets them.
 TRACE_VARS = ("TRACEPARENT", "TRACESTATE")
 TRY_AGAIN, DECODE, INVALID_CONFIG, INTERNAL = 11, 6, 7, 100
+#: STATUS: the plugin cannot serve an ADD now (no daemon answers).
+NOT_AVAILABLE = 50
+#: Seconds a STATUS waits for the daemon at most (see the module).
+STATUS_TIMEOUT = 2.0
 INVALID_ENVIRONMENT = 4
 #: A 2xx answer that is not a valid CNI result (plugin code).
 INVALID_RESULT = 999
@@ -427,11 +438,16 @@ def run(environ: dict[str, str], stdin_text: str, *,
     config = stdin_text if stdin_text.strip() else "{}"
     data = f'{{"env": {_dumps(env)}, "config": {config}}}'.encode(
         "utf-8", "surrogateescape")
+    if command == "STATUS":
+        timeout = min(timeout, STATUS_TIMEOUT)
     try:
         status, body = call_daemon(address, data, float(timeout), headers,
                                    command=command, log=log)
     except ShimError as exc:
-        return _error(version, exc.code, exc.msg, exc.details)
+        code = exc.code
+        if command == "STATUS" and code == TRY_AGAIN:
+            code = NOT_AVAILABLE
+        return _error(version, code, exc.msg, exc.details)
     if 200 <= status < 300:
         body = body.strip(b" \t\n\r")
         problem = result_problem(command, netconf.get("cniVersion"), body)

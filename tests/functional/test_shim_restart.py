@@ -181,6 +181,28 @@ def test_a_short_deadline_ends_in_code_11_on_time(shim: str, tmp_path: Path) -> 
     assert len(err) == 1
 
 
+def test_status_without_a_daemon_is_code_50_within_its_bound(
+        shim: str, tmp_path: Path, listeners: list[Listener]) -> None:
+    """STATUS rides out a missing daemon for 2 s at most, whatever the
+    netconf's timeout (a runtime waits for it every few seconds), and
+    says the plugin is not available (50), not "try again" (11); a daemon
+    that comes back within the bound still answers it."""
+    path = str(tmp_path / "cni.sock")
+    started = time.monotonic()
+    status, out, err = finish(start(shim, "STATUS", netconf(path, 60)))
+    elapsed = time.monotonic() - started
+    assert status == 1 and out["code"] == 50, out
+    assert out["msg"] == "kuryr-supervisor is unreachable"
+    assert out["details"].startswith(f"unix://{path}: no socket file; ")
+    assert 1.9 <= elapsed < 10, elapsed        # 2 s, not the netconf's 60
+    assert err == [f"kuryr-cni: STATUS: kuryr-supervisor at unix://{path} is "
+                   "not there (no socket file); retrying for up to 2 s"]
+    proc = start(shim, "STATUS", netconf(path, 60))
+    time.sleep(0.3)
+    listeners.append(Listener(path, answering(OK)))
+    assert finish(proc)[:2] == (0, None)
+
+
 def test_an_answer_begun_is_final(shim: str, tmp_path: Path,
                                   listeners: list[Listener]) -> None:
     path = str(tmp_path / "cni.sock")

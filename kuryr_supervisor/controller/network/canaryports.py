@@ -15,6 +15,15 @@ ports of nodes without a record (a node gone, its daemon uninstalled)
 deleted; a node without a port gets one made. Deletes happen only when
 the list proves itself ours (every port carries the cluster tag: Neutron
 honoured the filter), as the pods' sweep.
+
+Tags: where Neutron drops a create's tags (without ML2's
+``tag_ports_during_bulk_creation``, its default), a new canary is tagged
+right after its create through the tags API, as the pods' ports
+(:class:`~kuryr_supervisor.controller.openstack.tagging.Tags`); a failed
+tag call is tried again at the next pass. A canary whose tag call was
+lost for good (the controller died between the two calls) is found at
+the first pass by its name, which carries the cluster tag, and tagged
+then; without that, every restart at the wrong moment would leak a port.
 """
 from __future__ import annotations
 
@@ -24,6 +33,8 @@ import logging
 from collections.abc import Callable, Collection
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack.tagging import Tags
+from kuryr_supervisor.controller.openstack.wire import port_name
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.canaryspec import CanaryPort
 
@@ -55,6 +66,9 @@ class CanaryPorts:
         self.network_id, self.subnet_id = network_id, subnet_id
         self.project_id = project_id
         self.tag = osa.cluster_tag(cluster_id) if cluster_id else ""
+        #: Tags set after a create (where Neutron drops a create's).
+        self.tags = Tags(cloud)
+        self._passes = 0
         #: node -> its canary port, as the last pass left it
         self.ports: dict[str, osa.Port] = {}
         self._subnets: dict[str, osa.Subnet] = {}
@@ -74,9 +88,16 @@ class CanaryPorts:
         returns how many ports were made or deleted."""
         project = self.project_id or self.cloud.token().project_id
         tag = self.cluster_tag()
+        self.tags.retag()
         listed = self.cloud.owned_ports(network_id=self.network_id, tag=tag,
                                         project_id=project,
                                         device_owner=osa.CANARY_OWNER)
+        if not self._passes or self.tags.pending:
+            listed += self.tags.recognise(self.cloud.untagged_ports(
+                network_id=self.network_id, tag=tag, project_id=project,
+                device_owner=osa.CANARY_OWNER), tag,
+                lambda port: (tag, CANARY_TAG), osa.CANARY_OWNER)
+        self._passes += 1
         self._beat()
         proven = all(tag in p.tags for p in listed)
         owner = {device_id(n): n for n in nodes}
@@ -98,11 +119,13 @@ class CanaryPorts:
                     changed += 1
                 self._beat()
         for node in sorted(set(nodes) - set(ports))[:CREATES_PER_PASS]:
-            ports[node] = self.cloud.create_port(
+            made = self.cloud.create_port(
                 network_id=self.network_id, subnet_id=self.subnet_id,
-                name=f"kuryr-canary-{node}"[:255], device_id=device_id(node),
-                tags=[tag, CANARY_TAG], host=node,
-                device_owner=osa.CANARY_OWNER)
+                name=port_name(tag, f"canary/{node}"),
+                device_id=device_id(node), tags=[tag, CANARY_TAG],
+                host=node, device_owner=osa.CANARY_OWNER)
+            ports[node], = self.tags.tagged([made], (tag, CANARY_TAG),
+                                            self.cloud.timeout)
             LOG.info("made canary port %s for node %s", ports[node].id, node)
             changed += 1
             self._beat()

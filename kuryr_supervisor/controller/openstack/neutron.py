@@ -141,12 +141,13 @@ class NeutronApi(BoundedCalls):
                                            device_owner))
 
     def untagged_ports(self, *, network_id: str, tag: str,
-                       project_id: str = "") -> list[Port]:
+                       project_id: str = "",
+                       device_owner: str = DEVICE_OWNER) -> list[Port]:
         """The ports on the network, in the project, with the controller's
-        ``device_owner`` that lack ``tag`` (``not-tags``): where one whose
-        tag call was lost is found again (by its name, see
-        :func:`~.wire.named_ours`)."""
-        params = self._scope(network_id, "", project_id)
+        ``device_owner`` (or another of its families) that lack ``tag``
+        (``not-tags``): where one whose tag call was lost is found again
+        (by its name, see :func:`~.wire.named_ours`)."""
+        params = self._scope(network_id, "", project_id, device_owner)
         params["not-tags"] = tag
         return self._get_ports(params)
 

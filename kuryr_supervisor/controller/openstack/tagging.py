@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 
 from kuryr_supervisor.controller.openstack.neutron import NeutronApi
 from kuryr_supervisor.controller.openstack.wire import (
+    DEVICE_OWNER,
     OpenStackRefused,
     OpenStackUnavailable,
     Port,
@@ -100,15 +101,16 @@ class Tags:
                 self._untagged.pop(port_id, None)
 
     def recognise(self, ports: Sequence[Port], tag: str,
-                  tags_of: Callable[[Port], Sequence[str]]) -> list[Port]:
+                  tags_of: Callable[[Port], Sequence[str]],
+                  owner: str = DEVICE_OWNER) -> list[Port]:
         """The ports of ``ports`` (listed without ``tag``) that the
         cluster of ``tag`` made (:func:`~.wire.named_ours`: name and
-        owner), tagged now with ``tags_of(port)`` and returned so; any
+        ``owner``), tagged now with ``tags_of(port)`` and returned so; any
         other is left alone, never adopted nor deleted."""
         out = []
         api = self.cloud.within(self.cloud.timeout)
         for port in ports:
-            if tag in port.tags or not named_ours(port, tag):
+            if tag in port.tags or not named_ours(port, tag, owner):
                 continue
             tags = tuple(dict.fromkeys((*port.tags, *tags_of(port))))
             got = api.set_tags(port.id, tags)

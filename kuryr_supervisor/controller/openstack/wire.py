@@ -37,10 +37,11 @@ def port_name(tag: str, what: str) -> str:
     return f"{tag}:{what}"[:255]
 
 
-def named_ours(port: Port, tag: str) -> bool:
+def named_ours(port: Port, tag: str, owner: str = DEVICE_OWNER) -> bool:
     """Whether ``port`` is one the cluster of ``tag`` made, by what its
-    create gave it: its owner and its name."""
-    return bool(tag) and port.device_owner == DEVICE_OWNER and \
+    create gave it: its owner (``owner``: the pods' by default) and its
+    name."""
+    return bool(tag) and port.device_owner == owner and \
         port.name.startswith(f"{tag}:")
 
 
