@@ -19,7 +19,11 @@ node, and prints:
   ``ovs`` ADD returns once ovn-controller set ``ovn-installed`` on the
   pod's Interface;
 - ping round trip and TCP throughput between pods on different nodes
-  (through Geneve), against two pods on one node's Linux bridge.
+  (through Geneve), against two pods on one node's Linux bridge;
+- each node daemon's idle PSS (master and workers, 5 s after ready, before
+  any pod; Kubernetes mode): with ``driver = ovs`` it holds its OVSDB
+  connection and monitor (goal 55 MiB), against the Linux bridge binding's
+  daemon in the same run.
 """
 from __future__ import annotations
 
@@ -28,6 +32,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from benchmarks.context import Context, Outcome
 from benchmarks.stats import Figure, summarize
@@ -42,6 +48,20 @@ POOLS = {"enabled": True, "ports_pool_min": 10, "ports_pool_max": 20,
 POOL_DEVICE = "kuryr-supervisor-pool"
 #: The bindings measured, all in the same run.
 MODES = ("bridge", "ovs", "ovs+pools")
+#: A node daemon's idle PSS at most (MiB), as the standalone daemon's.
+GOAL_IDLE_PSS_MIB = 55.0
+#: Seconds after ready before the idle figure (as the memory benchmark's).
+IDLE_AFTER = 5.0
+
+
+def _idle_pss(cluster: Any) -> float:
+    """The node daemons' mean PSS (MiB): each master and its workers."""
+    totals = []
+    for daemon in cluster.daemons.values():
+        master = psutil.Process(daemon.pid)
+        totals.append(sum(p.memory_full_info().pss for p in
+                          (master, *master.children(recursive=True))))
+    return sum(totals) / len(totals) / (1 << 20)
 
 
 def _warm(stack: Any, cluster: Any, per_node: int, timeout: float) -> float:
@@ -80,11 +100,13 @@ def _served(cluster: Any) -> tuple[int, int]:
 
 
 def _adds(ctx: Context, stack: Any, mode: str, count: int
-          ) -> tuple[list[float], list[float], list[Any], Any, dict[str, float]]:
+          ) -> tuple[list[float], list[float], list[Any], Any,
+                     dict[str, float], float]:
     """Seconds from pod created to ADD done and to its PodPort written
     for ``count`` pods split over the nodes, the plugged pods, the cluster
-    (to close) and, with pools, how long they took to warm and the
-    burst's pool hits and misses (empty without)."""
+    (to close), with pools how long they took to warm and the burst's
+    pool hits and misses (empty without), and the node daemons' idle PSS
+    (MiB) before the first pod."""
     from tests.fixtures.ovn.cni import Cluster
     tmp = ctx.ws.tmp / f"dataplane-{mode}"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -98,6 +120,8 @@ def _adds(ctx: Context, stack: Any, mode: str, count: int
                       else None).start()
     nodes = stack.fabric.nodes
     pooled: dict[str, float] = {}
+    time.sleep(IDLE_AFTER)
+    idle = _idle_pss(cluster)
     if pools:
         pooled["warm_s"] = _warm(stack, cluster, count // len(nodes), 300)
         before = _served(cluster)
@@ -139,7 +163,7 @@ def _adds(ctx: Context, stack: Any, mode: str, count: int
         after = _served(cluster)
         pooled["hits"] = after[0] - before[0]
         pooled["misses"] = after[1] - before[1]
-    return took, announced, pods, cluster, pooled
+    return took, announced, pods, cluster, pooled, idle
 
 
 def _path(pods: list[Any], size: int) -> dict[str, float]:
@@ -185,7 +209,7 @@ def run(ctx: Context) -> Outcome:
         results: dict[str, dict[str, Any]] = {}
         with stack.in_catalog():
             for mode in MODES:
-                took, announced, pods, cluster, pool_figs = _adds(
+                took, announced, pods, cluster, pool_figs, idle = _adds(
                     ctx, stack, mode, count)
                 try:
                     path = _path(pods if mode != "bridge" else
@@ -197,9 +221,9 @@ def run(ctx: Context) -> Outcome:
                                  "podport": summarize(announced),
                                  "node": summarize([t - a for t, a in zip(
                                      took, announced, strict=True)]),
-                                 **path}
+                                 "idle_pss_mib": idle, **path}
                 raw[mode] = {"add_s": took, "podport_s": announced,
-                             **pool_figs, **path}
+                             "idle_pss_mib": idle, **pool_figs, **path}
                 if pool_figs:
                     notes.append(
                         f"pools warm (two nodes, {count} free ports bound, "
@@ -235,6 +259,11 @@ def run(ctx: Context) -> Outcome:
         figures.append(Figure(NAME, "ovs: TCP between nodes (Geneve)",
                               ovs["mbps"], "MB/s", ref["mbps"],
                               "one node's Linux bridge"))
+        figures.append(Figure(
+            NAME, "ovs: node daemon idle PSS (OVSDB connection held, "
+                  "Kubernetes mode)", ovs["idle_pss_mib"], "MiB",
+            ref["idle_pss_mib"], "Linux bridge binding's daemon",
+            goal=GOAL_IDLE_PSS_MIB))
         notes.append("userspace datapath (no openvswitch kernel module): "
                      "every packet crosses ovs-vswitchd")
     finally:

@@ -4,8 +4,8 @@ broken node, on the real OVN stack with production defaults.
 The tests' stack (tests/fixtures/ovn: three simulated nodes, Neutron
 ML2/OVN, a router on the pod subnet), the controller with the port
 handler, the network judge and the canaries, our daemon on each node,
-every option at its default (the judge: faults after 10 s, recoveries
-after 30 s; probes every 5 s; the record written on change, at most
+every option at its default (the judge: faults after 5 s, recoveries
+after 30 s; probes every 2 s; the record written on change, at most
 every 2 s, and every 60 s). Figures:
 
 * **detection** per fault class (tests/fixtures/ovn/health.py: ovn-
