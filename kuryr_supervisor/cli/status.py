@@ -38,6 +38,8 @@ READY, NOT_READY, NOT_LIVE = 0, 1, 2
 #: The whole exchange, connect to last byte.
 TIMEOUT = 5.0
 MAX_BYTES = 4 * 1024 * 1024
+#: Pods whose port is lost listed by name (``--json`` has the daemon's 64).
+LOST_SHOWN = 10
 _WILDCARD = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}
 #: C0 and C1 controls and DEL (ESC sequences, carriage returns, bells).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -191,6 +193,9 @@ def network_line(doc: dict[str, Any]) -> str | None:
         parts.append("ovn-controller connected"
                      if controller.get("state") == "ok"
                      else "ovn-controller NOT CONNECTED")
+    lost = _lost_count(network)
+    if lost:
+        parts.append(f"{lost} pod port{'s' if lost > 1 else ''} LOST")
     status = network.get("cniStatus") or {}
     if status.get("code"):
         parts.append(f"CNI STATUS {status['code']}")
@@ -199,6 +204,32 @@ def network_line(doc: dict[str, Any]) -> str | None:
     elif status.get("excused") == "held":
         parts.append("CNI STATUS held")
     return ", ".join(parts) if parts else None
+
+
+def _lost_count(network: dict[str, Any]) -> int:
+    lost = network.get("lostPorts")
+    count = lost.get("count") if isinstance(lost, dict) else 0
+    return count if isinstance(count, int) and count > 0 else 0
+
+
+def lost_lines(doc: dict[str, Any], most: int = LOST_SHOWN) -> list[str]:
+    """The pods whose port is lost, ``most`` of them (none: no lines):
+    each is one pod's problem (delete it), not the node's."""
+    network = doc.get("network")
+    count = _lost_count(network) if isinstance(network, dict) else 0
+    if not count:
+        return []
+    assert isinstance(network, dict)
+    lines = [f"Lost ports: {count} (the pod has no network; delete it)"]
+    pods = network["lostPorts"].get("pods")
+    shown = [p for p in (pods if isinstance(pods, list) else [])
+             if isinstance(p, dict)][:most]
+    for pod in shown:
+        lines.append(f"  {pod.get('namespace')}/{pod.get('name')} port "
+                     f"{pod.get('portId')}: {pod.get('why')}")
+    if count > len(shown):
+        lines.append(f"  ... and {count - len(shown)} more")
+    return lines
 
 
 def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
@@ -225,6 +256,7 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
                      f" restarts {comp.get('restarts', 0):<3} heartbeat "
                      f"{_age(comp.get('heartbeatAge')):<7} memory "
                      f"{_mib(comp.get('memory'))}{extra}")
+    lines.extend(lost_lines(doc))
     budget_lines = _budgets(doc)
     if budget_lines:
         lines.append("Budgets:")

@@ -16,7 +16,9 @@ named here to reach STATUS and the record:
 :class:`ReportSource` builds the record's report from the published
 verdict (the daemon's readiness and since when), the data-plane check
 results and, when the node probes (a canary of its own), its probes'
-results: an injected :data:`Probes` provider, None until the node has one.
+results: an injected :data:`Probes` provider, None until the node has one;
+and the pods whose port is lost (``lost``: the Watcher's book in shared
+memory), which are not a data-plane check: they never fail STATUS.
 
 Pure but for the clock: tested with plain values, no daemon.
 """
@@ -34,6 +36,7 @@ from kuryr_supervisor.kubernetes.nodenetwork import (
     Probe,
 )
 from kuryr_supervisor.state import Overall, StatusCause
+from kuryr_supervisor.state.lostports import LostPorts
 
 #: check name -> (STATUS code while it fails, cause)
 STATUS_CHECKS: dict[str, tuple[int, StatusCause]] = {
@@ -76,9 +79,10 @@ class ReportSource:
     def __init__(self, overall: Callable[[], Overall],
                  results: Callable[[], Results], *,
                  probes: Probes | None = None,
+                 lost: Callable[[], LostPorts] = LostPorts,
                  wall: Callable[[], float] = time.time) -> None:
         self._overall, self._results = overall, results
-        self._probes = probes
+        self._probes, self._lost = probes, lost
         self._wall = wall
         self._ready: bool | None = None
         self._since = wall()
@@ -96,4 +100,5 @@ class ReportSource:
                                   else (None, (), None))
         return NetworkReport(Daemon(ready, self._since, overall.summary),
                              checks, gateway, peers, canary,
-                             canary_wanted=self._probes is not None)
+                             canary_wanted=self._probes is not None,
+                             lost=self._lost())

@@ -159,7 +159,8 @@ class HealthCollector:
         yield latency
 
     def _network(self) -> Iterator[Metric]:
-        """The CNI role: what STATUS answers and the record's writes; the
+        """The CNI role: what STATUS answers, the record's writes and the
+        pods whose port is lost (a count: no pod names in labels); the
         controller's network judge: its verdicts (series bounded: fixed
         labels, and one per node in a local fault, at most half the
         cluster and :data:`~kuryr_supervisor.state.netverdicts.MAX_ROWS`)."""
@@ -176,6 +177,12 @@ class HealthCollector:
             writes.add_metric(["ok"], float(ok))
             writes.add_metric(["failed"], float(failed))
             yield writes
+            yield GaugeMetricFamily(
+                PREFIX + "pod_ports_lost",
+                "This node's pods whose Neutron port was made again and "
+                "whose interface cannot be pointed at it (no network; "
+                "delete them: see their Event PortLost).",
+                value=float(self.state.lost_ports.read().count))
         figures = self.state.verdicts.read()
         if figures is None:
             return

@@ -168,7 +168,8 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
         loops.append(record_loop(RecordWriter(
             client, client.node, ReportSource(
                 state.overall, results,
-                probes=canary.results if canary is not None else None),
+                probes=canary.results if canary is not None else None,
+                lost=state.lost_ports.read),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),
             counted=state.cni_status.count_write, seen=view.take,

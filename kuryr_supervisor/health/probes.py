@@ -198,16 +198,19 @@ class ProbeApp:
 
     def network_status(self) -> dict[str, Any] | None:
         """The CNI role: what STATUS answers (and, while it succeeds,
-        a failing check it is excused for: ``excused``), and the canary
+        a failing check it is excused for: ``excused``), the canary
         (``kuryr-supervisor status``: "network: 2/2 peers, gateway ok,
-        ovn-controller connected"); None in the controller role."""
+        ovn-controller connected") and the pods whose port is lost
+        (``lostPorts``: never a failing check); None in the controller
+        role."""
         if Component.SERVER not in self.state.active:
             return None
         code, cause, detail = self.state.cni_status.answer()
         return {"cniStatus": {"code": code, "cause": cause.name.lower(),
                               "message": detail, "excused": EXCUSED[
                                   self.state.cni_status.excuse()]},
-                "canary": self.network() if self.network else None}
+                "canary": self.network() if self.network else None,
+                "lostPorts": self.state.lost_ports.read().document()}
 
     def budgets(self, failures: dict[Any, int]) -> dict[str, Any]:
         """Each budget's use and limit, as the running daemon reads them

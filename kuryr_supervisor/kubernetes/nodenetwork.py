@@ -21,6 +21,10 @@ observed is in the status subresource, replaced whole on each write::
         - {node: node-b, address: 10.0.0.7, reached: true, latencyMs: 0.9}
       canary: {address: 10.0.0.5, portId: "<neutron port id>"}
       canaryWanted: true                      # plugs a canary when given one
+      lostPorts:                              # pods whose port is lost
+        count: 1                              # all of them
+        pods:                                 # the first 64
+          - {namespace: default, name: web-1, portId: "<port id>", why: "..."}
 
 The spec names the node; the controller writes the rest of it (the
 canary port it made for the node, whom the node probes:
@@ -30,6 +34,14 @@ A record comes from a node, so the controller trusts it no more than a
 node: :func:`from_object` checks every field's type and bounds (at most
 :data:`MAX_PEERS` peers and :data:`MAX_CHECKS` checks, strings cut to
 :data:`MAX_TEXT`) and refuses a record whose spec names another node.
+
+``lostPorts`` lists the node's pods whose Neutron port was made again
+and whose interface the node cannot point at it
+(:mod:`~kuryr_supervisor.kubernetes.podportfollow`): each such pod has
+no network, but that is the pod's fault to mend (delete it), not the
+node's data plane's. A change of its count is a change that is written
+at once; the judge does not read it, and a record without it (an older
+node's) reads as none lost.
 """
 from __future__ import annotations
 
@@ -38,6 +50,8 @@ import datetime
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from kuryr_supervisor.state.lostports import LostPorts
 
 GROUP = "kuryr-supervisor.openstack.org"
 VERSION = "v1"
@@ -103,6 +117,8 @@ class NetworkReport:
     #: The node plugs a canary when given one (the controller makes its
     #: port only then).
     canary_wanted: bool = False
+    #: This node's pods whose port is lost (never a data-plane fault).
+    lost: LostPorts = LostPorts()
 
     def signature(self) -> tuple[Any, ...]:
         """What a change is: the verdicts, never the messages or the
@@ -113,7 +129,7 @@ class NetworkReport:
                 None if self.gateway is None else (self.gateway.address,
                                                    self.gateway.reached),
                 tuple((p.node, p.reached) for p in self.peers),
-                self.canary, self.canary_wanted)
+                self.canary, self.canary_wanted, self.lost.count)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +197,7 @@ def status(report: NetworkReport, *, heartbeat_seconds: float,
                          "portId": report.canary.port_id[:MAX_ID]}
     if report.canary_wanted:
         out["canaryWanted"] = True
+    out["lostPorts"] = report.lost.document()
     return out
 
 
@@ -266,6 +283,7 @@ def from_object(obj: Mapping[str, Any]) -> Record:
     report = NetworkReport(
         Daemon(_bool(daemon, "ready", "status.daemon"),
                epoch(daemon.get("since")), _text(daemon, "summary")),
-        checks, gateway, peers, canary, wanted)
+        checks, gateway, peers, canary, wanted,
+        LostPorts.parse(st.get("lostPorts"), "status.lostPorts"))
     return Record(name, report, float(beat),
                   str(meta.get("resourceVersion") or ""))

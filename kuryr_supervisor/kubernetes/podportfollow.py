@@ -13,8 +13,10 @@ port id to ``repoint`` (the binding's), which changes nothing when the
 interface already names that port or the pod is not plugged here. A
 ``repoint`` that fails (the pod's interface has another MAC, OVSDB
 refuses) is logged once per pod and port, and the pod gets a Warning
-Event ``PortLost`` (``tell``); the next event or relist of that PodPort
-tries again.
+Event ``PortLost`` (``tell``) and is booked as lost (``lost``:
+:mod:`.lostpods`, which the node's health reports); the next event or
+relist of that PodPort tries again. A repoint that succeeds, the PodPort's
+deletion or its absence from a relist takes the pod out of the book.
 
 Runs in a thread of the Watcher process (:mod:`kuryr_supervisor.workers.
 watcher`), beside its pod watch; it never beats (the pod watch does).
@@ -30,6 +32,7 @@ from typing import Any, cast
 from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.events import Note, Subject
+from kuryr_supervisor.kubernetes.lostpods import LostPods
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
 from kuryr_supervisor.kubernetes.wire import WatchStream
 
@@ -77,8 +80,10 @@ class PodPortFollower:
 
     def __init__(self, client: K8sClient, node: str, repoint: Repoint, *,
                  backoff_max: float = 30.0,
-                 tell: Callable[[Note], object] = lambda note: None) -> None:
+                 tell: Callable[[Note], object] = lambda note: None,
+                 lost: LostPods | None = None) -> None:
         self.repoint, self.tell = repoint, tell
+        self.lost = lost or LostPods(lambda book: None)
         self._said: set[tuple[str, str]] = set()
         self.watch = PodWatch(
             cast(PodSource, _Source(client, node)), cast(PodSink, self),
@@ -94,18 +99,23 @@ class PodPortFollower:
     # -- PodWatch's sink ---------------------------------------------------------
     def replace_all(self, items: Iterable[Followed],
                     resource_version: str) -> None:
+        keys = []
         for item in items:
             self.upsert(item)
+            keys.append((item.namespace, item.name))
+        self.lost.keep_only(keys)
 
     def upsert(self, item: Followed) -> None:
         try:
             data = podport.from_object(item.obj)
-        except ValueError:
-            return                      # not a PodPort to act on
+        except ValueError:              # not a PodPort to act on
+            self.lost.found(item.namespace, item.name)
+            return
         key = (data.pod_uid, data.port_id)
         try:
             done = self.repoint(data.pod_uid, data.mac, data.port_id)
         except Exception as exc:  # noqa: BLE001 - said once; tried again
+            self.lost.lose(item.namespace, item.name, data.port_id, str(exc))
             if key not in self._said:
                 self._said.add(key)
                 LOG.error("pod %s/%s: its interface is not pointed at its "
@@ -120,10 +130,12 @@ class PodPortFollower:
                     subject=Subject("Pod", item.name, item.namespace)))
             return
         self._said.discard(key)
+        self.lost.found(item.namespace, item.name)
         if done:
             LOG.warning("pod %s/%s: its port was made again as %s (same "
                         "address and MAC): interface %s points at it now",
                         item.namespace, item.name, data.port_id, done)
 
     def delete(self, item: Followed) -> None:
-        """A PodPort goes with its pod: nothing to point."""
+        """A PodPort goes with its pod: nothing to point, nothing lost."""
+        self.lost.found(item.namespace, item.name)

@@ -19,6 +19,7 @@ from kuryr_supervisor.state.components import (
 )
 from kuryr_supervisor.state.counters import M_IPAM_SIZE, METRICS_SIZE, Counters
 from kuryr_supervisor.state.creates import CreatesBoard
+from kuryr_supervisor.state.lostports import LostPortBoard
 from kuryr_supervisor.state.netverdicts import VerdictBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Mode, Overall
@@ -45,7 +46,8 @@ class SharedState(Counters):
                  pools: PoolBoard | None = None,
                  creates: CreatesBoard | None = None,
                  cni_status: StatusBoard | None = None,
-                 verdicts: VerdictBoard | None = None) -> None:
+                 verdicts: VerdictBoard | None = None,
+                 lost_ports: LostPortBoard | None = None) -> None:
         self.active = active
         #: Port pools' figures (written by the neutron_port handler).
         self.pools = pools or PoolBoard()
@@ -58,6 +60,9 @@ class SharedState(Counters):
         #: The network judge's verdicts (written by the network_health
         #: handler; read by /metrics).
         self.verdicts = verdicts or VerdictBoard()
+        #: This node's pods whose port is lost (written by the Watcher's
+        #: PodPort follower; read by the HealthManager).
+        self.lost_ports = lost_ports or LostPortBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -85,7 +90,8 @@ class SharedState(Counters):
                    active=active, pools=PoolBoard.create(ctx),
                    creates=CreatesBoard.create(ctx),
                    cni_status=StatusBoard.create(ctx),
-                   verdicts=VerdictBoard.create(ctx))
+                   verdicts=VerdictBoard.create(ctx),
+                   lost_ports=LostPortBoard.create(ctx))
 
     def now(self) -> float:
         return self._clock()

@@ -6,7 +6,8 @@ a pod deletion or a relist (and every ``reclaim_interval``) allocations of
 pods that are gone are released. With the OVS binding and the PodPort as
 the address source, a thread follows this node's PodPorts and points a
 pod's interface at its port when the controller made the port again
-(:mod:`~kuryr_supervisor.kubernetes.podportfollow`). Standalone mode:
+(:mod:`~kuryr_supervisor.kubernetes.podportfollow`), sharing the pods
+whose port is lost with the HealthManager (``state.lost_ports``). Standalone mode:
 allocations whose netns is gone are released every ``reclaim_interval``;
 ready after the first pass.
 
@@ -179,6 +180,7 @@ class WatcherWorker(Worker):
             return
         from kuryr_supervisor.cni import binding as bindings
         from kuryr_supervisor.kubernetes.events import EventRecorder
+        from kuryr_supervisor.kubernetes.lostpods import LostPods
         from kuryr_supervisor.kubernetes.podportfollow import PodPortFollower
         binding = bindings.from_conf(conf)
         assert isinstance(binding, bindings.OvsBinding)
@@ -186,7 +188,9 @@ class WatcherWorker(Worker):
                                client.node).start()
         PodPortFollower(client, client.node, binding.repoint,
                         backoff_max=float(conf.watcher.backoff_max),
-                        tell=events.record).start(self.stopping)
+                        tell=events.record,
+                        lost=LostPods(self.state.lost_ports.publish)
+                        ).start(self.stopping)
 
     def serve(self) -> None:
         interval = self.heartbeat_interval

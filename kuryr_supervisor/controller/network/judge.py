@@ -41,6 +41,10 @@ Rules:
   within ``flap_window`` (10 min) needs ``flap_hold`` (5 min) instead, so
   a flapping node stays marked rather than blinking.
 * a node with no record (or none valid yet) is not judged.
+* a record's ``lostPorts`` (pods whose Neutron port was made again and
+  whose interface the node cannot point at it) is never a symptom: each
+  is one pod's problem (its Event ``PortLost`` tells to delete it), the
+  node's data plane serves its other pods.
 """
 from __future__ import annotations
 
