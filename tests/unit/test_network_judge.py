@@ -12,6 +12,7 @@ import pytest
 from kuryr_supervisor.controller.network import judge as rules
 from kuryr_supervisor.controller.network.records import RecordBook
 from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.state.lostports import LostPort, LostPorts
 from kuryr_supervisor.state.netverdicts import KINDS
 
 NODES5 = ("a", "b", "c", "d", "e")
@@ -115,6 +116,21 @@ def test_a_healthy_cluster_stays_healthy() -> None:
     assert not w.faulty() and j.cluster is None and j.troubled == 0
     assert all(not v.suspect for v in j.verdicts.values())
     assert not any(jj.changed for _, jj in w.history)
+
+
+def test_a_node_with_lost_pod_ports_is_no_fault() -> None:
+    """One pod's lost port is that pod's problem (its Event tells to
+    delete it), never the node's data plane's."""
+    w = World()
+    w.write_all(healthy())
+    w.run(60)
+    lost = LostPorts(3, (LostPort("default", "web-1", "p2", "another MAC"),))
+    w.write("c", dataclasses.replace(report(checks={"ovsdb": True}),
+                                     lost=lost))
+    assert w.book.seen["c"].record.report.lost == lost
+    j = w.run(600)
+    assert not w.faulty() and j.troubled == 0
+    assert not j.verdicts["c"].suspect
 
 
 FAULT_AFTER = rules.Params().fault_after

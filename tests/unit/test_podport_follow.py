@@ -2,7 +2,8 @@
 against the Kubernetes API fake over HTTP: it lists and watches the
 PodPorts labelled with its node only, hands each pod's UID, MAC and port
 to the binding's ``repoint``, and tells a pod whose interface cannot be
-pointed at its new port (a Warning Event ``PortLost``). The binding's
+pointed at its new port (a Warning Event ``PortLost``) and books it as
+lost until a repoint succeeds or its PodPort goes. The binding's
 side against a real Open vSwitch: tests/functional/test_ovs_repoint.py."""
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 
 from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.events import Note
+from kuryr_supervisor.kubernetes.lostpods import LostPods
 from kuryr_supervisor.kubernetes.podportfollow import PodPortFollower
+from kuryr_supervisor.state.lostports import LostPorts
 from tests.fixtures.fakeapi import FakeAPI
 
 
@@ -66,6 +69,40 @@ def test_follows_its_nodes_podports_and_tells_what_it_cannot_do(
         api.put_podport(podport_of("b", "node-2", "q2"))
         time.sleep(0.3)
         assert all(uid == "uid-a" for uid, _, _ in calls)
+    finally:
+        stopping.set()
+
+
+def test_a_pod_is_lost_until_its_port_is_pointed_at_or_its_podport_goes(
+        api: FakeAPI) -> None:
+    published: list[LostPorts] = []
+    broken = {"p2", "q2"}
+
+    def repoint(uid: str, mac: str, port: str) -> str:
+        if port in broken:
+            raise RuntimeError(f"interface of {uid} has another MAC")
+        return "ksv000000000001"
+
+    def lost() -> list[tuple[str, str]]:
+        return [(p.name, p.port_id) for p in published[-1].pods] \
+            if published else []
+    api.put_podport(podport_of("a", "node-1", "p2"))
+    api.put_podport(podport_of("b", "node-1", "q1"))
+    stopping = threading.Event()
+    try:
+        PodPortFollower(api.client(), "node-1", repoint, backoff_max=0.5,
+                        lost=LostPods(published.append)).start(stopping)
+        wait_for(lambda: lost() == [("a", "p2")])
+        assert published[-1].count == 1
+        assert "uid-a has another MAC" in published[-1].pods[0].why
+        api.put_podport(podport_of("b", "node-1", "q2"))
+        wait_for(lambda: lost() == [("a", "p2"), ("b", "q2")])
+        broken.discard("q2")        # pointed at once the MAC agrees
+        api.put_podport(podport_of("b", "node-1", "q2"))
+        wait_for(lambda: lost() == [("a", "p2")])
+        api.client().delete_podport("ns", "a")      # the pod is gone
+        wait_for(lambda: published[-1].count == 0)
+        assert lost() == []
     finally:
         stopping.set()
 
