@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.cli import status as cli_status
-from kuryr_supervisor.health.dataplane import ReportSource, status_answer
 from kuryr_supervisor.health.checks.base import Result
+from kuryr_supervisor.health.dataplane import ReportSource, status_answer
 from kuryr_supervisor.kubernetes import nodenetwork as nn
 from kuryr_supervisor.kubernetes.lostpods import LostPods
 from kuryr_supervisor.state import SharedState
@@ -87,7 +87,10 @@ def test_the_board_crosses_processes_bounded_and_cut() -> None:
     assert board.read() == LostPorts()
 
 
-def report(lost: LostPorts = LostPorts()) -> nn.NetworkReport:
+NONE = LostPorts()
+
+
+def report(lost: LostPorts = NONE) -> nn.NetworkReport:
     return nn.NetworkReport(nn.Daemon(True, 1.7e9, "live, ready"),
                             (nn.LocalCheck("ovsdb", True, "OVSDB answers"),),
                             lost=lost)
