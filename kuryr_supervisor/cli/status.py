@@ -209,17 +209,17 @@ def network_line(doc: dict[str, Any]) -> str | None:
 def _lost_count(network: dict[str, Any]) -> int:
     lost = network.get("lostPorts")
     count = lost.get("count") if isinstance(lost, dict) else 0
-    return count if isinstance(count, int) and count > 0 else 0
+    return count if isinstance(count, int) and not isinstance(count, bool) \
+        and count > 0 else 0
 
 
 def lost_lines(doc: dict[str, Any], most: int = LOST_SHOWN) -> list[str]:
     """The pods whose port is lost, ``most`` of them (none: no lines):
     each is one pod's problem (delete it), not the node's."""
     network = doc.get("network")
-    count = _lost_count(network) if isinstance(network, dict) else 0
-    if not count:
+    if not isinstance(network, dict) or not _lost_count(network):
         return []
-    assert isinstance(network, dict)
+    count = _lost_count(network)
     lines = [f"Lost ports: {count} (the pod has no network; delete it)"]
     pods = network["lostPorts"].get("pods")
     shown = [p for p in (pods if isinstance(pods, list) else [])
