@@ -39,6 +39,8 @@ BANNER = b"kuryr-canary "
 NONCE_BYTES = 16
 MAX_CLIENTS = 32
 CLIENT_SECONDS = 1.0
+#: Connections accepted a round at most (the listen queue is MAX_CLIENTS).
+ACCEPTS_PER_ROUND = 2 * MAX_CLIENTS
 _ECHO, _ECHO_REPLY = 8, 0
 
 
@@ -274,15 +276,7 @@ class Responder:
         now = time.monotonic()
         for sock in r:
             if sock is server:
-                try:
-                    conn, _ = server.accept()
-                except OSError:
-                    continue
-                if len(clients) >= MAX_CLIENTS:
-                    conn.close()
-                    continue
-                conn.setblocking(False)
-                clients[conn] = (now + CLIENT_SECONDS, b"")
+                self._accept(server, clients, now)
                 continue
             deadline, got = clients[sock]
             try:
@@ -305,3 +299,21 @@ class Responder:
             if now >= deadline:
                 del clients[sock]
                 sock.close()
+
+    @staticmethod
+    def _accept(server: socket.socket,
+                clients: dict[socket.socket, tuple[float, bytes]],
+                now: float) -> None:
+        """Every connection waiting (a bounded number a round): a flood
+        never fills the listen queue ahead of a peer's probe; one past
+        :data:`MAX_CLIENTS` is closed at once."""
+        for _ in range(ACCEPTS_PER_ROUND):
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return                    # none left waiting (EAGAIN)
+            if len(clients) >= MAX_CLIENTS:
+                conn.close()
+                continue
+            conn.setblocking(False)
+            clients[conn] = (now + CLIENT_SECONDS, b"")
