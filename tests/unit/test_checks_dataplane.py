@@ -206,6 +206,10 @@ def test_bridge() -> None:
     check = BridgeCheck("kuryr0", read=read)
     assert (check.kind, check.sort) == (Kind.READINESS, Sort.IO)
     assert check.run(0).ok          # never made yet: the first ADD makes it
+    found[0] = link(kind="veth")    # the name taken by another kind of link
+    assert not check.run(0).ok
+    found[0] = None                 # it went: still a bridge never seen
+    assert check.run(0).ok
     found[0] = link()
     assert check.run(0).message == "bridge kuryr0 up (no address)"
     found[0] = link(up=False)

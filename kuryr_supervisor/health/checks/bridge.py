@@ -7,6 +7,9 @@ without a network, and one deleted under running pods leaves their host
 ends with no master (the next ADD makes a new bridge; the old pods stay
 cut off). The first ADD creates the bridge, so a bridge never seen is
 fine; once seen, its disappearance fails the check until one is back.
+Another kind of link under the bridge's name fails the check, and is not
+a bridge seen: no pod hangs on it, so once it is gone the next ADD makes
+the bridge and the node is ready again.
 
 Readiness, never liveness (restarting fixes none of it); an I/O check on
 the HealthManager's timer, one netlink request per run (STATUS code 50
@@ -49,10 +52,10 @@ class BridgeCheck(Check):
                     "have lost their network")
             return Result.passed(f"bridge {self.bridge} not made yet (the "
                                  "first ADD makes it)")
-        self._seen = True
-        if link.kind != "bridge":
+        if link.kind != "bridge":       # never a bridge: nothing plugged
             return Result.failed(f"{self.bridge} is a {link.kind or 'plain'} "
                                  "link, not a bridge")
+        self._seen = True
         if not link.up:
             return Result.failed(f"bridge {self.bridge} is down: the pods "
                                  "on it have no network")
