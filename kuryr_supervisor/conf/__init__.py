@@ -108,8 +108,11 @@ def secret_file_warnings(conf: cfg.ConfigOpts, *, euid: int | None = None,
 def unknown_names(conf: cfg.ConfigOpts) -> list[str]:
     """A line for each group or option of the files ``conf`` was read from
     that nothing registers, with the closest known name (:mod:`.unknown`);
-    the other role's groups are known."""
-    return unknown.report(conf, {group for group, _ in list_opts()})
+    the other role's groups are known. Named, not loaded: ``[neutron]``'s
+    options would import keystoneauth1 (some 5 MiB in every process) into
+    a daemon that never talks to OpenStack."""
+    return unknown.report(conf, {group for group, _ in _registered_opts(conf)}
+                          | {controller.NEUTRON_GROUP})
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:

@@ -1,7 +1,8 @@
 """An idle CNI daemon imports neither pyroute2 nor keystoneauth1: each is
 several MiB of heap in every process (README: CPU priority and memory).
-Checked in a fresh interpreter doing what the master does before it forks,
-and what the idle workers do (the bridge check, the liveness probe)."""
+Checked in a fresh interpreter doing what the master does before it forks
+(its preflight's warnings included), and what the idle workers do (the
+bridge check, the liveness probe)."""
 from __future__ import annotations
 
 import subprocess
@@ -17,6 +18,7 @@ log.register_options(conf)
 conf_mod.register_opts(conf)
 conf_mod.load(conf, ["--config-file", sys.argv[1]])
 conf_mod.secret_file_warnings(conf)
+conf_mod.unknown_names(conf)
 from kuryr_supervisor.cni.install import InstallOnFirstReady
 from kuryr_supervisor.master.manager import Manager
 from kuryr_supervisor.cni import netlink
