@@ -242,6 +242,9 @@ class HealthMonitor:
                     result, at, seen = got.result, got.wall, got.seen
                 else:
                     result, at, seen = NOT_CHECKED, wall, now
+                known = check.meanwhile() if result.ok else None
+                if known is not None:
+                    result, at, seen = known, wall, now
             else:
                 result, at, seen = run_check(check, now), wall, now
             views.append(self._record(check, result, at, seen))

@@ -231,7 +231,13 @@ def test_a_failed_login_reruns_the_keystone_check_at_once(
         assert nt.run(0.0).ok and ks.run(5.0).ok
         keystone.down()                   # Keystone goes...
         wall.now += 45                    # ...and the token is due
+        assert ks.meanwhile() is None
         assert not nt.run(every).ok       # Neutron's turn comes first
+        # Keystone's view fails at once, before its own next run: the
+        # first failing readiness names Keystone, not "no token yet" alone.
+        known = ks.meanwhile()
+        assert known is not None and not known.ok and \
+            "Keystone" in known.message
         result = ks.run(every + 0.1)      # within Keystone's interval
         assert not result.ok and "Keystone" in result.message, result.message
     finally:

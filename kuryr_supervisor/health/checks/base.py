@@ -89,5 +89,11 @@ class Check(abc.ABC):
         bound (an option) returns that bound."""
         return None
 
+    def meanwhile(self) -> Result | None:
+        """What an I/O check's view says until its next run, when its last
+        result is known wrong already (another call failed on what this
+        check watches); None: the last result stands."""
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} {self.kind.value}>"

@@ -11,8 +11,9 @@ cache, the margin capped by :mod:`~kuryr_supervisor.controller.openstack.login`)
 the check renews the token before it expires; after a refused login it
 reports the backoff (when the next login is tried) instead of trying. A
 login that fails in any call of the adapter (the ``neutron`` check's
-included) makes the ``keystone`` check look again at its next run, not
-at its next interval: readiness then names Keystone, first.
+included) fails the ``keystone`` check's view at once (until it looks
+again, at its next run rather than its next interval): readiness names
+Keystone, first, never the ``neutron`` check's "no token yet" alone.
 
 Each check names only its own service: the adapter runs Keystone's calls
 and Neutron's on call paths of their own, so a hung Neutron leaves the
@@ -119,6 +120,15 @@ class KeystoneCheck(_Cached):
     def stale(self) -> bool:
         """A login failed since the last look (another call needed one)."""
         return self._logins_failed() != self._failures
+
+    def meanwhile(self) -> Result | None:
+        """From the moment another call's login failed, not from this
+        check's next run: readiness names Keystone as soon as the
+        ``neutron`` check says it could not ask."""
+        if not self.stale():
+            return None
+        return Result.failed("Keystone does not authenticate: a login "
+                             "failed since the last look (checking again)")
 
     def probe(self) -> Result:
         from kuryr_supervisor.controller.openstack import adapter as osa
