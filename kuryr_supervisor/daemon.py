@@ -60,13 +60,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Imported after logging is set up; the heavy client libraries are
     # imported by the master before it forks, so the workers share them.
     from kuryr_supervisor.cni.install import InstallOnFirstReady
-    from kuryr_supervisor.kubernetes import client as k8s
     from kuryr_supervisor.kubernetes import config as k8s_config
     from kuryr_supervisor.master import preflight
     from kuryr_supervisor.master.manager import Manager
-    if k8s.is_configured(conf):     # a fact of the install: before the world
+    if k8s_config.is_configured(conf):     # a fact of the install: before the world
         try:
-            k8s.preload()
+            k8s_config.preload()
         except ImportError as exc:
             print(f"kuryr-supervisor: configuration error: "
                   f"{k8s_config.missing_library()} ({exc})", file=sys.stderr)

@@ -55,7 +55,7 @@ def parser() -> argparse.ArgumentParser:
 
 def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
     if k8s_config.is_configured(conf) and \
-            importlib.util.find_spec("kubernetes") is None:
+            importlib.util.find_spec("urllib3") is None:
         raise conf_mod.ConfigError(k8s_config.missing_library())
 
 

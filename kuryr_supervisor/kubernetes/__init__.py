@@ -1,7 +1,8 @@
 """Kubernetes: everything the daemon does with the API and on its behalf.
 
-``config`` (mode, node name, authentication) and the client are the only
-importers of the ``kubernetes`` library: ``client`` (``K8sClient``, the pod
+``config`` (mode, node name, and the ``endpoint`` to authenticate to,
+from Kuryr's options, a ``kubeconfig`` or the service account) and the
+client: ``client`` (``K8sClient``, the pod
 calls and health probes) combines ``podportcalls``, ``leasecalls`` and
 ``nodecalls`` (Node, Events, namespaces) over ``transport`` (the
 connection pool, deadlines and errors); ``wire`` is the

@@ -4,21 +4,19 @@
 with those on PodPorts (:mod:`.podportcalls`), Leases (:mod:`.leasecalls`),
 the Nodes, their Events and namespaces (:mod:`.nodecalls`) and the
 NodeNetworks (:mod:`.nodenetworkcalls`), all over one
-transport (:mod:`.transport`: the connection pool, deadlines and errors).
-With :mod:`.config` (re-exported here for callers) these are the only
-importers of ``kubernetes``; answers are decoded by :mod:`.wire`, whose
-errors and types are re-exported here too.
+transport (:mod:`.transport`: the connection pool, deadlines and errors,
+over urllib3 to the endpoint :mod:`.config` resolves, re-exported here for
+callers); answers are decoded by :mod:`.wire`, whose errors and types are
+re-exported here too.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import urllib3
 
 from kuryr_supervisor.kubernetes.config import (  # noqa: F401 - re-exported
     is_configured,
-    make_configuration,
+    make_endpoint,
     node_name,
     preload,
 )
@@ -38,6 +36,9 @@ from kuryr_supervisor.kubernetes.wire import (  # noqa: F401 - re-exported
     from_status,
     pod_from_json,
 )
+
+if TYPE_CHECKING:
+    import urllib3
 
 
 def _versioned(resource_version: str) -> list[tuple[str, str]]:

@@ -1,53 +1,72 @@
 """The API calls on coordination.k8s.io/v1 Leases, for :mod:`.lease`'s
 leader election.
 
-Unlike the other calls these go through the client library's typed Lease
-API (its models carry the RFC 3339 micro-time the Lease needs); the answers
-still leave this module as plain :class:`~.wire.LeaseRecord` values.
+The Lease is written as JSON with its times in the RFC 3339 micro-time
+the API requires (``2006-01-02T15:04:05.000000Z``); the answers leave this
+module as plain :class:`~.wire.LeaseRecord` values.
 """
 from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
-from kuryr_supervisor.kubernetes.transport import K8sTransport, mapped_errors
-from kuryr_supervisor.kubernetes.wire import K8sPermanent, LeaseRecord
+from kuryr_supervisor.kubernetes.transport import K8sTransport
+from kuryr_supervisor.kubernetes.wire import K8sPermanent, K8sTemporary, LeaseRecord
 
 
-def _record(lease: Any) -> LeaseRecord:
-    spec = lease.spec
-    renewed = spec.renew_time or spec.acquire_time
-    return LeaseRecord(
-        holder=spec.holder_identity or "",
-        renew_time=renewed.timestamp() if renewed else 0.0,
-        duration=int(spec.lease_duration_seconds or 0),
-        transitions=int(spec.lease_transitions or 0),
-        resource_version=lease.metadata.resource_version or "",
-        annotations=dict(lease.metadata.annotations or {}))
+def micro_time(epoch: float) -> str:
+    """A MicroTime as the API writes it: UTC, six fractional digits."""
+    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _epoch(value: Any) -> float:
+    """Seconds since the epoch of an RFC 3339 time; 0 when absent."""
+    if not value:
+        return 0.0
+    try:
+        moment = datetime.datetime.fromisoformat(str(value))
+    except ValueError as exc:
+        raise K8sTemporary(f"lease: undecodable time {value!r}") from exc
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def lease_record(lease: Mapping[str, Any]) -> LeaseRecord:
+    """The fields leader election reads, from a Lease's JSON."""
+    spec, meta = lease.get("spec") or {}, lease.get("metadata") or {}
+    try:
+        return LeaseRecord(
+            holder=str(spec.get("holderIdentity") or ""),
+            renew_time=_epoch(spec.get("renewTime") or spec.get("acquireTime")),
+            duration=int(spec.get("leaseDurationSeconds") or 0),
+            transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            annotations={str(k): str(v) for k, v in
+                         (meta.get("annotations") or {}).items()})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise K8sTemporary(f"lease: undecodable answer: {exc}") from exc
+
+
+def _leases(namespace: str, name: str = "") -> str:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, '')}/leases"
+    return f"{path}/{quote(name, '')}" if name else path
 
 
 class LeaseCalls(K8sTransport):
     """Lease calls, mixed into :class:`~.client.K8sClient`."""
 
-    def _leases(self) -> Any:
-        from kubernetes import client
-        return client.CoordinationV1Api(self._api)
-
-    def _lease_call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        with mapped_errors(what):
-            return call(*args, _request_timeout=(self.request_timeout,
-                                                 self.request_timeout), **kwargs)
-
     def read_lease(self, namespace: str, name: str) -> LeaseRecord | None:
         try:
-            lease = self._lease_call("read lease", self._leases().read_namespaced_lease,
-                                     name, namespace)
+            lease = self._json("GET", _leases(namespace, name))
         except K8sPermanent as exc:
             if exc.status == 404:
                 return None
             raise
-        return _record(lease)
+        return lease_record(lease)
 
     def write_lease(self, namespace: str, name: str, *, holder: str,
                     duration: int, transitions: int, acquired: bool,
@@ -59,22 +78,23 @@ class LeaseCalls(K8sTransport):
         replace carries the version read, so two candidates never both win
         (the loser gets 409). ``renewed``: the renewTime (epoch seconds;
         now by default)."""
-        from kubernetes import client
-        now = datetime.datetime.now(datetime.UTC) if renewed is None else \
-            datetime.datetime.fromtimestamp(renewed, datetime.UTC)
-        spec = client.V1LeaseSpec(
-            holder_identity=holder, lease_duration_seconds=duration,
-            lease_transitions=transitions, renew_time=now,
-            acquire_time=now if acquired else None)
-        meta = client.V1ObjectMeta(name=name, namespace=namespace,
-                                   resource_version=resource_version,
-                                   annotations=dict(annotations or {}) or None)
-        body = client.V1Lease(metadata=meta, spec=spec)
-        api = self._leases()
+        now = micro_time(datetime.datetime.now(datetime.UTC).timestamp()
+                         if renewed is None else renewed)
+        spec: dict[str, Any] = {"holderIdentity": holder,
+                                "leaseDurationSeconds": duration,
+                                "leaseTransitions": transitions,
+                                "renewTime": now}
+        if acquired:
+            spec["acquireTime"] = now
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        if resource_version is not None:
+            meta["resourceVersion"] = resource_version
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": meta, "spec": spec}
         if resource_version is None:
-            lease = self._lease_call("create lease", api.create_namespaced_lease,
-                                     namespace, body)
+            lease = self._json("POST", _leases(namespace), body=body)
         else:
-            lease = self._lease_call("replace lease", api.replace_namespaced_lease,
-                                     name, namespace, body)
-        return _record(lease)
+            lease = self._json("PUT", _leases(namespace, name), body=body)
+        return lease_record(lease)

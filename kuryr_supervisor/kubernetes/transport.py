@@ -2,22 +2,20 @@
 requests with a deadline, and the mapping of every failure to the adapter's
 errors.
 
-With :mod:`.config` and :mod:`.leasecalls` (the typed Lease API), this
-module is the only importer of ``kubernetes``; the calls built on it
-(:mod:`.client`, :mod:`.podportcalls`, :mod:`.nodecalls`) make raw
-requests through it. The client
-library is imported when a client is first built, never at import time: in
-standalone mode the daemon does not pay its ~30 MiB and ~0.2 s of start-up.
-
-The client library provides authentication and the HTTP transport;
-requests are made on raw paths and answers decoded as plain JSON, so a list
-of hundreds of pods never becomes hundreds of model objects.
+The calls built on it (:mod:`.client`, :mod:`.podportcalls`,
+:mod:`.nodecalls`, :mod:`.leasecalls`) make raw requests on API paths and
+decode the answers as plain JSON, so a list of hundreds of pods never
+becomes hundreds of model objects. It speaks HTTP through urllib3 to the
+:class:`~.endpoint.Endpoint` that :mod:`.config` resolved, with no client
+library: the ``kubernetes`` package would add about 17 MiB to every node
+daemon for authentication and a connection pool, which this module and
+:mod:`.endpoint` do in a few hundred lines.
 
 Invariants: every request has a client timeout (watches: the server-side
 ``timeoutSeconds`` plus a margin), so no caller blocks forever; every client
 failure leaves the adapter as one of :class:`~.wire.K8sGone`,
 :class:`~.wire.K8sTemporary` or :class:`~.wire.K8sPermanent`, chained to its
-cause.
+cause; no request is retried here (the callers own retries and backoff).
 """
 from __future__ import annotations
 
@@ -25,36 +23,40 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlencode
 
-import urllib3
 from oslo_config import cfg
 
 from kuryr_supervisor import useragent
 from kuryr_supervisor.kubernetes import podport
-from kuryr_supervisor.kubernetes.config import make_configuration, node_name
+from kuryr_supervisor.kubernetes.config import make_endpoint, node_name
+from kuryr_supervisor.kubernetes.endpoint import Endpoint
 from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.kubernetes.wire import K8sTemporary, from_status
 
 if TYPE_CHECKING:
-    from kubernetes import client
+    import urllib3
+
+#: Connections kept open to the API server: a worker's watches plus its
+#: concurrent calls; more are opened when needed and closed after use.
+POOL_SIZE = 8
 
 
-def api_exception() -> type[client.ApiException]:
-    """The client library's error class, imported only once one is raised."""
-    from kubernetes.client import ApiException
-    return ApiException
+def http() -> ModuleType:
+    """urllib3, imported when a client is first built (the master preloads
+    it in Kubernetes mode): a standalone daemon never pays for it."""
+    import urllib3
+    return urllib3
 
 
 @contextlib.contextmanager
 def mapped_errors(what: str) -> Iterator[None]:
-    """Leave a client library call only as one of the adapter's errors:
-    an API answer by its status, a network failure as temporary."""
+    """Leave a network failure only as the adapter's temporary error."""
     try:
         yield
-    except api_exception() as exc:
-        raise from_status(exc.status or 0, f"{what}: {exc.reason}") from exc
-    except (urllib3.exceptions.HTTPError, OSError) as exc:
+    except (http().exceptions.HTTPError, OSError) as exc:
         raise K8sTemporary(f"{what}: {exc}") from exc
 
 
@@ -68,19 +70,32 @@ def fenced(method: str, path: str) -> bool:
         path.startswith("/api/v1/nodes/") and path.endswith("/status"))
 
 
+def _query(params: list[tuple[str, Any]]) -> str:
+    """The query string, booleans as the API spells them."""
+    return urlencode([(k, str(v).lower() if isinstance(v, bool) else v)
+                      for k, v in params])
+
+
+def _timeout(value: Any) -> urllib3.Timeout:
+    """``(connect, read)`` or one number for both."""
+    connect, read = value if isinstance(value, tuple) else (value, value)
+    return http().Timeout(connect=connect, read=read)
+
+
 class K8sTransport:
     """The connection to one API server, for this node; the calls on it are
     the subclasses' (see :class:`~.client.K8sClient`)."""
 
-    def __init__(self, configuration: client.Configuration, *, node: str,
+    def __init__(self, endpoint: Endpoint, *, node: str,
                  request_timeout: float = 5.0, watch_timeout: int = 60,
                  user_agent: str = "", fence: WriteFence | None = None) -> None:
-        from kubernetes import client
-        self._api = client.ApiClient(configuration)
-        if user_agent:
-            # Sent with every request: the API server's audit and access
-            # logs name the replica (see :mod:`kuryr_supervisor.useragent`).
-            self._api.user_agent = user_agent
+        self.endpoint = endpoint
+        tls = {"ssl_context": endpoint.ssl_context()} if endpoint.secure else {}
+        self._pool = http().connection_from_url(
+            endpoint.host, maxsize=POOL_SIZE, block=False, retries=False, **tls)
+        # Sent with every request: the API server's audit and access logs
+        # name the replica (see :mod:`kuryr_supervisor.useragent`).
+        self.user_agent = user_agent or "kuryr-supervisor"
         self.node = node
         #: Asked before each PodPort write (a leading controller's lease).
         self.fence = fence or WriteFence()
@@ -94,14 +109,14 @@ class K8sTransport:
         node = node_name(conf, environ)
         # (A tool's configuration may not hold [DEFAULT] role.)
         role = str(conf.role) if "role" in conf else "cni"
-        return cls(make_configuration(conf, environ), node=node,
+        return cls(make_endpoint(conf, environ), node=node,
                    request_timeout=conf.kubernetes.request_timeout,
                    watch_timeout=conf.kubernetes.watch_timeout,
                    user_agent=useragent.for_role(role, node, environ),
                    fence=fence)
 
     def close(self) -> None:
-        self._api.close()
+        self._pool.close()
 
     @property
     def watch_read_timeout(self) -> float:
@@ -112,25 +127,30 @@ class K8sTransport:
                  query: list[tuple[str, Any]] | None = None,
                  body: Any = None, content_type: str | None = None,
                  timeout: Any = None) -> urllib3.HTTPResponse:
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
+        """The answer to one request, its body not read yet (a watch streams
+        it); a status outside 2xx is raised as the adapter's error."""
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else \
+                body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            headers["Content-Type"] = content_type or "application/json"
+        url = f"{path}?{_query(query)}" if query else path
         with mapped_errors(f"{method} {path}"):
-            params = self._api.param_serialize(
-                method, path, query_params=query or [], header_params=headers,
-                body=body, auth_settings=["BearerToken"])
+            if authorization := self.endpoint.authorization():
+                headers["Authorization"] = authorization
             if fenced(method, path):
                 # As late as can be: a replica paused past its lease exits
                 # here rather than write beside the new leader.
                 self.fence.check(f"{method} {path}")
-            resp = self._api.call_api(
-                *params, _request_timeout=timeout or (self.request_timeout,
-                                                       self.request_timeout))
-        raw: urllib3.HTTPResponse = resp.response
+            raw = self._pool.urlopen(
+                method, url, body=data, headers=headers, retries=False,
+                redirect=False, preload_content=False, assert_same_host=False,
+                timeout=_timeout(timeout or self.request_timeout))
         if not 200 <= raw.status < 300:
             try:
                 detail = raw.data[:300].decode("utf-8", "replace")
-            except (urllib3.exceptions.HTTPError, OSError):
+            except (http().exceptions.HTTPError, OSError):
                 detail = ""
             finally:
                 raw.release_conn()
@@ -143,7 +163,7 @@ class K8sTransport:
         """The whole body; the connection goes back to the pool clean."""
         try:
             return bytes(raw.data)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except (http().exceptions.HTTPError, OSError) as exc:
             raw.close()
             raise K8sTemporary(f"reading the response: {exc}") from exc
         finally:

@@ -15,11 +15,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
-
-import urllib3
+from typing import TYPE_CHECKING, Any
 
 from kuryr_supervisor.kubernetes.registry import Pod
+
+if TYPE_CHECKING:
+    import urllib3
 
 LOG = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class WatchStream:
         self._closed = threading.Event()
 
     def __iter__(self) -> Iterator[WatchEvent]:
+        import urllib3  # Kubernetes mode only: standalone never needs it
         buf = b""
         complete = False
         try:

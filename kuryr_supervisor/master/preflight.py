@@ -46,6 +46,8 @@ from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.ipam import schema
 from kuryr_supervisor.conf.ipam import DB_FILE
 from kuryr_supervisor.controller import handlers
+from kuryr_supervisor.kubernetes import config as k8s_config
+from kuryr_supervisor.kubernetes.wire import K8sPermanent
 from kuryr_supervisor.master import listeners, portholder, statedir
 
 LOG = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
     """The checks that take nothing: no lock, no bind, nothing created.
     ``kuryr-supervisor check-config`` runs them beside a running daemon."""
     _handlers_installed(conf)
+    _kubernetes_endpoint(conf)
     _probe_address(conf)
     _socket_path(conf)
     state_dir = conf.ipam.state_dir
@@ -106,6 +109,19 @@ def validate(conf: cfg.ConfigOpts) -> None:
         schema.check_schema(os.path.join(state_dir, DB_FILE))
     except schema.SchemaOutOfRange as exc:
         raise PreflightError(exc.msg) from exc
+
+
+def _kubernetes_endpoint(conf: cfg.ConfigOpts) -> None:
+    """In Kubernetes mode, the API's address and credentials resolve: a
+    kubeconfig that does not parse or names a credential plugin, a service
+    account that is not mounted, TLS material that does not load. (A token
+    file is read per request: it may be rotated in later.)"""
+    if not k8s_config.is_configured(conf):
+        return
+    try:
+        k8s_config.make_endpoint(conf).ssl_context()
+    except K8sPermanent as exc:
+        raise PreflightError(str(exc)) from exc
 
 
 def _probe_address(conf: cfg.ConfigOpts) -> None:

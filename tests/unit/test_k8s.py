@@ -55,7 +55,7 @@ def test_node_name_precedence() -> None:
 
 def test_in_cluster_without_service_account_is_permanent() -> None:
     with pytest.raises(k8s.K8sPermanent) as info:
-        k8s.make_configuration(make_conf(), environ={})
+        k8s.make_endpoint(make_conf(), environ={})
     assert info.value.__cause__ is not None
 
 

@@ -25,7 +25,7 @@ from kuryr_supervisor.cni import netlink
 from kuryr_supervisor.cni.binding import BridgeBinding
 BridgeBinding("ksvlean0").verify()
 netlink.probe()
-heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyroute2", "keystoneauth1", "requests"})
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyroute2", "keystoneauth1", "requests", "urllib3", "kubernetes"})
 print(",".join(heavy) or "none")
 """
 

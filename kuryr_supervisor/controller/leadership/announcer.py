@@ -53,9 +53,13 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import wire as k8s
 from kuryr_supervisor.state.creates import CreatesBoard
+
+if TYPE_CHECKING:
+    from kuryr_supervisor.kubernetes.client import K8sClient
 
 LOG = logging.getLogger(__name__)
 
@@ -149,7 +153,7 @@ class Announcer:
 class CreateLease(Announcer):
     """The creates Lease of one leading replica (see the module)."""
 
-    def __init__(self, client: k8s.K8sClient, *, namespace: str, name: str,
+    def __init__(self, client: K8sClient, *, namespace: str, name: str,
                  identity: str, clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock)
         self.client = client

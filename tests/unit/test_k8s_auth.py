@@ -1,0 +1,237 @@
+"""How the Kubernetes transport finds and proves itself to the API server:
+TLS against a real https listener on loopback (certificates made by the
+openssl command), Kuryr's options, kubeconfigs as kubectl reads them, and
+the in-cluster service account; and the Lease as the official client reads
+it back."""
+from __future__ import annotations
+
+import base64
+import glob
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oslo_config import cfg
+
+from kuryr_supervisor.conf import kubernetes as k8s_conf
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import config
+from tests.fixtures import pki as pki_mod
+from tests.fixtures.fakeapi import FakeAPI
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> pki_mod.Pki:
+    return pki_mod.make(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture
+def api(pki: pki_mod.Pki) -> Iterator[FakeAPI]:
+    fake = FakeAPI(tls=pki.server_context()).start()
+    yield fake
+    fake.stop()
+
+
+def make_conf(**opts: object) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    k8s_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override("node_name", "node-a", group="kubernetes")
+    for name, value in opts.items():
+        conf.set_override(name, value, group="kubernetes")
+    return conf
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def kubeconfig(path: Path, cluster: dict[str, Any], user: dict[str, Any]) -> str:
+    """A kubeconfig (JSON is YAML) with one context, current."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "ctx",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}]}))
+    return str(path)
+
+
+def from_kubeconfig(path: str) -> k8s.K8sClient:
+    return k8s.K8sClient.from_conf(make_conf(kubeconfig=path), environ={})
+
+
+def test_api_root_verifies_the_server_with_its_ca(
+        api: FakeAPI, pki: pki_mod.Pki, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("t1\n")
+    client = k8s.K8sClient.from_conf(make_conf(
+        api_root=api.url, ssl_verify_server_crt=True,
+        ssl_ca_crt_file=str(pki.ca), token_file=str(token)), environ={})
+    assert client.list_pods() == ([], "1")
+    assert api.auth[-1] == "Bearer t1"
+
+
+def test_a_server_its_ca_does_not_vouch_for_is_refused(
+        api: FakeAPI, tmp_path: Path) -> None:
+    stranger = pki_mod.make(tmp_path / "other")
+    client = k8s.K8sClient.from_conf(make_conf(
+        api_root=api.url, ssl_verify_server_crt=True,
+        ssl_ca_crt_file=str(stranger.ca)), environ={})
+    with pytest.raises(k8s.K8sTemporary, match="CERTIFICATE_VERIFY_FAILED"):
+        client.list_pods()
+    assert api.requests == []       # no request, no token, was sent
+
+
+def test_kubeconfig_inline_ca_and_client_certificate(
+        api: FakeAPI, pki: pki_mod.Pki, tmp_path: Path) -> None:
+    before = set(glob.glob(f"{tempfile.gettempdir()}/kuryr-k8s-*"))
+    path = kubeconfig(tmp_path / "kubeconfig",
+                      {"server": api.url, "certificate-authority-data": b64(pki.ca)},
+                      {"client-certificate-data": b64(pki.client_cert),
+                       "client-key-data": b64(pki.client_key)})
+    client = from_kubeconfig(path)
+    assert client.list_pods() == ([], "1")
+    assert api.peers[-1] == pki_mod.CLIENT_CN and api.auth[-1] == ""
+    # The key was on disk only while the context loaded it.
+    assert set(glob.glob(f"{tempfile.gettempdir()}/kuryr-k8s-*")) == before
+
+
+def test_kubeconfig_files_relative_to_it_and_a_rotated_token_file(
+        api: FakeAPI, pki: pki_mod.Pki, tmp_path: Path) -> None:
+    home = tmp_path / "kube"
+    home.mkdir()
+    for src, name in ((pki.ca, "ca.crt"), (pki.client_cert, "node.crt"),
+                      (pki.client_key, "node.key")):
+        shutil.copy(src, home / name)
+    (home / "token").write_text("first")
+    path = kubeconfig(home / "config",
+                      {"server": api.url, "certificate-authority": "ca.crt"},
+                      {"client-certificate": "node.crt", "client-key": "node.key",
+                       "tokenFile": "token"})
+    client = from_kubeconfig(path)
+    client.list_pods()
+    (home / "token").write_text("second")
+    client.list_pods()
+    assert api.auth[-2:] == ["Bearer first", "Bearer second"]
+    assert api.peers[-1] == pki_mod.CLIENT_CN
+
+
+def test_kubeconfig_insecure_skip_tls_verify(api: FakeAPI, tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path / "kubeconfig",
+                      {"server": api.url, "insecure-skip-tls-verify": True},
+                      {"token": "plain"})
+    assert from_kubeconfig(path).list_pods() == ([], "1")
+    assert api.auth[-1] == "Bearer plain"
+
+
+@pytest.mark.parametrize("kind", ["exec", "auth-provider"])
+def test_credential_plugins_are_refused_not_run(tmp_path: Path, kind: str) -> None:
+    ran = tmp_path / "ran"
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1",
+              "command": "/bin/touch", "args": [str(ran)]}
+    path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://127.0.0.1:1"},
+                      {kind: plugin if kind == "exec" else {"name": "oidc"}})
+    with pytest.raises(k8s.K8sPermanent, match=f"'{kind}'.*does not run"):
+        from_kubeconfig(path)
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("{", "not YAML"),
+    ('{"clusters": []}', "no current-context"),
+    ('{"current-context": "x", "contexts": []}', "no context named 'x'"),
+    ('{"current-context": "x", "contexts": [{"name": "x", "context": '
+     '{"cluster": "c"}}], "clusters": [{"name": "c", "cluster": '
+     '{"server": "ftp://h"}}]}', "no http\\(s\\) server"),
+    ('{"current-context": "x", "contexts": [{"name": "x", "context": '
+     '{"cluster": "c"}}], "clusters": [{"name": "c", "cluster": {"server": '
+     '"https://h", "certificate-authority-data": "%%%"}}]}', "not base64"),
+])
+def test_a_broken_kubeconfig_is_permanent_and_named(
+        tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "kubeconfig"
+    path.write_text(text)
+    with pytest.raises(k8s.K8sPermanent, match=says) as info:
+        from_kubeconfig(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_missing_tls_material_is_permanent(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://127.0.0.1:1"},
+                      {"client-certificate": "gone.crt", "client-key": "gone.key"})
+    with pytest.raises(k8s.K8sPermanent, match="TLS material"):
+        from_kubeconfig(path)
+
+
+def test_in_cluster_service_account(api: FakeAPI, pki: pki_mod.Pki,
+                                    tmp_path: Path) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    shutil.copy(pki.ca, account / "ca.crt")
+    (account / "token").write_text("sa-1")
+    port = api.url.rsplit(":", 1)[1]
+    endpoint = config.in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                                  "KUBERNETES_SERVICE_PORT": port}, str(account))
+    client = k8s.K8sClient(endpoint, node="node-a")
+    client.list_pods()
+    (account / "token").write_text("sa-2")      # the kubelet rotated it
+    client.list_pods()
+    assert api.auth[-2:] == ["Bearer sa-1", "Bearer sa-2"]
+    v6 = config.in_cluster({"KUBERNETES_SERVICE_HOST": "fd00::1",
+                            "KUBERNETES_SERVICE_PORT": "443"}, str(account))
+    assert v6.host == "https://[fd00::1]:443"
+    (account / "token").unlink()
+    with pytest.raises(k8s.K8sPermanent, match="token"):
+        config.in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                           "KUBERNETES_SERVICE_PORT": port}, str(account))
+
+
+def test_the_lease_we_write_is_the_official_clients_lease(tmp_path: Path) -> None:
+    """Written as JSON by the transport, read back by the kubernetes client
+    library's models (strict: its MicroTime parsing, its field names)."""
+    from kubernetes import client as official
+    fake = FakeAPI().start()
+    try:
+        ours = k8s.K8sClient.from_conf(make_conf(api_root=fake.url), environ={})
+        written = ours.write_lease("kube-system", "ctl", holder="a", duration=15,
+                                   transitions=2, acquired=True,
+                                   resource_version=None, renewed=1700000000.25,
+                                   annotations={"k": "v"})
+        configuration = official.Configuration()
+        configuration.host = fake.url
+        with official.ApiClient(configuration) as raw:
+            lease = official.CoordinationV1Api(raw).read_namespaced_lease(
+                "ctl", "kube-system")
+    finally:
+        fake.stop()
+    assert lease.spec.holder_identity == "a"
+    assert lease.spec.lease_duration_seconds == 15
+    assert lease.spec.lease_transitions == 2
+    assert lease.spec.renew_time.timestamp() == 1700000000.25
+    assert lease.spec.acquire_time == lease.spec.renew_time
+    assert lease.metadata.annotations == {"k": "v"}
+    assert written.renew_time == 1700000000.25 and written.holder == "a"
+
+
+def test_an_unusable_kubeconfig_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    """Checked before any worker starts: exit 78, one line naming the file
+    and the cause (``check-config`` alike)."""
+    import subprocess
+    import sys
+    path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://127.0.0.1:1"},
+                      {"exec": {"command": "/bin/true"}})
+    conf = tmp_path / "k.conf"
+    conf.write_text(f"[kubernetes]\nkubeconfig = {path}\n"
+                    f"[ipam]\nstate_dir = {tmp_path / 'state'}\n")
+    for args in (["check-config"], []):
+        proc = subprocess.run(
+            [sys.executable, "-m", "kuryr_supervisor.daemon", *args,
+             "--config-file", str(conf)], capture_output=True, text=True,
+            timeout=60, env={"PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 78, proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert path in line and "'exec'" in line, line
