@@ -1,7 +1,7 @@
 """Benchmark ``ovs-binding`` — what the OVS binding costs a pod's ADD and
 DEL, against the Linux bridge binding measured in the same run.
 
-30 pods, one at a time, in-process (no shim, no daemon: the binding alone,
+100 pods, one at a time, in-process (no shim, no daemon: the binding alone,
 as the Server calls it): ``plumb`` then ``unplumb`` through
 :class:`~kuryr_supervisor.cni.binding.OvsBinding` on a private Open vSwitch
 (userspace datapath, ``tests/fixtures/ovs``) and through
@@ -42,7 +42,7 @@ def _timed(call: Any, **kw: Any) -> float:
 
 
 def run(ctx: Context) -> Outcome:
-    count = ctx.scale(30, 5)
+    count = ctx.scale(100, 5)
     switch = PrivateOVS().start()
     br_ovs = "ksvbo" + secrets.token_hex(4)
     br_lnx = "ksvbl" + secrets.token_hex(4)
