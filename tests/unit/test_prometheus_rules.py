@@ -66,7 +66,7 @@ def test_every_alert_fires_and_stays_silent() -> None:
 
 def test_alerts_follow_the_conventions() -> None:
     names = [a["alert"] for a in pt.alerts()]
-    assert len(names) == len(set(names)) == 11
+    assert len(names) == len(set(names)) == 12
     for alert in pt.alerts():
         name = alert["alert"]
         assert re.fullmatch(r"KuryrSupervisor(?:[A-Z][a-z]*|CNI|IPAM)+", name), name
