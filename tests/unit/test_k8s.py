@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from oslo_config import cfg
 
-from kuryr_supervisor.conf import kubernetes as k8s_conf
 from kuryr_supervisor.kubernetes import client as k8s
-from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.fakeapi import FakeAPI, kubernetes_conf
 
 
 @pytest.fixture
@@ -23,11 +22,7 @@ def api() -> Iterator[FakeAPI]:
 
 
 def make_conf(**opts: object) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    k8s_conf.register_opts(conf)
-    conf([], default_config_files=[])
-    for name, value in opts.items():
-        conf.set_override(name, value, group="kubernetes")
+    conf: cfg.ConfigOpts = kubernetes_conf(**opts)
     return conf
 
 

@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 from oslo_config import cfg
 
-from kuryr_supervisor.conf import kubernetes as k8s_conf
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import config
 from tests.fixtures import pki as pki_mod
-from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.fakeapi import FakeAPI, kubernetes_conf
 
 
 @pytest.fixture(scope="module")
@@ -37,12 +36,7 @@ def api(pki: pki_mod.Pki) -> Iterator[FakeAPI]:
 
 
 def make_conf(**opts: object) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    k8s_conf.register_opts(conf)
-    conf([], default_config_files=[])
-    conf.set_override("node_name", "node-a", group="kubernetes")
-    for name, value in opts.items():
-        conf.set_override(name, value, group="kubernetes")
+    conf: cfg.ConfigOpts = kubernetes_conf(node_name="node-a", **opts)
     return conf
 
 
