@@ -115,13 +115,50 @@ def _kubernetes_endpoint(conf: cfg.ConfigOpts) -> None:
     """In Kubernetes mode, the API's address and credentials resolve: a
     kubeconfig that does not parse or names a credential plugin, a service
     account that is not mounted, TLS material that does not load. (A token
-    file is read per request: it may be rotated in later.)"""
+    file is read per request: it may be rotated in later.)
+
+    And every file that says which server to trust and who we are is one
+    only root (or the daemon's own uid) can change: whoever can rewrite the
+    kubeconfig or the CA bundle can point the daemon, which plumbs pods as
+    root, at an API server of their own."""
     if not k8s_config.is_configured(conf):
         return
     try:
-        k8s_config.make_endpoint(conf).ssl_context()
+        endpoint = k8s_config.make_endpoint(conf)
+        endpoint.ssl_context()
     except K8sPermanent as exc:
         raise PreflightError(str(exc)) from exc
+    k = conf.kubernetes
+    files = {"[kubernetes] kubeconfig": "" if k.api_root else k.kubeconfig,
+             "the CA bundle": endpoint.ca_file,
+             "the client certificate": endpoint.cert_file,
+             "the client key": endpoint.key_file,
+             "the token file": endpoint.token_file}
+    trusted = statedir.owners()
+    for what, path in files.items():
+        if path and (why := _changeable(path, trusted)):
+            raise PreflightError(f"{what} {path} {why}: only root (or the "
+                                 "daemon's own uid) may be able to change it")
+
+
+def _changeable(path: str, trusted: tuple[int, ...]) -> str:
+    """Why someone other than ``trusted`` could change ``path`` (its
+    target, after symbolic links, as the kubelet's rotated files are), or
+    its directory; empty when nobody can. A file that is not there yet (a
+    token rotated in later) is left to the request that reads it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    if st.st_uid not in trusted:
+        return f"is owned by uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    try:
+        sockets.check_trusted(os.path.realpath(path), owners=trusted)
+    except sockets.UntrustedPath as exc:
+        return f"is in an untrusted directory ({exc})"
+    return ""
 
 
 def _probe_address(conf: cfg.ConfigOpts) -> None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import base64
 import glob
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,21 +214,57 @@ def test_the_lease_we_write_is_the_official_clients_lease(tmp_path: Path) -> Non
     assert written.renew_time == 1700000000.25 and written.holder == "a"
 
 
+def check_config(tmp_path: Path, kubeconfig_path: str, *args: str
+                 ) -> subprocess.CompletedProcess[str]:
+    conf = tmp_path / "k.conf"
+    conf.write_text(f"[kubernetes]\nkubeconfig = {kubeconfig_path}\n"
+                    f"[ipam]\nstate_dir = {tmp_path / 'state'}\n")
+    return subprocess.run(
+        [sys.executable, "-m", "kuryr_supervisor.daemon", *args,
+         "--config-file", str(conf)], capture_output=True, text=True,
+        timeout=60, env={"PATH": "/usr/bin:/bin"})
+
+
+def refused(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 78, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    return line
+
+
 def test_an_unusable_kubeconfig_stops_the_start_with_one_line(tmp_path: Path) -> None:
     """Checked before any worker starts: exit 78, one line naming the file
     and the cause (``check-config`` alike)."""
-    import subprocess
-    import sys
     path = kubeconfig(tmp_path / "kubeconfig", {"server": "https://127.0.0.1:1"},
                       {"exec": {"command": "/bin/true"}})
-    conf = tmp_path / "k.conf"
-    conf.write_text(f"[kubernetes]\nkubeconfig = {path}\n"
-                    f"[ipam]\nstate_dir = {tmp_path / 'state'}\n")
     for args in (["check-config"], []):
-        proc = subprocess.run(
-            [sys.executable, "-m", "kuryr_supervisor.daemon", *args,
-             "--config-file", str(conf)], capture_output=True, text=True,
-            timeout=60, env={"PATH": "/usr/bin:/bin"})
-        assert proc.returncode == 78, proc.stderr
-        (line,) = proc.stderr.strip().splitlines()
+        line = refused(check_config(tmp_path, path, *args))
         assert path in line and "'exec'" in line, line
+
+
+def test_a_kubeconfig_others_can_change_is_refused(tmp_path: Path) -> None:
+    """Whoever can rewrite it can point a root daemon at their own server."""
+    home = tmp_path / "kube"
+    home.mkdir()
+    path = kubeconfig(home / "config", {"server": "https://127.0.0.1:1"},
+                      {"token": "t"})
+    assert check_config(tmp_path, path, "check-config").returncode == 0
+    os.chmod(path, 0o666)
+    line = refused(check_config(tmp_path, path, "check-config"))
+    assert f"[kubernetes] kubeconfig {path} is writable by group or others" in line
+    os.chmod(path, 0o644)
+    os.chmod(home, 0o777)       # anyone could swap the file
+    line = refused(check_config(tmp_path, path, "check-config"))
+    assert "untrusted directory" in line and str(home) in line, line
+
+
+@pytest.mark.privileged
+def test_a_ca_bundle_another_user_owns_is_refused(
+        pki: pki_mod.Pki, tmp_path: Path) -> None:
+    ca = tmp_path / "ca.crt"
+    shutil.copy(pki.ca, ca)
+    os.chown(ca, 65534, 65534)
+    path = kubeconfig(tmp_path / "kubeconfig", {
+        "server": "https://127.0.0.1:1", "certificate-authority": str(ca)},
+        {"token": "t"})
+    line = refused(check_config(tmp_path, path, "check-config"))
+    assert f"the CA bundle {ca} is owned by uid 65534" in line, line
