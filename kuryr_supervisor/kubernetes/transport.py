@@ -39,9 +39,12 @@ from kuryr_supervisor.kubernetes.wire import K8sTemporary, from_status
 if TYPE_CHECKING:
     import urllib3
 
-#: Connections kept open to the API server: a worker's watches plus its
-#: concurrent calls; more are opened when needed and closed after use.
-POOL_SIZE = 8
+#: Connections kept open to the API server: a process's watches plus its
+#: concurrent calls (the port handler's 8 PodPort writers, its watches, the
+#: lease and Events). More are opened when needed and closed after use,
+#: which urllib3 logs as a warning: the pool is sized above the busiest
+#: process's need. Idle, only the connections in use exist.
+POOL_SIZE = 16
 
 
 def http() -> ModuleType:
