@@ -93,15 +93,24 @@ class K8sTransport:
                  request_timeout: float = 5.0, watch_timeout: int = 60,
                  user_agent: str = "", fence: WriteFence | None = None) -> None:
         self.endpoint = endpoint
+        #: Asked before each PodPort write (a leading controller's lease).
+        self.fence = fence or WriteFence()
         tls = {"ssl_context": endpoint.ssl_context()} if endpoint.secure else {}
-        self._pool = http().connection_from_url(
-            endpoint.host, maxsize=POOL_SIZE, block=False, retries=False, **tls)
+        pool_kw: dict[str, Any] = {"maxsize": POOL_SIZE, "block": False,
+                                   "retries": False, **tls}
+        self._pool = http().connection_from_url(endpoint.host, **pool_kw)
+        # The fenced writes leave through connections that ask the fence
+        # before each socket write, not only before the call (see
+        # :mod:`.fencedpool`); an open fence needs none.
+        self._writes = self._pool
+        if self.fence.closes:
+            from kuryr_supervisor.kubernetes.fencedpool import fenced_pool
+            self._writes = fenced_pool(endpoint.host, self.fence,
+                                       "a write to the Kubernetes API", **pool_kw)
         # Sent with every request: the API server's audit and access logs
         # name the replica (see :mod:`kuryr_supervisor.useragent`).
         self.user_agent = user_agent or "kuryr-supervisor"
         self.node = node
-        #: Asked before each PodPort write (a leading controller's lease).
-        self.fence = fence or WriteFence()
         self.request_timeout = request_timeout
         self.watch_timeout = watch_timeout
 
@@ -120,6 +129,7 @@ class K8sTransport:
 
     def close(self) -> None:
         self._pool.close()
+        self._writes.close()
 
     @property
     def watch_read_timeout(self) -> float:
@@ -142,11 +152,14 @@ class K8sTransport:
         with mapped_errors(f"{method} {path}"):
             if authorization := self.endpoint.authorization():
                 headers["Authorization"] = authorization
+            pool = self._pool
             if fenced(method, path):
-                # As late as can be: a replica paused past its lease exits
-                # here rather than write beside the new leader.
+                # Before the call, and again before each socket write (the
+                # pool's connections): a replica paused past its lease exits
+                # rather than write beside the new leader.
                 self.fence.check(f"{method} {path}")
-            raw = self._pool.urlopen(
+                pool = self._writes
+            raw = pool.urlopen(
                 method, url, body=data, headers=headers, retries=False,
                 redirect=False, preload_content=False, assert_same_host=False,
                 timeout=_timeout(timeout or self.request_timeout))

@@ -74,3 +74,40 @@ def test_neutron_writes_fenced_reads_not(tmp_path: object) -> None:
     assert done.returncode == 1, done
     assert "read []" in done.stdout and "posted" not in done.stdout
     assert "no longer holds the controller lease" in done.stderr
+
+
+def test_a_lease_lapsed_between_the_check_and_the_send_sends_nothing() -> None:
+    """The call's own check passes, then the process pauses past its lease
+    (here: the next check fails) before the request's first byte: the
+    PodPort write never reaches the server, while a read on the same
+    client still does."""
+    done = run("""
+        import http.server, threading, logging
+        logging.basicConfig()
+        from kuryr_supervisor.kubernetes.client import K8sClient
+        from kuryr_supervisor.kubernetes.fence import WriteFence
+        seen = []
+        class H(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                seen.append((self.command, self.path))
+                self.send_response(201); self.send_header("Content-Length", "2")
+                self.end_headers(); self.wfile.write(b"{}")
+            do_POST = do_GET = answer
+            def log_message(self, *a): pass
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        from tests.fixtures.fakeapi import kubernetes_conf
+        conf = kubernetes_conf(api_root=f"http://127.0.0.1:{srv.server_port}")
+        checks = []
+        def leading():
+            checks.append(1)
+            return len(checks) == 1       # the call's check only
+        client = K8sClient.from_conf(conf, fence=WriteFence(leading))
+        client.probe()                    # a read: never fenced
+        print("read", len(seen), flush=True)
+        client.create_podport("ns", {"metadata": {"name": "p"}, "spec": {}})
+        print("not reached", flush=True)
+    """)
+    assert done.returncode == 1, done
+    assert "read 1" in done.stdout and "not reached" not in done.stdout, done
+    assert "a write to the Kubernetes API refused" in done.stderr, done

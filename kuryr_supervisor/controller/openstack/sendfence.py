@@ -17,7 +17,9 @@ Keystone login or a version discovery one of them needs (keystoneauth
 sends those through the session of the request that needs them); reads
 go through a session of their own, unfenced, as a call's check leaves
 them. Requests through an HTTP proxy are not fenced here (the call's own
-check still is).
+check still is). The pools themselves are
+:mod:`kuryr_supervisor.kubernetes.fencedpool`'s, shared with the
+Kubernetes transport.
 """
 from __future__ import annotations
 
@@ -25,49 +27,15 @@ import functools
 from typing import Any
 
 from keystoneauth1 import session as ks_session
-from urllib3 import connection, connectionpool
 
 from kuryr_supervisor.kubernetes.fence import WriteFence
+from kuryr_supervisor.kubernetes.fencedpool import (
+    FencedHTTPConnectionPool,
+    FencedHTTPSConnectionPool,
+)
 
-
-class _Fenced:
-    """Mixed into urllib3's connections: ``send`` carries a request's
-    headers and each chunk of its body (http.client's ``send``)."""
-
-    def __init__(self, *args: Any, fence: WriteFence, **kwargs: Any) -> None:
-        self.fence = fence
-        super().__init__(*args, **kwargs)
-
-    def send(self, data: Any) -> None:
-        self.fence.check("a write to Neutron")
-        super().send(data)  # type: ignore[misc]
-
-
-class _HTTPConnection(_Fenced, connection.HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_Fenced, connection.HTTPSConnection):
-    pass
-
-
-class _FencedPool:
-    """Mixed into urllib3's pools: their connections get the fence
-    through the keyword arguments a pool passes each new connection."""
-
-    conn_kw: dict[str, Any]
-
-    def __init__(self, *args: Any, fence: WriteFence, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.conn_kw["fence"] = fence
-
-
-class _HTTPPool(_FencedPool, connectionpool.HTTPConnectionPool):
-    ConnectionCls = _HTTPConnection
-
-
-class _HTTPSPool(_FencedPool, connectionpool.HTTPSConnectionPool):
-    ConnectionCls = _HTTPSConnection
+#: What the fence's line names when it refuses.
+WHAT = "a write to Neutron"
 
 
 class FencedAdapter(ks_session.TCPKeepAliveAdapter):  # type: ignore[misc]
@@ -81,5 +49,7 @@ class FencedAdapter(ks_session.TCPKeepAliveAdapter):  # type: ignore[misc]
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
-            "http": functools.partial(_HTTPPool, fence=self.fence),
-            "https": functools.partial(_HTTPSPool, fence=self.fence)}
+            "http": functools.partial(FencedHTTPConnectionPool,
+                                      fence=self.fence, what=WHAT),
+            "https": functools.partial(FencedHTTPSConnectionPool,
+                                       fence=self.fence, what=WHAT)}
