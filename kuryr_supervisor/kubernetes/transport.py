@@ -99,6 +99,9 @@ class K8sTransport:
         pool_kw: dict[str, Any] = {"maxsize": POOL_SIZE, "block": False,
                                    "retries": False, **tls}
         self._pool = http().connection_from_url(endpoint.host, **pool_kw)
+        #: A server URL's path (an API behind a proxy, as
+        #: ``https://proxy/k8s/clusters/c1``) prefixes every request's.
+        self._prefix = (http().util.parse_url(endpoint.host).path or "").rstrip("/")
         # The fenced writes leave through connections that ask the fence
         # before each socket write, not only before the call (see
         # :mod:`.fencedpool`); an open fence needs none.
@@ -148,7 +151,7 @@ class K8sTransport:
             data = body if isinstance(body, bytes) else \
                 body.encode() if isinstance(body, str) else json.dumps(body).encode()
             headers["Content-Type"] = content_type or "application/json"
-        url = f"{path}?{_query(query)}" if query else path
+        url = self._prefix + (f"{path}?{_query(query)}" if query else path)
         with mapped_errors(f"{method} {path}"):
             if authorization := self.endpoint.authorization():
                 headers["Authorization"] = authorization

@@ -268,3 +268,33 @@ def test_a_ca_bundle_another_user_owns_is_refused(
         {"token": "t"})
     line = refused(check_config(tmp_path, path, "check-config"))
     assert f"the CA bundle {ca} is owned by uid 65534" in line, line
+
+
+def test_a_server_url_with_a_path_prefixes_every_request(tmp_path: Path) -> None:
+    """An API behind a proxy (``https://proxy/k8s/clusters/c1``), as
+    kubectl reads the kubeconfig's server."""
+    import http.server
+    import threading
+    paths: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:       # noqa: N802 - http.server's name
+            paths.append(self.path)
+            body = b'{"items": [], "metadata": {"resourceVersion": "7"}}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/k8s/clusters/c1/"
+        path = kubeconfig(tmp_path / "kubeconfig", {"server": url}, {"token": "t"})
+        assert from_kubeconfig(path).list_pods() == ([], "7")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert paths and paths[0].startswith("/k8s/clusters/c1/api/v1/pods?"), paths
