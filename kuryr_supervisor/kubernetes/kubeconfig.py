@@ -6,7 +6,8 @@ The only importer of PyYAML. Supported: ``server``,
 with ``token``, ``tokenFile`` or ``client-certificate(-data)`` and
 ``client-key(-data)``; relative paths are relative to the file, as kubectl
 has them. Refused with a clear error, not run: ``exec`` credential plugins
-and ``auth-provider``s. The daemon runs as root, and a plugin is a command
+and ``auth-provider``s; refused, not ignored: basic authentication,
+``proxy-url`` and ``tls-server-name``. The daemon runs as root, and a plugin is a command
 named by a file; a node is given a token or a certificate instead (the
 kubelet's own kubeconfig is one).
 """
@@ -21,6 +22,9 @@ from kuryr_supervisor.kubernetes.endpoint import Endpoint
 
 #: What a context may name that the daemon will not run.
 UNSUPPORTED_AUTH = ("exec", "auth-provider")
+#: Cluster settings the transport does not implement: refused, never
+#: ignored (the API would be reached another way than the file says).
+UNSUPPORTED_CLUSTER = ("proxy-url", "tls-server-name")
 
 
 class KubeconfigError(ValueError):
@@ -67,6 +71,18 @@ def from_document(doc: dict[str, Any], base: str, path: str,
                 f"{path}: the user of context {name!r} authenticates with "
                 f"{kind!r}, which kuryr-supervisor does not run; give it a "
                 "token, tokenFile or client certificate")
+    if user.get("username") or user.get("password"):
+        raise KubeconfigError(
+            f"{path}: the user of context {name!r} has a username and "
+            "password (basic authentication, gone from Kubernetes since "
+            "1.19); give it a token, tokenFile or client certificate")
+    for key in UNSUPPORTED_CLUSTER:
+        if cluster.get(key):
+            raise KubeconfigError(
+                f"{path}: the cluster of context {name!r} sets {key!r}, "
+                "which kuryr-supervisor does not support; give the API "
+                "server's address as its certificate names it, reached "
+                "directly")
 
     def file(key: str, where: dict[str, Any]) -> str:
         value = str(where.get(key) or "")

@@ -147,6 +147,16 @@ def test_credential_plugins_are_refused_not_run(tmp_path: Path, kind: str) -> No
     ('{"current-context": "x", "contexts": [{"name": "x", "context": '
      '{"cluster": "c"}}], "clusters": [{"name": "c", "cluster": {"server": '
      '"https://h", "certificate-authority-data": "%%%"}}]}', "not base64"),
+    ('{"current-context": "x", "contexts": [{"name": "x", "context": '
+     '{"cluster": "c", "user": "u"}}], "clusters": [{"name": "c", "cluster": '
+     '{"server": "https://h"}}], "users": [{"name": "u", "user": '
+     '{"username": "a", "password": "b"}}]}', "basic authentication"),
+    ('{"current-context": "x", "contexts": [{"name": "x", "context": '
+     '{"cluster": "c"}}], "clusters": [{"name": "c", "cluster": {"server": '
+     '"https://h", "proxy-url": "http://p:3128"}}]}', "sets 'proxy-url'"),
+    ('{"current-context": "x", "contexts": [{"name": "x", "context": '
+     '{"cluster": "c"}}], "clusters": [{"name": "c", "cluster": {"server": '
+     '"https://h", "tls-server-name": "api"}}]}', "sets 'tls-server-name'"),
 ])
 def test_a_broken_kubeconfig_is_permanent_and_named(
         tmp_path: Path, text: str, says: str) -> None:
