@@ -9,7 +9,8 @@ configuration paths that are regular files of UTF-8 text, option
 values and the cross-option rules (:func:`kuryr_supervisor.conf.load`),
 :func:`kuryr_supervisor.master.preflight.validate` (probe address, socket
 path trust, handlers installed, state directory shape and store version),
-the Kubernetes client library in Kubernetes mode, and what the start would
+the ``kubernetes`` extra's libraries in Kubernetes mode (and, through
+``validate``, the API's endpoint and the files it trusts), and what the start would
 meet when it creates, locks and binds (:mod:`.checks`: a state directory
 that cannot be created or written, a probe address that cannot be bound, a
 socket path too long or in a read-only place). It takes no lock, listens

@@ -3,7 +3,7 @@ pods and watch streams into the few fields the daemon uses.
 
 Kept apart from :mod:`.client` and :mod:`.transport` (requests) so
 that the watch loop and its tests speak of events and errors without the
-client library, and so a change of the API's JSON touches this module only.
+transport, and so a change of the API's JSON touches this module only.
 
 Every failure leaves this module as one of :class:`K8sGone`,
 :class:`K8sTemporary` or :class:`K8sPermanent`, chained to its cause.
