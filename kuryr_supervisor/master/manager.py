@@ -13,7 +13,10 @@ It owns every listening socket (:mod:`kuryr_supervisor.master.listeners`):
 they are bound before the first fork and passed to the Server and the
 HealthManager as arguments, so every incarnation of a worker serves the
 same socket; the governor watches the CNI socket file; the sockets are
-closed after the last worker has stopped.
+closed after the last worker has stopped, and the IPAM store and the pod
+registry are checkpointed then
+(:func:`~kuryr_supervisor.cni.ipam.database.settle`), so a graceful stop
+leaves no ``-wal`` behind whichever worker was cut off while it used one.
 """
 from __future__ import annotations
 
@@ -32,8 +35,11 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor import useragent
+from kuryr_supervisor.cni.ipam import database
+from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health.checks import controller, kubernetes
+from kuryr_supervisor.kubernetes.registry import registry_path
 from kuryr_supervisor.master import interrupt
 from kuryr_supervisor.master import listeners as listeners_mod
 from kuryr_supervisor.master.reporting import Reporter
@@ -149,7 +155,16 @@ class Manager(cotyledon.ServiceManager):
         finally:
             if os.getpid() == master:     # last: the workers are gone
                 self.listeners.close()
+                if self.conf.role == "cni":
+                    self._settle_stores()
         raise SystemExit(ExitCode.OK)  # pragma: no cover - run() never returns
+
+    def _settle_stores(self) -> None:
+        """Checkpoint the node's SQLite files as their last user: a graceful
+        stop leaves neither ``-wal`` nor ``-shm`` beside them."""
+        for path in (ipam_conf.settings(self.conf).db_path,
+                     registry_path(self.conf.ipam.state_dir)):
+            database.settle(path)
 
     def _slowdown_respawn_if_needed(self) -> None:
         """Replace cotyledon's 5 s fork throttle with the restart ledger's

@@ -138,6 +138,13 @@ def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, namespaces: Namespaces) -
                       for c in p.get("status", {}).get("conditions", [])
                       if c.get("type") == "KuryrCNIHealthy"]
         assert conditions and conditions[-1]["status"] == "True", api.patches
+
+        # A graceful stop leaves the store and the pod registry alone,
+        # without -wal or -shm (the Watcher never closes the registry).
+        d.signal(signal.SIGTERM)
+        assert d.wait_exit(30) == 0, d.log()
+        assert sorted(p.name for p in (tmp_path / "state").glob("*.sqlite*")
+                      ) == ["ipam.sqlite", "pods.sqlite"]
     finally:
         d.close()
 

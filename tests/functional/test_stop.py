@@ -5,11 +5,13 @@ SIGTERM is -- exit 0, the IPAM store checkpointed and closed (no
 (exit 1) even while the drain is held up."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +57,48 @@ def test_one_signal_stops_gracefully(daemon: Daemon, sig: int) -> None:
     assert "draining" in daemon.log()
     if sig == signal.SIGINT:
         assert "SIGINT: stopping gracefully" in daemon.log()
+
+
+#: Another user of the store: reads it, says so, and keeps its connection.
+HOLD = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1])
+conn.execute("SELECT COUNT(*) FROM allocations").fetchone()
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_store_user_cut_off_after_the_server_leaves_no_wal(
+        daemon: Daemon) -> None:
+    """A process still using the store when the Server closes it, ended
+    without closing it (as the HealthManager may be, cut off mid-sample
+    during its drain): the Server's close was not the last one, so
+    ``-wal`` stays until the master, the last process out, settles the
+    file. The HealthManager is held stopped, then killed, so no sample of
+    its own closes the store last in the master's place."""
+    db = Path(daemon.options["ipam"]["state_dir"]) / "ipam.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    health = daemon.worker_pids()["health"]
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "open"
+        os.kill(health, signal.SIGSTOP)
+        os.kill(daemon.pid, signal.SIGTERM)
+        wait_until(lambda: "server worker stopped" in daemon.log(), 30)
+        assert "ipam.sqlite-wal" in store_files(daemon)  # not the last close
+        holder.kill()                   # gone without closing
+        holder.wait()
+        os.kill(health, signal.SIGKILL)
+    finally:
+        holder.kill()
+        holder.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(health, signal.SIGCONT)
+    assert daemon.wait_exit(30) == 0, daemon.log()
+    assert store_files(daemon) == {"ipam.sqlite"}, daemon.log()
 
 
 def test_a_second_ctrl_c_stops_at_once(daemon: Daemon, tmp_path: Path

@@ -13,7 +13,15 @@ import pytest
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import protocol
-from kuryr_supervisor.cni.ipam import PENDING, PLUMBED, IpamStore, Plumbing, PodRef, schema
+from kuryr_supervisor.cni.ipam import (
+    PENDING,
+    PLUMBED,
+    IpamStore,
+    Plumbing,
+    PodRef,
+    database,
+    schema,
+)
 from kuryr_supervisor.cni.ipam import store as ipam_store
 from kuryr_supervisor.cni.locks import ContainerLocks
 from kuryr_supervisor.cni.service import CNIService
@@ -224,6 +232,38 @@ def test_metrics_reader_leaves_no_wal(db: str) -> None:
     assert ipam_store.allocated_count(db) == 1
     assert sorted(os.listdir(os.path.dirname(db))) == ["ipam.sqlite"]
     assert ipam_store.allocated_count(db + ".missing") == 0
+    assert not os.path.exists(db + ".missing")
+
+
+def _allocate_and_vanish(path: str) -> None:
+    """A process that used the store and ended without closing it, as a
+    worker ended mid-use does (cotyledon ends a worker with ``os._exit``)."""
+    store = IpamStore(path, NET)
+    store.allocate("c1", "eth0", netns="/x", pod=PodRef("", "", ""))
+    assert store.list()
+    os._exit(0)
+
+
+def test_settle_after_a_user_vanished_leaves_the_file_alone(db: str) -> None:
+    """The master's last step: whatever a worker left open, one connection
+    opened alone checkpoints the log into the file and deletes -wal and
+    -shm; nothing committed is lost, and a missing file is not created."""
+    child = multiprocessing.get_context("fork").Process(
+        target=_allocate_and_vanish, args=(db,))
+    child.start()
+    child.join()
+    assert child.exitcode == 0
+    names = sorted(os.listdir(os.path.dirname(db)))
+    assert names == ["ipam.sqlite", "ipam.sqlite-shm", "ipam.sqlite-wal"]
+    database.settle(db)
+    assert sorted(os.listdir(os.path.dirname(db))) == ["ipam.sqlite"]
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)   # the file alone
+    try:
+        assert conn.execute("SELECT container_id FROM allocations"
+                            ).fetchall() == [("c1",)]
+    finally:
+        conn.close()
+    database.settle(db + ".missing")
     assert not os.path.exists(db + ".missing")
 
 

@@ -18,12 +18,18 @@ Invariants:
   of the node, not counted) or ``IpamStoreError`` (transient, counted).
 * The database file is never memory-mapped (``mmap_size=0``), so a full or
   read-only file system fails a request, never the process (SIGBUS).
+* A graceful stop leaves the file alone, without ``-wal`` or ``-shm``: the
+  last connection to close checkpoints and deletes them, and the master,
+  the last process of the daemon to exit, opens and closes one more
+  (:func:`settle`) after every worker has stopped, whichever worker was
+  cut off mid-use.
 """
 from __future__ import annotations
 
 import errno
 import logging
 import os
+import pathlib
 import sqlite3
 import threading
 import weakref
@@ -211,6 +217,45 @@ class Database:
             _ORPHANS.append(self._conn)  # never closed, never used
         self._conn = None
         self._lock = threading.Lock()
+
+
+def open_existing(path: str, timeout: float = 1.0) -> sqlite3.Connection | None:
+    """A connection to the file at ``path`` if it exists (never creates it),
+    or None; not memory-mapped.
+
+    Read-write (``mode=rw``), not ``mode=ro``: a read-only connection cannot
+    checkpoint, so when it is the last one to close it leaves ``-wal`` and
+    ``-shm`` behind. Callers that only read say ``PRAGMA query_only``.
+    """
+    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=rw"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout)
+        conn.execute("PRAGMA mmap_size = 0")
+    except sqlite3.Error:
+        return None
+    return conn
+
+
+def settle(path: str) -> None:
+    """Checkpoint the SQLite file at ``path`` and close it, as its last user.
+
+    The master calls this once every worker has stopped, for the IPAM store
+    and the pod registry. A worker ended while it used one (cotyledon ends
+    a worker's threads with its process) closed nothing: the HealthManager
+    sampling the store during its drain, after the Server's final close,
+    or the Watcher and the Server, which never close the registry. Opened
+    alone, this connection is the last one: closing it deletes ``-wal``
+    and ``-shm``. Never raises; a file that does not exist is left alone.
+    """
+    conn = open_existing(path)
+    if conn is None:
+        return
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error as exc:
+        LOG.warning("%s: checkpoint at exit failed: %s", path, exc)
+    finally:
+        conn.close()
 
 
 # SQLite primary result codes (sqlite3.h) and errnos that no retry fixes.

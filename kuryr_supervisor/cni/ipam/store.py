@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import pathlib
 import sqlite3
 import time
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni.ipam import schema
-from kuryr_supervisor.cni.ipam.database import Database, classify
+from kuryr_supervisor.cni.ipam.database import Database, classify, open_existing
 from kuryr_supervisor.cni.ipam.records import PENDING, PLUMBED, Allocation, Plumbing, PodRef
 
 LOG = logging.getLogger(__name__)
@@ -238,21 +237,13 @@ def pool_size(subnet: ipaddress.IPv4Network,
 
 def allocated_count(path: str) -> int:
     """Allocations in the store at ``path``; never creates the file or its
-    schema, and a missing file or table counts as none.
-
-    Opened read-write (``mode=rw``: an existing file only) with
-    ``query_only``, not ``mode=ro``: a read-only connection cannot
-    checkpoint, so when it is the last one to close it leaves ``-wal`` and
-    ``-shm`` behind, and a graceful stop would leave them too.
-    """
-    uri = f"{pathlib.Path(path).absolute().as_uri()}?mode=rw"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=1.0)
-    except sqlite3.Error:
+    schema, and a missing file or table counts as none (read-write and
+    ``query_only``: :func:`.database.open_existing` says why)."""
+    conn = open_existing(path)
+    if conn is None:
         return 0
     try:
         conn.execute("PRAGMA query_only = 1")
-        conn.execute("PRAGMA mmap_size = 0")
         row = conn.execute("SELECT COUNT(*) FROM allocations").fetchone()
         return int(row[0])
     except sqlite3.Error:
