@@ -97,13 +97,13 @@ class OvsBinding(OvsPorts, Plumbing):
                     self.bridge, host, external_ids(
                         iface_id=iface_id, mac=pod_mac, owner=owner),
                     self.mtu)
-                with nl.rtnl(nsfd, inet=checksum_off) as ns:
+                with nl.rtnl(nsfd) as ns:
                     step = CONFIGURE_POD
                     nl.configure_pod(ns, nl.pod_index(ns, ifname), address,
                                      gateway)
                     if checksum_off:
                         step = "switch transmit checksum offload off"
-                        nl.tx_checksum(ifname, enable=False, sock=ns.inet)
+                        nl.tx_checksum(ifname, enable=False, sock=ns.socket)
             done, adding = adding, None
             done()
         except _ovsdb.OvsdbError as exc:

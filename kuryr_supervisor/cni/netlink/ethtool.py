@@ -7,10 +7,12 @@ wrong checksum and is dropped, so TCP between pods fails while ICMP works.
 Switching ``tx-checksumming`` off on the pod's interface makes its kernel
 finish every checksum itself.
 
-Done with ``SIOCETHTOOL``/``ETHTOOL_STXCSUM`` on a datagram socket made
-inside the pod's namespace (a throwaway thread enters it, as for netlink
-sockets), not with the ``ethtool`` binary: no fork per ADD and nothing more
-to install.
+Done with ``SIOCETHTOOL``/``ETHTOOL_STXCSUM`` on a socket made inside the
+pod's namespace, not with the ``ethtool`` binary: no fork per ADD and
+nothing more to install. ADD uses the rtnetlink socket it configures the
+pod with (the kernel hands a device ioctl that a socket's family does not
+know to the devices of the socket's namespace); on its own a datagram
+socket is made there, by a throwaway thread as netlink sockets are.
 """
 from __future__ import annotations
 
@@ -18,10 +20,8 @@ import ctypes
 import fcntl
 import socket
 import struct
-import threading
-from typing import Any
 
-from kuryr_supervisor.cni.netlink.base import NetlinkError, errno_of, setns
+from kuryr_supervisor.cni.netlink.base import NetlinkError, errno_of, netns_sockets
 
 SIOCETHTOOL = 0x8946
 ETHTOOL_GTXCSUM = 0x16
@@ -31,21 +31,8 @@ ETHTOOL_STXCSUM = 0x17
 def _inet_socket(netns: int | None) -> socket.socket:
     if netns is None:
         return socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    box: dict[str, Any] = {}
-
-    def enter_and_create() -> None:
-        try:
-            setns(netns)
-            box["sock"] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by caller
-            box["exc"] = exc
-
-    thread = threading.Thread(target=enter_and_create, name="netns-ethtool")
-    thread.start()
-    thread.join()
-    if "exc" in box:
-        raise box["exc"]
-    return box["sock"]  # type: ignore[no-any-return]
+    [sock] = netns_sockets(netns, [(socket.AF_INET, socket.SOCK_DGRAM, 0)])
+    return sock
 
 
 def _ethtool(sock: socket.socket, ifname: str, cmd: int, data: int) -> int:
@@ -61,8 +48,8 @@ def tx_checksum(ifname: str, netns: int | None = None, *,
                 enable: bool | None = None,
                 sock: socket.socket | None = None) -> bool:
     """Whether transmit checksum offload is on for ``ifname`` (in
-    ``netns``, an open namespace fd, or where ``sock``, an AF_INET socket,
-    was made: ``rtnl(netns, inet=True).inet``), after setting it to
+    ``netns``, an open namespace fd, or where ``sock`` was made: any socket
+    there does, ``rtnl(netns).socket`` included), after setting it to
     ``enable`` when given."""
     try:
         own = sock is None

@@ -81,11 +81,17 @@ class Rtnl:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._seq = 0
-        #: An AF_INET socket in the same namespace (``rtnl(inet=True)``).
-        self.inet: socket.socket | None = None
         sock.connect((0, 0))        # the kernel: plain send() and recv()
         with contextlib.suppress(OSError):  # ACKs without the request copy
             sock.setsockopt(_SOL_NETLINK, _NETLINK_CAP_ACK, 1)
+
+    @property
+    def socket(self) -> socket.socket:
+        """The socket itself, for a device ioctl (ethtool) in its namespace:
+        the kernel hands an ioctl that netlink does not know to the device
+        named, in the namespace the socket was made in, so no AF_INET
+        socket has to be made there for it."""
+        return self._sock
 
     def request(self, *msgs: tuple[int, int, bytes]) -> None:
         """Send ``(type, flags, body)`` requests in one datagram, wait for
@@ -166,30 +172,21 @@ class Rtnl:
 
 
 @contextlib.contextmanager
-def rtnl(netns: int | None = None, *, inet: bool = False) -> Iterator[Rtnl]:
-    """A raw rtnetlink socket in the host namespace or in ``netns``;
-    ``inet``: with an AF_INET datagram socket there too (``Rtnl.inet``,
-    for ethtool ioctls), made by the same throwaway thread."""
+def rtnl(netns: int | None = None) -> Iterator[Rtnl]:
+    """A raw rtnetlink socket in the host namespace or in ``netns``."""
     where = "host" if netns is None else "netns"
     with translated(f"open netlink in {where}"):
         if netns is None:
-            socks = [socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
-                                   NETLINK_ROUTE)]
-            if inet:
-                socks.append(socket.socket(socket.AF_INET,
-                                           socket.SOCK_DGRAM))
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW,
+                                 NETLINK_ROUTE)
         else:
-            socks = netns_sockets(netns, [
-                (socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE),
-                *([(socket.AF_INET, socket.SOCK_DGRAM, 0)] if inet else [])])
+            [sock] = netns_sockets(netns, [
+                (socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_ROUTE)])
     try:
-        socks[0].settimeout(_REQUEST_TIMEOUT)
-        handle = Rtnl(socks[0])
-        handle.inet = socks[1] if inet else None
-        yield handle
+        sock.settimeout(_REQUEST_TIMEOUT)
+        yield Rtnl(sock)
     finally:
-        for sock in socks:
-            sock.close()
+        sock.close()
 
 
 def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,
