@@ -10,12 +10,19 @@ and ``auth-provider``s; refused, not ignored: basic authentication,
 ``proxy-url`` and ``tls-server-name``. The daemon runs as root, and a plugin is a command
 named by a file; a node is given a token or a certificate instead (the
 kubelet's own kubeconfig is one).
+
+A boolean field (``insecure-skip-tls-verify``) must be a YAML boolean, as
+kubectl and client-go require: a quoted ``"false"`` is a non-empty string,
+and read as truthy it would turn verification off and send the node's
+credentials to a server nobody vouches for. Anything else is refused,
+naming the field; absent or null is false, as client-go has it.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import os
+import reprlib
 from typing import Any
 
 from kuryr_supervisor.kubernetes.endpoint import Endpoint
@@ -25,6 +32,8 @@ UNSUPPORTED_AUTH = ("exec", "auth-provider")
 #: Cluster settings the transport does not implement: refused, never
 #: ignored (the API would be reached another way than the file says).
 UNSUPPORTED_CLUSTER = ("proxy-url", "tls-server-name")
+#: The cluster's boolean fields this reader honours.
+BOOLEAN_CLUSTER = ("insecure-skip-tls-verify",)
 
 
 class KubeconfigError(ValueError):
@@ -83,6 +92,8 @@ def from_document(doc: dict[str, Any], base: str, path: str,
                 "which kuryr-supervisor does not support; give the API "
                 "server's address as its certificate names it, reached "
                 "directly")
+    whose = f"{path}: the cluster of context {name!r}"
+    flags = {key: _boolean(cluster, key, whose) for key in BOOLEAN_CLUSTER}
 
     def file(key: str, where: dict[str, Any]) -> str:
         value = str(where.get(key) or "")
@@ -90,7 +101,7 @@ def from_document(doc: dict[str, Any], base: str, path: str,
 
     return Endpoint(
         host=server.rstrip("/"),
-        verify=not cluster.get("insecure-skip-tls-verify", False),
+        verify=not flags["insecure-skip-tls-verify"],
         ca_file=file("certificate-authority", cluster),
         ca_data=_decoded(cluster, "certificate-authority-data", path).decode(
             "ascii", "replace"),
@@ -100,6 +111,20 @@ def from_document(doc: dict[str, Any], base: str, path: str,
         key_data=_decoded(user, "client-key-data", path),
         token=str(user.get("token") or ""),
         token_file=file("tokenFile", user))
+
+
+def _boolean(where: dict[str, Any], key: str, whose: str) -> bool:
+    """``key``'s value when a YAML boolean (absent or null: false); a
+    string (``"false"``, ``"yes"``), a number or anything else is refused
+    rather than judged by its truth."""
+    value = where.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise KubeconfigError(
+            f"{whose} sets {key!r} to {reprlib.repr(value)}, which is not "
+            "a boolean: write true or false, unquoted")
+    return value
 
 
 def _decoded(where: dict[str, Any], key: str, path: str) -> bytes:

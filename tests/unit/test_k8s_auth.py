@@ -125,6 +125,41 @@ def test_kubeconfig_insecure_skip_tls_verify(api: FakeAPI, tmp_path: Path) -> No
     assert api.auth[-1] == "Bearer plain"
 
 
+@pytest.mark.parametrize("text", [
+    '"false"', '"true"', '"yes"', '"no"', '"False"', "0", "1", "''", "[]"])
+def test_a_boolean_that_is_not_a_yaml_boolean_is_refused(
+        tmp_path: Path, text: str) -> None:
+    """A quoted ``"false"`` read by its truth would turn verification off;
+    kubectl refuses it, and so does the daemon, naming the field."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "current-context: ctx\n"
+        "contexts: [{name: ctx, context: {cluster: c, user: u}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', "
+        f"insecure-skip-tls-verify: {text}}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n")
+    with pytest.raises(k8s.K8sPermanent,
+                       match="'insecure-skip-tls-verify' to .*not a boolean"):
+        from_kubeconfig(str(path))
+
+
+@pytest.mark.parametrize(("text", "verify"), [
+    ("false", True), ("true", False), ("yes", False), ("no", True),
+    ("null", True), ("", True)])
+def test_yaml_booleans_are_read_as_booleans(
+        tmp_path: Path, text: str, verify: bool) -> None:
+    """Unquoted YAML booleans (1.1's ``yes``/``no`` too, as kubectl's YAML
+    reads them); null is unset: verified."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "current-context: ctx\n"
+        "contexts: [{name: ctx, context: {cluster: c}}]\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1', "
+        f"insecure-skip-tls-verify: {text}}}}}]\n")
+    assert config.make_endpoint(make_conf(kubeconfig=str(path)),
+                                environ={}).verify is verify
+
+
 @pytest.mark.parametrize("kind", ["exec", "auth-provider"])
 def test_credential_plugins_are_refused_not_run(tmp_path: Path, kind: str) -> None:
     ran = tmp_path / "ran"
@@ -249,6 +284,18 @@ def test_an_unusable_kubeconfig_stops_the_start_with_one_line(tmp_path: Path) ->
     for args in (["check-config"], []):
         line = refused(check_config(tmp_path, path, *args))
         assert path in line and "'exec'" in line, line
+
+
+def test_a_quoted_boolean_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    """``"false"`` is refused before any worker starts (exit 78, one line
+    naming the field), not read as true: TLS verification stays on or the
+    daemon does not start."""
+    path = kubeconfig(tmp_path / "kubeconfig", {
+        "server": "https://127.0.0.1:1", "insecure-skip-tls-verify": "false"},
+        {"token": "t"})
+    for args in (["check-config"], []):
+        line = refused(check_config(tmp_path, path, *args))
+        assert path in line and "'insecure-skip-tls-verify' to 'false'" in line, line
 
 
 def test_a_kubeconfig_others_can_change_is_refused(tmp_path: Path) -> None:
