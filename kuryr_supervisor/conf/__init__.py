@@ -110,9 +110,11 @@ def unknown_names(conf: cfg.ConfigOpts) -> list[str]:
     that nothing registers, with the closest known name (:mod:`.unknown`);
     the other role's groups are known. Named, not loaded: ``[neutron]``'s
     options would import keystoneauth1 (some 5 MiB in every process) into
-    a daemon that never talks to OpenStack."""
+    a daemon that never talks to OpenStack. Where ``[neutron]`` is
+    registered, the options of the auth plugin it names are known too."""
     return unknown.report(conf, {group for group, _ in _registered_opts(conf)}
-                          | {controller.NEUTRON_GROUP})
+                          | {controller.NEUTRON_GROUP},
+                          controller.auth_plugin_opts(conf))
 
 
 def load(conf: cfg.ConfigOpts, argv: Sequence[str]) -> None:

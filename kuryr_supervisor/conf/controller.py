@@ -202,6 +202,31 @@ def register_neutron(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(_endpoint_opts(ks_loading), group=NEUTRON_GROUP)
 
 
+def auth_plugin_opts(conf: cfg.ConfigOpts) -> dict[str, list[cfg.Opt]]:
+    """{group: options} of the keystoneauth plugin ``auth_type`` names, in
+    the group keystoneauth reads them from (``auth_section``'s, else
+    ``[neutron]``). keystoneauth registers them only when it loads the
+    plugin, in the handler's process; the checks of the files (unknown
+    options) need them before. Empty where ``[neutron]`` is not registered
+    (keystoneauth1 is never imported for that), no plugin is named, or the
+    named one is not installed (the login says so)."""
+    if NEUTRON_GROUP not in conf:
+        return {}
+    from keystoneauth1 import exceptions as ks_exc
+    from keystoneauth1 import loading as ks_loading
+    try:
+        group = conf[NEUTRON_GROUP].auth_section or NEUTRON_GROUP
+        name = conf[group].auth_type
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, KeyError):
+        return {}
+    if not name:
+        return {}
+    try:
+        return {group: ks_loading.get_auth_plugin_conf_options(name)}
+    except (ks_exc.NoMatchingPlugin, RuntimeError):
+        return {}
+
+
 #: keystoneauth's adapter options the controller honours: which Neutron
 #: endpoint of the catalog (or none: an override). Its retry options are
 #: left out on purpose: a port create retried by the transport could commit

@@ -4,12 +4,14 @@ oslo.config ignores them: ``[supervisor] max_restart = 2`` (a typo) leaves
 ``max_restarts`` at its default and says nothing, and so does a misspelt
 group. The daemon (a warning each, at start) and ``check-config`` (a
 warning by default, the failure with ``--strict``) name each one with the
-closest known name (difflib, as git and argparse suggest). Known are the options registered on the loaded
-configuration (the daemon's, oslo.log's, those registered from parsed
-values such as the ``[neutron]`` auth plugin's) and their deprecated names
-and groups (Kuryr's spellings). A group of the other role (``[neutron]``
-read by the CNI role: one file may serve both) is not this configuration's
-business: it is passed over, options and all.
+closest known name (difflib, as git and argparse suggest). Known are the
+options registered on the loaded configuration (the daemon's, oslo.log's,
+those registered from parsed values), the options given beside it (the
+``[neutron]`` auth plugin's, which keystoneauth registers only when it
+loads the plugin) and their deprecated names and groups (Kuryr's
+spellings). A group of the other role (``[neutron]`` read by the CNI
+role: one file may serve both) is not this configuration's business: it is
+passed over, options and all.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import difflib
 import glob
 import os
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping
 
 from oslo_config import cfg
 
@@ -28,16 +30,22 @@ def _norm(name: str) -> str:
     return name.replace("-", "_")
 
 
-def known(conf: cfg.ConfigOpts) -> dict[str, set[str]]:
-    """{group: option names} registered on ``conf``, deprecated ones too."""
+def known(conf: cfg.ConfigOpts,
+          also: Mapping[str, Iterable[cfg.Opt]] | None = None
+          ) -> dict[str, set[str]]:
+    """{group: option names} registered on ``conf`` or given in ``also``
+    ({group: options}), deprecated ones too."""
     names: defaultdict[str, set[str]] = defaultdict(set)
-    groups = {DEFAULT: getattr(conf, "_opts", {})}
+    groups: dict[str, list[cfg.Opt]] = {
+        DEFAULT: [info["opt"] for info in getattr(conf, "_opts", {}).values()]}
     for name, group in getattr(conf, "_groups", {}).items():
-        groups[name] = getattr(group, "_opts", {})
+        groups[name] = [info["opt"]
+                        for info in getattr(group, "_opts", {}).values()]
+    for name, opts in (also or {}).items():
+        groups[name] = [*groups.get(name, []), *opts]
     for group, opts in groups.items():
         names[group]            # noqa: B018 - a group with no option is known
-        for info in opts.values():
-            opt = info["opt"]
+        for opt in opts:
             names[group].update({_norm(opt.name), _norm(opt.dest)})
             for old in opt.deprecated_opts:
                 names[old.group or group].add(_norm(old.name or opt.name))
@@ -57,11 +65,12 @@ def _closest(word: str, choices: set[str]) -> str:
     return f": did you mean `{match[0]}`?" if match else ""
 
 
-def report(conf: cfg.ConfigOpts, elsewhere: Collection[str] = ()
-           ) -> list[str]:
+def report(conf: cfg.ConfigOpts, elsewhere: Collection[str] = (),
+           also: Mapping[str, Iterable[cfg.Opt]] | None = None) -> list[str]:
     """One line per unknown group or option, naming its file; groups in
-    ``elsewhere`` (another role's) are passed over when not registered."""
-    names = known(conf)
+    ``elsewhere`` (another role's) are passed over when not registered;
+    ``also``: {group: options} known though not registered on ``conf``."""
+    names = known(conf, also)
     lines = []
     for path in files(conf):
         sections: dict[str, dict[str, list[str]]] = {}

@@ -50,3 +50,60 @@ def test_another_roles_group_is_passed_over(tmp_path: Path) -> None:
                           "[neutrno]\npassword = x\n")
     assert unknown.report(conf, {"neutron"}) == [
         f"{path}: unknown group [neutrno]: did you mean `neutron`?"]
+
+
+PASSWORD_LOGIN = ("[DEFAULT]\nrole = controller\n"
+                  "[kubernetes]\napi_root = http://127.0.0.1:1\n"
+                  "[controller]\npod_network_id = net\n"
+                  "[neutron]\nauth_type = password\n"
+                  "auth_url = http://127.0.0.1:5000/v3\nusername = kuryr\n"
+                  "password = secret\nproject_name = service\n"
+                  "user_domain_name = Default\nproject_domain_name = Default\n"
+                  "tenant_name = service\nregion_name = RegionOne\n")
+
+
+def daemon_conf(tmp_path: Path, text: str) -> tuple[cfg.ConfigOpts, Path]:
+    """The daemon's own options, loaded and validated as at start."""
+    from oslo_log import log
+
+    from kuryr_supervisor import conf as conf_mod
+    path = tmp_path / "k.conf"
+    path.write_text(text)
+    conf = cfg.ConfigOpts()
+    log.register_options(conf)
+    conf_mod.register_opts(conf)
+    conf_mod.load(conf, ["--config-file", str(path)])
+    return conf, path
+
+
+def test_the_auth_plugins_options_are_known(tmp_path: Path) -> None:
+    """A full password login (and its deprecated ``tenant_name``): the
+    plugin's options are registered only when a handler loads it, and
+    known before."""
+    from kuryr_supervisor import conf as conf_mod
+    conf, _ = daemon_conf(tmp_path, PASSWORD_LOGIN)
+    assert conf_mod.unknown_names(conf) == []
+
+
+def test_a_typo_among_the_auth_plugins_options_is_named(tmp_path: Path) -> None:
+    from kuryr_supervisor import conf as conf_mod
+    conf, path = daemon_conf(tmp_path, PASSWORD_LOGIN
+                             + "project_nam = x\nuser_domian_name = y\n")
+    assert conf_mod.unknown_names(conf) == [
+        f"{path}: unknown option [neutron] project_nam: did you mean "
+        "`project_name`?",
+        f"{path}: unknown option [neutron] user_domian_name: did you mean "
+        "`user_domain_name`?"]
+
+
+def test_another_plugins_options_are_unknown(tmp_path: Path) -> None:
+    """Known are the options of the plugin named, not of every plugin: an
+    application credential's login takes no password."""
+    from kuryr_supervisor import conf as conf_mod
+    conf, path = daemon_conf(tmp_path, PASSWORD_LOGIN.replace(
+        "auth_type = password", "auth_type = v3applicationcredential")
+        .replace("username = kuryr\n", "application_credential_id = a\n"
+                 "application_credential_secret = s\n")
+        .replace("tenant_name = service\n", ""))
+    assert conf_mod.unknown_names(conf) == [
+        f"{path}: unknown option [neutron] password"]
