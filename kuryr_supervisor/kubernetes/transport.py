@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 from oslo_config import cfg
 
 from kuryr_supervisor import useragent
-from kuryr_supervisor.kubernetes import podport
+from kuryr_supervisor.kubernetes import nodenetwork, podport
 from kuryr_supervisor.kubernetes.config import make_endpoint, node_name
 from kuryr_supervisor.kubernetes.endpoint import Endpoint
 from kuryr_supervisor.kubernetes.fence import WriteFence
@@ -64,13 +64,16 @@ def mapped_errors(what: str) -> Iterator[None]:
 
 
 def fenced(method: str, path: str) -> bool:
-    """Writes that steer pods or nodes: PodPorts, and Node status (the
-    controller's network judge); the fence allows them only while leading
-    (:mod:`.fence`; never armed in the CNI role)."""
+    """Writes that steer pods or nodes: PodPorts, Node status and the
+    NodeNetwork records (the controller's network judge and canaries: the
+    verdicts, canary ports and probe assignments every node acts on); the
+    fence allows them only while leading (:mod:`.fence`; never armed in
+    the CNI role, whose record writes go through an open one)."""
     if method == "GET":
         return False
-    return f"/{podport.PLURAL}" in path or (
-        path.startswith("/api/v1/nodes/") and path.endswith("/status"))
+    return f"/{podport.PLURAL}" in path or \
+        f"/{nodenetwork.PLURAL}" in path or (
+            path.startswith("/api/v1/nodes/") and path.endswith("/status"))
 
 
 def _query(params: list[tuple[str, Any]]) -> str:

@@ -111,3 +111,41 @@ def test_a_lease_lapsed_between_the_check_and_the_send_sends_nothing() -> None:
     assert done.returncode == 1, done
     assert "read 1" in done.stdout and "not reached" not in done.stdout, done
     assert "a write to the Kubernetes API refused" in done.stderr, done
+
+
+def test_nodenetwork_writes_fenced_reads_not() -> None:
+    """The judge's verdicts and the canaries' assignments steer every
+    node's STATUS and probes: a replica whose lease lapsed sends no
+    NodeNetwork write (spec or status), while it still reads them."""
+    done = run("""
+        import http.server, threading, logging
+        logging.basicConfig()
+        from kuryr_supervisor.kubernetes.client import K8sClient
+        from kuryr_supervisor.kubernetes.fence import WriteFence
+        seen = []
+        class H(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                size = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(size)
+                seen.append((self.command, self.path))
+                self.send_response(200); self.send_header("Content-Length", "2")
+                self.end_headers(); self.wfile.write(b"{}")
+            do_PUT = do_GET = answer
+            def log_message(self, *a): pass
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        from tests.fixtures.fakeapi import kubernetes_conf
+        conf = kubernetes_conf(api_root=f"http://127.0.0.1:{srv.server_port}")
+        leading = [True]
+        client = K8sClient.from_conf(conf, fence=WriteFence(lambda: leading[0]))
+        body = {"metadata": {"name": "n1"}, "spec": {"nodeName": "n1"}}
+        client.replace_nodenetwork("n1", body)        # leading: sent
+        leading[0] = False                             # the lease lapsed
+        client.get_nodenetwork("n1")                   # a read: sent
+        print("sent", len(seen), flush=True)
+        client.replace_nodenetwork("n1", body)
+        print("not reached", flush=True)
+    """)
+    assert done.returncode == 1, done
+    assert "sent 2" in done.stdout and "not reached" not in done.stdout, done
+    assert "no longer holds the controller lease" in done.stderr, done
