@@ -101,16 +101,36 @@ def parse_event(line: bytes, decode: Decode = pod_from_json) -> WatchEvent:
 
 
 class WatchStream:
-    """An open watch; iterate for events, ``close()`` from any thread."""
+    """An open watch; iterate for events, ``close()`` from any thread.
+
+    The response is finished once, by whoever comes last: the reader when
+    the stream ends, breaks or is abandoned, or ``close()`` when nobody is
+    reading. Its connection goes back to the pool only when the server
+    ended the response and nobody closed it; otherwise it is closed first,
+    so a half-read connection is never reused. ``close()`` while a reader
+    is blocked in another thread shuts the socket down for reading, which
+    wakes it, and leaves the rest to it; closing a stream that finished,
+    was released or was closed already does nothing. None of it is an
+    error, and none of it is logged.
+    """
 
     def __init__(self, response: urllib3.HTTPResponse,
                  decode: Decode = pod_from_json) -> None:
         self._response = response
         self._decode = decode
         self._closed = threading.Event()
+        # Reentrant: a generator finalised by the collector may run its
+        # finally in a thread that holds the lock already.
+        self._lock = threading.RLock()
+        self._reading = False
+        self._finished = False
 
     def __iter__(self) -> Iterator[WatchEvent]:
         import urllib3  # Kubernetes mode only: standalone never needs it
+        with self._lock:
+            if self._finished or self._reading:
+                return
+            self._reading = True
         buf = b""
         complete = False
         try:
@@ -121,19 +141,38 @@ class WatchStream:
                     if line.strip():
                         yield parse_event(line, self._decode)
             complete = True
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+        except Exception as exc:
             if self._closed.is_set():
-                return
-            raise K8sTemporary(f"watch stream broken: {exc}") from exc
+                return              # closed under us: how the read ended is moot
+            if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
+                raise K8sTemporary(f"watch stream broken: {exc}") from exc
+            raise
         finally:
-            if not complete:        # never pool a half-read connection
-                self._response.close()
-            self._response.release_conn()
+            with self._lock:
+                self._reading = False
+                self._finish(complete and not self._closed.is_set())
+
+    def _finish(self, clean: bool) -> None:
+        """Once, under the lock: a connection not read to its end (or one
+        closed under its reader) is closed before it goes back."""
+        if self._finished:
+            return
+        self._finished = True
+        if not clean:
+            self._response.close()
+        self._response.release_conn()
 
     def close(self) -> None:
         self._closed.set()
-        try:
-            self._response.shutdown()
-        except Exception:  # noqa: BLE001 - best effort from another thread
-            LOG.debug("watch shutdown failed", exc_info=True)
-        self._response.close()
+        with self._lock:
+            if self._finished:
+                return
+            if not self._reading:
+                self._finish(clean=False)
+                return
+            try:
+                # The reader still holds the connection (it releases it
+                # under this lock): wake it from its blocking read.
+                self._response.shutdown()
+            except (OSError, ValueError, RuntimeError):
+                pass                # already down: the reader ends anyway
