@@ -2,7 +2,8 @@
 
 A :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` source (list, then
 watch, cluster-wide) whose pods carry what a handler decides on: the node,
-host networking, deletion, the phase. The CNI role's Watcher keeps its own
+host networking, deletion, the phase (a finished pod's port is given
+back: :attr:`ClusterPod.finished`). The CNI role's Watcher keeps its own
 node-scoped source; both share the loop's resume and relist logic.
 
 Lean at scale: the list is read in pages of :data:`PAGE_SIZE` and each page
@@ -23,6 +24,10 @@ from kuryr_supervisor.kubernetes.wire import WatchStream
 
 #: Pods per page of the list: one page is a few MiB of JSON at most.
 PAGE_SIZE = 500
+#: A pod's terminal phases: its containers have stopped for good (a Job's,
+#: a CronJob's, an evicted pod), and Kubernetes never moves a pod out of
+#: them; the pod object stays until someone deletes it.
+FINISHED = ("Succeeded", "Failed")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -36,11 +41,20 @@ class ClusterPod:
     phase: str
 
     @property
+    def finished(self) -> bool:
+        """In a terminal phase (:data:`FINISHED`): its network is used no
+        more (the kubelet tears its sandbox down, CNI DEL), and a
+        finished pod does not count against its namespace's pod quota,
+        so what it holds must be given back. Pending, Running, Unknown
+        (its node unreachable) and no phase yet are not finished."""
+        return self.phase in FINISHED
+
+    @property
     def needs_port(self) -> bool:
         """Scheduled, on the pod network, not finished or being deleted."""
         return bool(self.node and not self.host_network
                     and self.deletion_timestamp is None
-                    and self.phase not in ("Succeeded", "Failed"))
+                    and not self.finished)
 
 
 def cluster_pod(obj: Mapping[str, Any]) -> ClusterPod:

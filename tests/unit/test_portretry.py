@@ -88,7 +88,7 @@ def test_release(exc: Exception | None, counted: int) -> None:
         if exc is not None:
             raise exc
 
-    r.release(pod, release)
+    assert r.release(pod.namespace, pod.name, release) is (exc is None)
     assert calls == ["g"]
     # a success resets the count; an outage or refusal leaves it as it was
     assert counts.failures == (0 if exc is None else 1 + counted)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from oslo_config import cfg
 
@@ -166,13 +166,15 @@ class PortPools:
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
               named: Mapping[str, tuple[str, str, str]] | None = None,
-              hosts: Mapping[str, str] | None = None) -> list[osa.Port]:
+              hosts: Mapping[str, str] | None = None, *,
+              done: Collection[str] = ()) -> list[osa.Port]:
         """``listed`` without its free pool ports, which are re-adopted
         into their nodes' pools. A pool port a pod holds (claimed here, or
         named by its written PodPort: ``named``, uid -> (port id, address,
         MAC)) stays in the list as that pod's, and an update not yet
         applied is made again, bound to the pod's node (``hosts``: uid ->
-        node) like the first."""
+        node) like the first; not for a pod of ``done`` (finished: its
+        port is released as a deleted pod's, never claimed again)."""
         pods, hosts = pods or {}, hosts or {}
         holder = {n[0]: uid for uid, n in (named or {}).items()}
         rest: list[osa.Port] = []
@@ -186,7 +188,7 @@ class PortPools:
                 waiting.append(port)
                 continue
             rest.append(dataclasses.replace(port, device_id=uid))
-            if uid in pods:
+            if uid in pods and uid not in done:
                 self.claims.submit(port, uid,
                                    port_name(pods, uid, self.tag()),
                                    hosts.get(uid, ""))

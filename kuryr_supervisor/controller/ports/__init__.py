@@ -11,8 +11,9 @@ announced in the pod's PodPort.
 - :mod:`.resync`: what one port list says to do, and the sweep;
 - :mod:`.verify`: a written PodPort's port the list lacks, asked for by id;
 - :mod:`.gone`: a pod the list lacks confirmed gone by a consistent read;
+- :mod:`.finished`: a finished pod (Succeeded, Failed) gives its port back;
 - :mod:`.owned`: which ports are the controller's, what their PodPorts say,
-  a gone pod's release;
+  a gone or finished pod's release;
 - :mod:`.retry`: what a failed step costs: a retry, a count, or nothing;
 - :mod:`.report`: what the handler cannot fix, told (Events, fault bits);
 - :mod:`.status`: a port's status carried into its PodPort;

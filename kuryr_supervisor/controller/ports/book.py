@@ -7,6 +7,8 @@ port id (one tuple), the UID in a set once its PodPort is written, what
 that PodPort names (every PodPort read, a pod the list lacked included:
 its port is no one's to delete or make again until a consistent read says
 the pod is gone), and its node (where its port is bound, made again too).
+A finished pod (:mod:`.finished`) stays in the record, needing no port,
+until it is deleted: it exists, so its ports are never a gone pod's.
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ class PodBook:
     written: set[str] = dataclasses.field(default_factory=set)
     #: uid -> what its written PodPort names (kept; immutable once bound)
     named: dict[str, Named] = dataclasses.field(default_factory=dict)
+    #: uids of the pods in a terminal phase (Succeeded, Failed): they need
+    #: no port, ever again (see :mod:`.finished`)
+    finished: set[str] = dataclasses.field(default_factory=set)
     #: uid -> node of every pod that needs a port (binding:host_id)
     nodes: dict[str, str] = dataclasses.field(default_factory=dict)
     #: uid -> until when (the pace's clock) a create whose answer was

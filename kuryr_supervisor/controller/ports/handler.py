@@ -4,7 +4,8 @@ It lists, then watches, every pod of the cluster. For each pod on the pod
 network it makes sure a Neutron port exists, then writes the port's address,
 MAC and gateway to the pod's PodPort (:mod:`..kubernetes.podport`), which
 only the controller may write and the CNI role binds. When the pod is
-deleted its port and PodPort are deleted.
+deleted, or finishes (phase Succeeded or Failed: :mod:`.finished`), its
+port and PodPort are deleted.
 
 Neutron calls, at scale: a (re)list of the pods, a retry round and every
 ``resync_interval`` make one *resync*: one filtered list of the
@@ -26,7 +27,8 @@ written as each request is answered (:mod:`.provision`); every port is
 made through one path (:mod:`~kuryr_supervisor.controller.openstack.
 making`: bound, tagged, its MAC derived from its pod's UID). A restart
 lists, finds every pod's port, and writes nothing, to Neutron or to
-Kubernetes.
+Kubernetes, but the release of what pods that finished meanwhile still
+hold (:mod:`.finished`).
 
 Composition: the handler holds its pods' record (:class:`~.book.PodBook`)
 and the watch's callbacks; each step is a collaborator it builds once the
@@ -76,7 +78,13 @@ from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.making import Modes, PortMaker
 from kuryr_supervisor.controller.openstack.pace import Pace
 from kuryr_supervisor.controller.pools import portpools, refill
-from kuryr_supervisor.controller.ports import batch, heaptrim, resync, verify
+from kuryr_supervisor.controller.ports import (
+    batch,
+    finished,
+    heaptrim,
+    resync,
+    verify,
+)
 from kuryr_supervisor.controller.ports.book import PodBook
 from kuryr_supervisor.controller.ports.gone import Gone
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
@@ -276,10 +284,14 @@ class NeutronPortHandler:
     # -- PodWatch's sink -------------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         book = self.book
-        old, need = book.pods, set()
-        book.pods = {}
+        old, need, was = book.pods, set(), book.finished
+        book.pods, book.finished = {}, set()
         book.nodes, placed = {}, []
         for pod in pods:
+            if pod.finished or pod.uid in was:      # needs none, ever again
+                book.pods[pod.uid] = (pod.namespace, pod.name, "")
+                book.finished.add(pod.uid)
+                continue
             book.pods[pod.uid] = (pod.namespace, pod.name,
                                   old.get(pod.uid, ("", "", ""))[2])
             if pod.needs_port:
@@ -287,6 +299,8 @@ class NeutronPortHandler:
                 placed.append((pod.uid, pod.node))
                 book.nodes[pod.uid] = pod.node
         del old
+        for uid in book.finished - was:     # finished while unwatched: the
+            self._forget(uid)               # resync releases what it holds
         if self._gone is not None:
             self._gone.arrived(book.pods)
         if self.held is not None:   # the first list: creates in flight
@@ -298,12 +312,12 @@ class NeutronPortHandler:
                                              now + left)
             self.held = None
         self.pools.listed(placed)               # nodes with pods: pools
-        book.written &= book.pods.keys()
+        book.written &= book.pods.keys() - book.finished
         # What a PodPort names is kept for a pod the list lacks: the list
         # may lag (:mod:`.gone`), and a pod confirmed gone drops it.
         self.retries.pending &= need
         for uid in self.batch.take():
-            if uid in book.pods:
+            if uid in book.pods and uid not in book.finished:
                 need.add(uid)
         self.resync(need)
         if len(book.pods) >= _TRIM_FROM:
@@ -311,6 +325,9 @@ class NeutronPortHandler:
 
     def upsert(self, pod: ClusterPod) -> None:
         book = self.book
+        if pod.finished or pod.uid in book.finished:
+            self._finish(pod)
+            return
         new = pod.uid not in book.pods
         port = book.pods.get(pod.uid, ("", "", ""))[2]
         book.pods[pod.uid] = (pod.namespace, pod.name, port)
@@ -331,20 +348,65 @@ class NeutronPortHandler:
     def delete(self, pod: ClusterPod) -> None:
         book = self.book
         port = book.pods.pop(pod.uid, ("", "", ""))[2]
-        self.retries.pending.discard(pod.uid)
-        self.batch.discard(pod.uid)
-        book.written.discard(pod.uid)
-        book.named.pop(pod.uid, None)
-        book.nodes.pop(pod.uid, None)
-        self.pools.placed(pod.uid, "")
-        book.inflight.pop(pod.uid, None)
-        self.report.forget(pod.uid)
-        self.status.forget(pod.uid)
+        named = book.named.pop(pod.uid, None)
+        released = pod.uid in book.finished and named is None
+        book.finished.discard(pod.uid)
+        self._forget(pod.uid)
         if self._gone is not None:
             self._gone.arrived([pod.uid])
-        self.retries.release(pod, lambda: self.owned.release(
-            pod, port, look_up=book.uncertain))
+        if not released:        # a finished pod's went when it finished
+            ports = [port] if port and not book.uncertain else []
+            self.retries.release(pod.namespace, pod.name, lambda: (
+                self.owned.release(pod.uid, pod.namespace, pod.name, ports,
+                                   look_up=not ports)))
         self._flush_if_due()
+
+    def _finish(self, pod: ClusterPod) -> None:
+        """A pod in a terminal phase (:mod:`.finished`), once: what it is
+        known to hold is released now, as a deleted pod's; the rest by
+        the resyncs. It stays in the book, needing no port."""
+        book, uid = self.book, pod.uid
+        new = uid not in book.pods
+        port = book.pods.get(uid, ("", "", ""))[2]
+        book.pods[uid] = (pod.namespace, pod.name, "")
+        if new and self._gone is not None:
+            self._gone.arrived([uid])
+        if uid in book.finished:
+            if not pod.finished:
+                LOG.debug("pod %s/%s: phase %r after a terminal one: an "
+                          "event out of date, ignored", pod.namespace,
+                          pod.name, pod.phase)
+            return
+        book.finished.add(uid)
+        self._forget(uid)
+        ports = finished.held(book, uid, port)
+        if ports is not None:
+            self._release(uid, ports, look_up=book.uncertain)
+        self._flush_if_due()
+
+    def _forget(self, uid: str) -> None:
+        """Pod ``uid`` needs no port (gone, or finished): nothing is made,
+        retried, polled or told for it any more."""
+        book = self.book
+        self.retries.pending.discard(uid)
+        self.batch.discard(uid)
+        book.written.discard(uid)
+        book.nodes.pop(uid, None)
+        self.pools.placed(uid, "")
+        book.inflight.pop(uid, None)
+        self.report.forget(uid)
+        self.status.forget(uid)
+
+    def _release(self, uid: str, ports: list[str], *, look_up: bool) -> None:
+        """A finished pod's PodPort and ``ports`` (and, with ``look_up``,
+        any other Neutron has of it) released as a deleted pod's; what its
+        PodPort named is forgotten once that went through (until then a
+        resync tries again)."""
+        ns, name, _ = self.book.pods[uid]
+        if self.retries.release(ns, name, lambda: self.owned.release(
+                uid, ns, name, ports, look_up=look_up)):
+            self.book.named.pop(uid, None)
+        self._beat()
 
     # -- steps --------------------------------------------------------------------------
     def _flush_if_due(self) -> None:
@@ -361,6 +423,7 @@ class NeutronPortHandler:
         PodPorts not yet written (see the module)."""
         assert self.cloud is not None and self.client is not None
         book = self.book
+        need = {uid for uid in need if uid not in book.finished}
         self._swept_at = time.monotonic()
         try:
             if not self._indexed:
@@ -369,7 +432,8 @@ class NeutronPortHandler:
                         self._beat).items():
                     book.named[uid] = mine
                     self.status.said[uid] = said
-                book.written |= book.named.keys() & book.pods.keys()
+                book.written |= (book.named.keys() & book.pods.keys()
+                                 ) - book.finished
                 self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
@@ -385,13 +449,15 @@ class NeutronPortHandler:
         ours, proven = resync.proven(listed, self.owned.tag)
         del listed
         ours = self.pools.adopt(ours, book.pods, book.named,  # pool's
-                                book.nodes)
+                                book.nodes, done=book.finished)
         self.report.sweep_proven(proven)
         listing = resync.by_device(ours)
         del ours
+        releases = finished.holding(book, listing)
         now = self.pace.now()
         book.inflight = {u: t for u, t in book.inflight.items()
                          if t > now and u in book.pods
+                         and u not in book.finished
                          and not self.provision.idempotent}
         plan = resync.plan(need, book.pods, book.written, listing,
                            book.named, book.inflight, now)
@@ -417,6 +483,8 @@ class NeutronPortHandler:
             (uid, port) for uid, kept in plan.keep.items() if uid in book.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self.provision.run(plan.create, plan.write)
+        for uid, ports in releases:       # after the pods that need ports
+            self._release(uid, ports, look_up=False)
 
     def _confirm_gone(self, devices: set[str]) -> set[str]:
         """Of the pods the list lacks, those a consistent read confirms

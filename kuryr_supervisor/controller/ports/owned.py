@@ -6,7 +6,7 @@ listed, adopted and deleted. :class:`OwnedPorts` holds what scopes them
 (the tag, by default the kube-system namespace's UID, read once; the
 project, by default the token's) and what a PodPort says of one of them
 (its address, MAC and the gateway of its subnet, each subnet read once),
-and releases a deleted pod's PodPort and ports.
+and releases a deleted or finished pod's PodPort and ports.
 
 Where Neutron drops a create's tags (no ``tag_ports_during_bulk_creation``)
 a port is tagged after its create; one whose tag call was lost (the
@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
-from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 
 LOG = logging.getLogger(__name__)
 
@@ -108,19 +107,24 @@ class OwnedPorts:
             self._beat()
         return self._subnets[subnet_id]
 
-    def release(self, pod: ClusterPod, port_id: str, *, look_up: bool) -> None:
-        """Delete the PodPort (Kubernetes' garbage collector would too:
-        ownerReference) and the port: by id when known, else (or when
-        ``look_up``: Neutron may hold ports unknown to the handler) looked
-        up."""
-        current = self.client.get_podport(pod.namespace, pod.name)
-        if current is not None and podport.owner_uid(current) == pod.uid:
-            self.client.delete_podport(pod.namespace, pod.name, uid=str(
+    def release(self, uid: str, namespace: str, name: str,
+                ports: Iterable[str] = (), *, look_up: bool) -> None:
+        """Delete pod ``uid``'s PodPort (only while it is that pod's: a
+        pod of the same name may have one now; Kubernetes' garbage
+        collector deletes a deleted pod's too: ownerReference), then its
+        ports: ``ports`` (by id), and, with ``look_up`` (Neutron may hold
+        ports unknown to the handler), those Neutron lists for the pod.
+        A deleted pod's and a finished pod's (:mod:`.finished`) alike."""
+        current = self.client.get_podport(namespace, name)
+        if current is not None and podport.owner_uid(current) == uid:
+            self.client.delete_podport(namespace, name, uid=str(
                 (current.get("metadata") or {}).get("uid") or ""))
-        ids = [port_id] if port_id and not look_up else [
-            p.id for p in self.cloud.ports_of(pod.uid, network_id=self.network_id,
-                                              tag=self.cluster_tag())]
+        ids = list(dict.fromkeys(p for p in ports if p))
+        if look_up:
+            ids += [p.id for p in self.cloud.ports_of(
+                uid, network_id=self.network_id, tag=self.cluster_tag())
+                if p.id not in ids]
         for port in ids:
             if self.cloud.delete_port(port):
-                LOG.info("deleted port %s of pod %s/%s", port, pod.namespace,
-                         pod.name)
+                LOG.info("deleted port %s of pod %s/%s", port, namespace,
+                         name)

@@ -18,8 +18,8 @@ against its failure budget is decided here and nowhere else:
 - anything else is retried and counted (``ctx.failed()``); any success
   resets the count (``ctx.succeeded()``).
 
-A deleted pod's release is never retried here: the next resync's sweep
-deletes what it left.
+A deleted or finished pod's release is never retried here: the next
+resync deletes what it left (its sweep, or :mod:`.finished`).
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.wire import UNFIXABLE, SubnetFull
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 
 LOG = logging.getLogger(__name__)
 
@@ -108,18 +107,21 @@ class Retries:
             self._outage = None
         self.ctx.succeeded()
 
-    def release(self, pod: ClusterPod, release: Callable[[], None]) -> None:
-        """Run ``release`` for a deleted pod: an outage or a refusal is
-        logged (the resync sweeps what is left), anything else counted."""
+    def release(self, namespace: str, name: str,
+                release: Callable[[], None]) -> bool:
+        """Run ``release`` for a deleted or finished pod: an outage or a
+        refusal is logged (the resync sweeps what is left), anything else
+        counted; whether it went through."""
         try:
             release()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             LOG.warning("pod %s/%s: release left to the sweep: %s",
-                        pod.namespace, pod.name, exc)
-            return
+                        namespace, name, exc)
+            return False
         except Exception:  # noqa: BLE001 - counted; one pod never stops the loop
             count = self.ctx.failed()
             LOG.exception("releasing pod %s/%s failed (%d consecutive)",
-                          pod.namespace, pod.name, count)
-            return
+                          namespace, name, count)
+            return False
         self.succeeded()
+        return True
