@@ -5,7 +5,8 @@ the same test holds for the real Keystone and Neutron.
 
 - a pod gets one port (``device_id`` = its UID, ``device_owner``,
   ``binding:host_id`` = its node, the cluster's tag) and a PodPort naming
-  it; the port goes with the pod; a host-network pod gets none;
+  it; the port goes with the pod, or when it finishes (while the
+  controller runs, or at its next start); a host-network pod gets none;
 - pods present at start are ported; a port whose pod went while no
   controller ran is swept at the next start, another cluster's or
   project's ports never are;
@@ -123,6 +124,50 @@ def test_pod_gets_port_then_loses_it(tmp_path: Path, any_cloud: AnyCloud,
         assert cloud.count_ports(tags=our_tag(api)) == 0
         assert d.status()["handlerFailures"] == 0
     finally:
+        d.close()
+        delete_ports(cloud, tags=our_tag(api))
+
+
+def test_finished_pods_give_their_ports_back(
+        tmp_path: Path, any_cloud: AnyCloud, api: FakeAPI) -> None:
+    """Pods that finished (Succeeded, Failed) while no controller ran give
+    their ports and PodPorts back at its start; those that finish while it
+    runs, at once, and a pod that waited for the quota they held gets its
+    port; the other pods keep theirs."""
+    cloud = any_cloud
+    d = daemon(tmp_path, cloud, api).start()
+    jobs = [api.add_pod("default", unique("job"), "node-a") for _ in range(4)]
+    names = [p["metadata"]["name"] for p in jobs]
+
+    def released(pods: list[dict[str, Any]]) -> bool:
+        return all(cloud.count_ports(device_id=p["metadata"]["uid"]) == 0
+                   and spec(api, "default", p["metadata"]["name"]) is None
+                   for p in pods)
+    try:
+        d.wait_ready(60)
+        wait_until(lambda: all(spec(api, "default", n) for n in names), 60)
+        d.close()
+        api.set_phase("default", names[0], "Succeeded")
+        api.set_phase("default", names[1], "Failed")
+        d.start()
+        wait_until(lambda: released(jobs[:2]), 60)
+        assert all(cloud.count_ports(device_id=p["metadata"]["uid"]) == 1
+                   for p in jobs[2:])
+        cloud.set_port_quota(cloud.ports_used())    # the jobs hold the last
+        wait_until(lambda: not_ready(d), 30)
+        late = unique("late")
+        api.add_pod("default", late, "node-a")
+        for name in names[2:]:
+            api.set_phase("default", name, "Succeeded")
+        note = wait_until(lambda: spec(api, "default", late), 60)
+        wait_until(lambda: released(jobs), 30)
+        [port] = cloud.ports(device_id=api.pods[("default", late)][
+            "metadata"]["uid"])
+        assert note["portId"] == port["id"]
+        d.wait_ready(30)
+        assert d.status()["handlerFailures"] == 0
+    finally:
+        cloud.set_port_quota(500)
         d.close()
         delete_ports(cloud, tags=our_tag(api))
 

@@ -70,7 +70,7 @@ def test_finished_pods_give_their_ports_back(tmp_path: Path,
         assert cloud.podport("default", "next") is None
         finish(cloud, done)
         spec = wait_until(lambda: cloud.podport("default", "next"), 30)
-        assert released(cloud, done)
+        wait_until(lambda: released(cloud, done), 10)
         [port] = cloud.neutron.ports.values()
         assert spec["portId"] == port["id"]
         assert cloud.neutron.counts()["DELETE /v2.0/ports/{id}"] == 4
@@ -96,7 +96,7 @@ def test_a_restart_releases_what_finished_pods_hold(tmp_path: Path,
     try:
         again.start()
         spec = wait_until(lambda: cloud.podport("default", "next"), 30)
-        assert released(cloud, done)
+        wait_until(lambda: released(cloud, done), 10)
         [port] = cloud.neutron.ports.values()
         assert spec["portId"] == port["id"]
         # Each released once, through two more resyncs (2 s apart).
