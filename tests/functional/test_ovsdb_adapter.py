@@ -1,8 +1,9 @@
 """The OVSDB adapter against a real ovsdb-server (a private one, no
 ovs-vswitchd): one transaction per port, updated in place, the monitor of
-our own Interfaces only and a wait woken by its updates, a hung server
-bounded, a restarted one reconnected, and a forked child that never uses
-its parent's connection."""
+our own Interfaces only and a wait woken by its updates, our Interfaces
+asked of the database itself, a hung server bounded, a restarted one
+reconnected, and a forked child that never uses its parent's
+connection."""
 from __future__ import annotations
 
 import json
@@ -97,6 +98,27 @@ def test_the_monitor_holds_ours_only_and_wakes_a_wait(ovs: PrivateOVS,
         row = db.wait_interface("ksv000000000004", installed, 5)
         assert row is not None and time.monotonic() - started < 2
         assert db.node()["ovn-remote"] == "unix:/sb.sock"
+    finally:
+        db.close()
+
+
+def test_our_interfaces_asked_of_the_database(ovs: PrivateOVS,
+                                             bridge: str) -> None:
+    """Ours only, the rows the monitor has (same ``_uuid``), and a port
+    deleted is gone from the answer at once."""
+    db = Ovsdb(ovs.connection, 2.0, bridge=bridge)
+    try:
+        ovs.vsctl("--no-wait", "add-port", bridge, "foreign1", "--", "set",
+                  "Interface", "foreign1", "external_ids:iface-id=x")
+        db.add_port(bridge, "ksv000000000005", ids("p5"), 1400)
+        [row] = db.our_interfaces_now()
+        assert row["name"] == "ksv000000000005"
+        assert row["external_ids"] == ids("p5")
+        assert row["ofport"] is None            # no ovs-vswitchd here
+        seen = db.wait_interface("ksv000000000005", lambda r: True, 2)
+        assert seen is not None and seen["_uuid"] == row["_uuid"]
+        ovs.vsctl("--no-wait", "del-port", bridge, "ksv000000000005")
+        assert db.our_interfaces_now() == []
     finally:
         db.close()
 

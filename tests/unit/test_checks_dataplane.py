@@ -1,9 +1,12 @@
 """The data-plane readiness checks beside ``ovsdb`` (``ovn-controller``,
 ``flows``, ``datapath``) against stand-ins of the daemons' control sockets
 (real Unix sockets speaking ``ovs-appctl``'s JSON-RPC) and of the held
-OVSDB connection; and ``bridge`` against injected links. The real switch
-and its flows: ``tests/functional/test_dataplane_checks.py``; the real
-OVN: ``tests/functional/test_ovn_health.py``."""
+OVSDB connection; ``flows`` also with the switch's flow counts injected,
+as pods come and go between its reads; and ``bridge`` against injected
+links. The real switch and its flows:
+``tests/functional/test_dataplane_checks.py``; the real OVN:
+``tests/functional/test_ovn_health.py`` and, pods coming and going,
+``tests/functional/test_ovn_churn.py``."""
 from __future__ import annotations
 
 import time
@@ -19,6 +22,7 @@ from kuryr_supervisor.conf import binding as binding_conf
 from kuryr_supervisor.health.checks.base import Kind, Sort
 from kuryr_supervisor.health.checks.bridge import BridgeCheck
 from kuryr_supervisor.health.checks.ovn import (
+    SETTLE,
     DatapathCheck,
     FlowsCheck,
     OvnControllerCheck,
@@ -38,13 +42,18 @@ DPIF = """netdev@ovs-netdev: hit:15 missed:21
 
 
 class Db:
-    """What the checks ask of the held connection."""
+    """What the checks ask of the held connection: ``rows`` as its
+    monitor has them, ``now`` as the database has them when asked (None:
+    the same)."""
 
     def __init__(self) -> None:
         self.ids: dict[str, str] = {"ovn-remote": "unix:/sb.sock",
                                     "system-id": "node-a"}
         self.rows: list[dict[str, Any]] = []
+        self.now: list[dict[str, Any]] | None = None
         self.error: Exception | None = None
+        self.now_error: Exception | None = None
+        self.asked = 0
 
     def node(self) -> dict[str, str]:
         if self.error is not None:
@@ -55,6 +64,13 @@ class Db:
         if self.error is not None:
             raise self.error
         return [dict(r) for r in self.rows]
+
+    def our_interfaces_now(self) -> list[dict[str, Any]]:
+        self.asked += 1
+        if self.error or self.now_error:
+            raise self.error or self.now_error    # type: ignore[misc]
+        return [dict(r) for r in (self.rows if self.now is None
+                                  else self.now)]
 
 
 @pytest.fixture
@@ -154,6 +170,142 @@ def test_flows_processed_and_installed_ports(rundir: Path) -> None:
                                          f"{rundir}/br-int.mgmt")
     finally:
         ctl.close()
+
+
+def iface(name: str, row: str, ofport: int, *,
+          installed: bool = True) -> dict[str, Any]:
+    """One of our Interfaces as the database has it."""
+    ids = {"kuryr-supervisor": "cni", "iface-id": f"port-{name}"}
+    if installed:
+        ids["ovn-installed"] = "true"
+    return {"_uuid": row, "name": name, "ofport": ofport,
+            "external_ids": ids}
+
+
+STAY, GOING = "ksv00000000aaaa", "ksv00000000bbbb"
+
+
+class Switch:
+    """The switch's flow counts (ofport -> flows), each read recorded;
+    ``on_read`` runs before a read answers (what happens meanwhile)."""
+
+    def __init__(self, flows: dict[int, int]) -> None:
+        self.flows = flows
+        self.reads: list[list[int]] = []
+        self.on_read: list[Any] = []
+
+    def __call__(self, ofports: Any) -> dict[int, int]:
+        self.reads.append(list(ofports))
+        if self.on_read:
+            self.on_read.pop(0)()
+        return {p: self.flows.get(p, 0) for p in ofports}
+
+
+def churned(rundir: Path, meanwhile: Any = None
+            ) -> tuple[Db, Switch, list[float], FlowsCheck]:
+    """Two installed ports with their flows (STAY on ofport 5, GOING on 6),
+    as the monitor and the database have them; ``meanwhile(db)`` runs
+    during the check's pause."""
+    conf, db, held = make(rundir)
+    db.rows = [iface(STAY, "row-a", 5), iface(GOING, "row-b", 6)]
+    switch = Switch({5: 3, 6: 2})
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        if meanwhile is not None:
+            meanwhile(db)
+    return db, switch, slept, FlowsCheck(conf, held, counts=switch,
+                                         sleep=sleep)
+
+
+def test_flows_a_pod_deleted_between_the_reads_is_not_counted(
+        rundir: Path) -> None:
+    """The race a pod's DEL made: the monitor still has its port
+    installed when the flows are read, but the DEL committed meanwhile
+    and ovn-controller took the flows away; the database, asked after,
+    has the row gone: not counted, no pause, nothing failed."""
+    db, switch, slept, check = churned(rundir)
+    assert check.run(0).message == "br-int holds the flows of all 2 ports " \
+                                   "OVN installed"
+    assert db.asked == 0            # every port had its flows: no look
+
+    def deleted() -> None:
+        db.now = [r for r in db.rows if r["name"] != GOING]
+        switch.flows.pop(6, None)
+    switch.on_read.append(deleted)
+    result = check.run(0)
+    assert result.ok, result.message
+    assert result.message == "br-int holds the flows of all 1 ports OVN " \
+                             "installed"
+    assert switch.reads == [[5, 6], [5, 6]] and db.asked == 1
+    assert slept == []
+
+    # Only the pod going was installed: nothing of ours left to count.
+    db.rows, db.now = [iface(GOING, "row-b", 6)], None
+    switch.on_read.append(deleted)
+    assert check.run(0).message == "no port of ours installed by OVN yet"
+
+
+def test_flows_a_port_made_again_or_reused_is_not_counted(
+        rundir: Path) -> None:
+    """The port read is gone and another row has its name (an ADD again,
+    not installed yet) or its ofport (another port's ADD): neither is the
+    port read, which had its flows until it went."""
+    db, switch, slept, check = churned(rundir)
+    switch.flows.pop(6)
+    db.now = [iface(STAY, "row-a", 5), iface(GOING, "row-c", 6,
+                                              installed=False)]
+    assert check.run(0).ok
+    db.now = [iface(STAY, "row-a", 5), iface("ksv00000000cccc", "row-c", 6)]
+    assert check.run(0).ok
+    # The same row, but its ofport another (never: still not counted).
+    db.now = [iface(STAY, "row-a", 5), iface(GOING, "row-b", 7)]
+    assert check.run(0).ok
+    assert slept == []
+
+
+def test_flows_a_released_port_marked_a_moment_later_is_not_counted(
+        rundir: Path) -> None:
+    """ovn-controller took a released port's flows away (its Neutron port
+    deleted, its iface-id repointed) and takes its ovn-installed mark away
+    in a later write: still marked at the first look, not at the second,
+    SETTLE s later."""
+    released = [iface(STAY, "row-a", 5), iface(GOING, "row-b", 6,
+                                                installed=False)]
+    db, switch, slept, check = churned(
+        rundir, lambda db: setattr(db, "now", released))
+    switch.flows.pop(6)
+    result = check.run(0)
+    assert result.ok, result.message
+    assert slept == [SETTLE]
+    assert switch.reads == [[5, 6], [6]] and db.asked == 2
+
+
+def test_flows_a_port_that_lost_its_flows_fails_within_the_run(
+        rundir: Path) -> None:
+    """The port is still there, installed, the same row, at both looks,
+    and has no flows at either: failed, named, in this run."""
+    db, switch, slept, check = churned(rundir)
+    switch.flows.pop(6)
+    result = check.run(0)
+    assert not result.ok
+    assert result.message == (f"br-int has no flows for 1 of 2 ports OVN "
+                              f"installed ({GOING}): their pods have no "
+                              "network")
+    assert result.value == 1.0
+    assert slept == [SETTLE] and switch.reads == [[5, 6], [6]]
+    # Its flows back by the second look (ovn-controller reinstalled them):
+    # fine.
+    switch.on_read = [lambda: None, lambda: switch.flows.update({6: 2})]
+    assert check.run(0).ok
+    # The database cannot be asked after the flow read: cannot tell.
+    switch.flows.pop(6)
+    db.now_error = ovsdb.OvsdbUnavailable("OVSDB unix:x: no answer within "
+                                          "3 s")
+    result = check.run(0)
+    assert not result.ok and result.message == (
+        "cannot tell: OVSDB unix:x: no answer within 3 s")
 
 
 def test_datapath(rundir: Path) -> None:

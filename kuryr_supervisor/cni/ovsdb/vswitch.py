@@ -124,6 +124,19 @@ class Ovsdb:
                 "external_ids": decode(Kind.MAP, row["external_ids"]),
                 "mtu_request": decode(Kind.OPTIONAL, row["mtu_request"])}
 
+    def our_interfaces_now(self) -> list[Row]:
+        """Every Interface of ours as the database has it now (``_uuid``,
+        name, external_ids, ofport): asked, not the monitor's, so a row
+        whose deletion committed before the call is never in it, however
+        late the monitor's update comes."""
+        [found] = self.db.transact(_select(
+            "Interface", list(_ours()),
+            ["_uuid", "name", "external_ids", "ofport"]))
+        return [{"_uuid": decode(Kind.ATOM, r["_uuid"]), "name": r["name"],
+                 "external_ids": decode(Kind.MAP, r["external_ids"]),
+                 "ofport": decode(Kind.OPTIONAL, r["ofport"])}
+                for r in found.get("rows", [])]
+
     def marked(self, key: str, value: str) -> list[str]:
         """Names of the Interfaces whose external_ids has key=value."""
         [found] = self.db.transact(_select(
