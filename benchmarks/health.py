@@ -29,9 +29,16 @@ every 2 s, and every 60 s). Figures:
   Event: each turn to bad counted once; goal 0); the canary's CPU (its
   agent, prober and responder threads) against its HealthManager's, in
   % of a core (goal 1 %); Kubernetes API writes per node per hour, every
-  client's (goal 60: one a minute).
+  client's (goal 60: one a minute);
+* **churn**: pods ADDed and DELeted on one healthy node, four pairs at a
+  time, for three minutes (tests/fixtures/ovn/churn.py, as
+  tests/functional/test_ovn_churn.py does it for 40 pairs), while CNI
+  STATUS is asked of it through the shim and its readiness read, five
+  times a second each: failed STATUS calls and turns of readiness to not
+  ready (goal 0 each), the pairs done, and the node's Node condition
+  (still healthy at the end: no fault Event).
 
-``--quick``: one repetition, one minute of steady state.
+``--quick``: one repetition, one minute of steady state, 30 s of churn.
 """
 from __future__ import annotations
 
@@ -287,6 +294,34 @@ def _steady(ctx: Context, cluster: Any, stack: Any, seconds: float
             "writes_by_kind": by_path}
 
 
+#: ADD/DEL pairs at a time in the churn phase.
+CHURN_AT_ONCE = 4
+
+
+def _churn(cluster: Any, stack: Any, seconds: float) -> dict[str, Any]:
+    """Pods coming and going on the first node for ``seconds``, its STATUS
+    and readiness watched meanwhile (see the module)."""
+    from tests.fixtures.ovn import health
+    from tests.fixtures.ovn.churn import Watch, churn
+    node = stack.fabric.nodes[0]
+    wall0 = time.time()
+    watch = Watch(cluster, node).start()
+    try:
+        done = churn(cluster, node, seconds=seconds, at_once=CHURN_AT_ONCE)
+    finally:
+        watch.stop()
+    told = [f"{r} {n}" for r, n, _ in health.events(cluster, wall0)
+            if r in ("NodeNetworkFault", "ClusterNetworkFault")]
+    return {"seconds": done.seconds, "pairs": done.pairs,
+            "errors": done.errors, "status_calls": watch.status_calls,
+            "failed_status": [(round(t, 2), c, m)
+                              for t, c, m in watch.failed_status],
+            "ready_reads": watch.ready_calls,
+            "flips": [(round(t, 2), b) for t, b in watch.flips],
+            "events": told,
+            "condition": health.conditions(cluster, node)[0]}
+
+
 def run(ctx: Context) -> Outcome:
     from tests.fixtures.ovn import health
     from tests.fixtures.ovn.stack import OvnStack, wait_for
@@ -317,11 +352,14 @@ def run(ctx: Context) -> Outcome:
             steady = _steady(ctx, cluster, stack,
                              ctx.scale(600.0, 60.0))
             raw["steady"] = steady
+            churned = _churn(cluster, stack, ctx.scale(180.0, 30.0))
+            raw["churn"] = churned
             local = _local(cluster, stack, reps, notes)
             raw["local"] = local
             wide = _cluster_wide(cluster, stack, max(1, reps // 2), notes)
             raw["cluster"] = wide
         figures += _figures(local, wide, steady)
+        figures += _churn_figures(churned)
         figures.append(Figure(
             NAME, "canary CPU, idle (nothing polling), worst node",
             max(quiet["canary_cpu_percent"]), "% core",
@@ -336,6 +374,16 @@ def run(ctx: Context) -> Outcome:
             f"{k} {v}" for k, v in sorted(steady["writes_by_kind"].items())))
         if steady["alarms"]:
             notes.append("false alarms: " + "; ".join(steady["alarms"][:10]))
+        notes.append(
+            f"churn: {churned['pairs']} ADD/DEL pairs, {CHURN_AT_ONCE} at "
+            f"a time, in {churned['seconds']:.0f} s on one node; "
+            f"{churned['status_calls']} STATUS calls, "
+            f"{churned['ready_reads']} readiness reads; ADD/DEL errors "
+            f"{len(churned['errors'])}; the node's condition after "
+            f"{churned['condition']}, fault Events {churned['events']}")
+        for kind in ("failed_status", "flips", "errors"):
+            if churned[kind]:
+                notes.append(f"churn {kind}: {churned[kind][:5]}")
     finally:
         if cluster is not None:
             cluster.close()
@@ -343,6 +391,19 @@ def run(ctx: Context) -> Outcome:
             stack.close()
         cloud.close()
     return Outcome(figures, raw=raw, notes=notes)
+
+
+def _churn_figures(churned: dict[str, Any]) -> list[Figure]:
+    minutes = churned["seconds"] / 60
+    return [
+        Figure(NAME, f"churn ({minutes:.1f} min): failed CNI STATUS calls",
+               float(len(churned["failed_status"])), "count",
+               float(churned["status_calls"]), "calls made", goal=0.0),
+        Figure(NAME, f"churn ({minutes:.1f} min): readiness turned not "
+                     "ready", float(len(churned["flips"])), "count",
+               float(churned["ready_reads"]), "reads made", goal=0.0),
+        Figure(NAME, "churn: ADD/DEL pairs per minute, one node",
+               churned["pairs"] / minutes if minutes else 0.0, "pairs")]
 
 
 def _figures(local: dict[str, dict[str, list[float]]],
