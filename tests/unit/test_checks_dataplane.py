@@ -259,7 +259,8 @@ def test_flows_a_port_made_again_or_reused_is_not_counted(
     assert check.run(0).ok
     db.now = [iface(STAY, "row-a", 5), iface("ksv00000000cccc", "row-c", 6)]
     assert check.run(0).ok
-    # The same row, but its ofport another (never: still not counted).
+    # The same row under another ofport (ovs-vswitchd numbered it again):
+    # the flows asked for were another port's.
     db.now = [iface(STAY, "row-a", 5), iface(GOING, "row-b", 7)]
     assert check.run(0).ok
     assert slept == []
