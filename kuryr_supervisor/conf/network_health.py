@@ -149,6 +149,17 @@ JUDGE_OPTS: list[cfg.Opt] = [
                  mutable=True,
                  help="Seconds between two judgements when no record "
                       "changes (a changed record is judged at once)."),
+    cfg.IntOpt("verdict_lifetime", default=60, min=10, max=600,
+               mutable=True,
+               help="Seconds a verdict the judge writes into a node's "
+                    "record (a cluster-wide fault, which spares the "
+                    "node's CNI STATUS; the node's own fault, which fails "
+                    "its readiness and STATUS) stands without renewal. "
+                    "The judge renews each every half this while it "
+                    "lasts; with the controller gone, the nodes judge "
+                    "alone again this long after the last renewal at "
+                    "most. During a cluster-wide fault that is one write "
+                    "per node every half this."),
     cfg.FloatOpt("resync_interval", default=300.0, min=5.0, mutable=True,
                  help="Seconds between lists of every Node, to set again "
                       "what someone else changed of our conditions and to "

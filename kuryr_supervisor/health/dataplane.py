@@ -7,9 +7,10 @@ named here to reach STATUS and the record:
 * :data:`STATUS_CHECKS`: a failing check makes STATUS fail with its code,
   50 (an ADD cannot be served now: OVSDB unusable, ovn-controller down or
   off the Southbound database) or 51 (the pods already running may have
-  lost their network too: their flows or the datapath are gone); the worst
-  failing check answers, unless it is excused (:mod:`.statushold`: part
-  of a cluster-wide fault);
+  lost their network too: their flows or the datapath are gone, or the
+  network judge finds the node cut off: :mod:`.checks.verdict`); the
+  worst failing check answers, unless it is excused (:mod:`.statushold`:
+  part of a cluster-wide fault);
 * :data:`RECORD_CHECKS`: the local data-plane checks written in the
   record for the controller's judge.
 
@@ -45,9 +46,14 @@ STATUS_CHECKS: dict[str, tuple[int, StatusCause]] = {
     "flows": (51, StatusCause.FLOWS),
     "datapath": (51, StatusCause.DATAPATH),
     "bridge": (50, StatusCause.BRIDGE),
+    "network-verdict": (51, StatusCause.JUDGE),
 }
-#: The local data-plane checks a node reports in its record, in this order.
+#: The local data-plane checks a node reports in its record, in this order
+#: (never the judge's own verdict: it would feed itself).
 RECORD_CHECKS = ("ovn-controller", "flows", "datapath", "ovsdb", "bridge")
+#: Readiness checks the record's ``daemon.ready`` leaves out, for the same
+#: reason.
+NOT_REPORTED = ("network-verdict",)
 
 #: name -> the check's last result (the I/O snapshot's)
 Results = Mapping[str, Result]

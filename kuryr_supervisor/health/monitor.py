@@ -150,6 +150,8 @@ class HealthMonitor:
         self._records: dict[str, _Record] = {}
         self._lock = threading.Lock()
         self._published: tuple[bool, bool] | None = None
+        #: The report last published (None before the first).
+        self.last: Report | None = None
 
     # -- timer side -----------------------------------------------------------
     @property
@@ -214,6 +216,7 @@ class HealthMonitor:
 
     def publish(self) -> Report:
         report = self.evaluate(notify=False)
+        self.last = report
         v = report.verdict
         self.state.publish_overall(live=v.live, ready=v.ready, cause=v.cause,
                                    summary=v.summary)

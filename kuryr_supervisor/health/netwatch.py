@@ -10,33 +10,43 @@ and the published verdict) and never run a check themselves:
   STATUS from it without waiting on anything;
 * the record writer (:mod:`.netrecord`, Kubernetes mode, ``[network_health]
   record``) on another, since an API write may take the client's timeout;
-  with it, what the network judge says of the cluster (:mod:`.clusterview`)
-  on a third, and STATUS spares the checks a cluster-wide fault explains
-  (:mod:`.statushold`);
+  with it, the watch of the node's own record (:mod:`.recordfollow`) on a
+  third, which tells the judge's word (:mod:`.clusterview`) and the
+  canary's assignment the moment the controller writes them: STATUS
+  spares the checks a cluster-wide fault explains (:mod:`.statushold`),
+  and the ``network-verdict`` check (:mod:`.checks.verdict`) fails while
+  the judge holds the node's own network broken;
 * with the OVS binding, the canary's agent (:mod:`.canary`) on a fourth:
   it plugs the canary port the controller made for the node and aims its
   prober; the record carries what the prober found.
 
-:func:`from_conf` builds and starts them for the CNI role.
+:func:`cluster_view` builds the judge's view for the CNI role (before the
+checks, which include its check); :func:`from_conf` builds and starts the
+rest.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oslo_config import cfg
 
 from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
-from kuryr_supervisor.health.dataplane import Results, status_answer
-from kuryr_supervisor.health.monitor import HealthMonitor
+from kuryr_supervisor.health.clusterview import ClusterView
+from kuryr_supervisor.health.dataplane import (
+    NOT_REPORTED,
+    Results,
+    status_answer,
+)
+from kuryr_supervisor.health.monitor import HealthMonitor, verdict
 from kuryr_supervisor.health.pollloop import PollLoop
-from kuryr_supervisor.state import SharedState, StatusCause
+from kuryr_supervisor.state import Overall, SharedState, StatusCause
 from kuryr_supervisor.state.cnistatus import Excuse, StatusBoard
 
 if TYPE_CHECKING:
     from kuryr_supervisor.health.canary.agent import CanaryAgent
-    from kuryr_supervisor.health.clusterview import ClusterView
     from kuryr_supervisor.health.statushold import StatusHold
 
 LOG = logging.getLogger(__name__)
@@ -86,17 +96,24 @@ class StatusFlags:
         self._last = answer
 
 
+class Loop(Protocol):
+    """A thread of its own beside the HealthManager's loop."""
+
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+
+
 class NetworkWatch:
     """The flags' loop and the others given (the record writer's, the
-    cluster view's), and the canary's (:mod:`.canary`) if the node has
+    record's watch), and the canary's (:mod:`.canary`) if the node has
     one."""
 
-    def __init__(self, flags: StatusFlags, loops: Sequence[PollLoop] = (),
+    def __init__(self, flags: StatusFlags, loops: Sequence[Loop] = (),
                  *, canary: CanaryAgent | None = None,
                  interval: float = INTERVAL) -> None:
         self.flags, self.canary = flags, canary
-        self._loops = [PollLoop(flags.update, interval=interval,
-                                name="net-status"), *loops]
+        self._loops: list[Loop] = [PollLoop(flags.update, interval=interval,
+                                            name="net-status"), *loops]
         if canary is not None:
             self._loops.append(PollLoop(canary.step, interval=CANARY_INTERVAL,
                                         name="canary"))
@@ -125,56 +142,87 @@ def snapshot_results(monitor: HealthMonitor) -> Callable[[], Results]:
     return results
 
 
-def canary_from_conf(monitor: HealthMonitor, conf: cfg.ConfigOpts,
-                     client: Any, view: ClusterView) -> CanaryAgent | None:
+def reported(monitor: HealthMonitor,
+             overall: Callable[[], Overall]) -> Callable[[], Overall]:
+    """The daemon's verdict as its record reports it: the published one,
+    its readiness without the checks the record never counts
+    (:data:`~.dataplane.NOT_REPORTED`: the judge's own verdict on the
+    node, which would otherwise keep itself up)."""
+    def reading() -> Overall:
+        published, last = overall(), monitor.last
+        if last is None or published.checked_at <= 0:
+            return published
+        own = verdict(last.checks, exclude=NOT_REPORTED)
+        return dataclasses.replace(published, ready=own.ready,
+                                   summary=own.summary)
+    return reading
+
+
+def canary_from_conf(monitor: HealthMonitor,
+                     conf: cfg.ConfigOpts) -> CanaryAgent | None:
     """The node's canary (the OVS binding, ``[network_health] canary``),
-    over the ``ovsdb`` check's held connection, telling ``view`` what it
-    reads; None when it cannot be had (said once: the rest goes on
-    without it)."""
+    over the ``ovsdb`` check's held connection; None when it cannot be
+    had (said once: the rest goes on without it)."""
     check = monitor.find("ovsdb")
     if conf.binding.driver != "ovs" or not conf.network_health.canary or \
             not isinstance(check, OvsdbCheck):
         return None
     from kuryr_supervisor.health.canary import agent
+    from kuryr_supervisor.kubernetes.config import node_name
     try:
-        return agent.from_conf(conf, client, client.node, check.db,
-                               seen=view.take)
+        return agent.from_conf(conf, node_name(conf), check.db)
     except OSError as exc:
         LOG.warning("no canary on this node: %s", exc)
         return None
 
 
+def cluster_view(conf: cfg.ConfigOpts) -> ClusterView | None:
+    """The judge's word on this node: for the CNI role with the record
+    (Kubernetes mode, ``[network_health] record``); None otherwise (no
+    judge is heard: STATUS says what the checks say)."""
+    from kuryr_supervisor.kubernetes import config
+    if conf.role != "cni" or not conf.network_health.record or \
+            not config.is_configured(conf):
+        return None
+    return ClusterView(config.node_name(conf))
+
+
 def from_conf(monitor: HealthMonitor, state: SharedState,
-              conf: cfg.ConfigOpts) -> NetworkWatch | None:
-    """Started network duties for the CNI role; None in the controller's.
-    Without the record (standalone, or ``[network_health] record`` off)
-    no judge is heard: STATUS says what the checks say."""
+              conf: cfg.ConfigOpts, view: ClusterView | None
+              ) -> NetworkWatch | None:
+    """Started network duties for the CNI role (``view``: its
+    :func:`cluster_view`, None without the record); None in the
+    controller's."""
     if conf.role != "cni":
         return None
     results = snapshot_results(monitor)
-    loops: list[PollLoop] = []
+    loops: list[Loop] = []
     canary = hold = None
-    from kuryr_supervisor.kubernetes import client as k8s
-    if conf.network_health.record and k8s.is_configured(conf):
-        from kuryr_supervisor.health.clusterview import INTERVAL as VIEW
-        from kuryr_supervisor.health.clusterview import ClusterView
+    if view is not None:
         from kuryr_supervisor.health.dataplane import ReportSource
         from kuryr_supervisor.health.netrecord import RecordWriter, record_loop
+        from kuryr_supervisor.health.recordfollow import RecordFollower
         from kuryr_supervisor.health.statushold import StatusHold
+        from kuryr_supervisor.kubernetes import client as k8s
         client = k8s.K8sClient.from_conf(conf)
         opts = conf.network_health
-        view = ClusterView(client, client.node)
-        canary = canary_from_conf(monitor, conf, client, view)
+        canary = canary_from_conf(monitor, conf)
+        told = [view.take] + ([canary.take] if canary is not None else [])
+
+        def seen(obj: Mapping[str, Any] | None) -> None:
+            for tell in told:
+                tell(obj)
         loops.append(record_loop(RecordWriter(
             client, client.node, ReportSource(
-                state.overall, results,
+                reported(monitor, state.overall), results,
                 probes=canary.results if canary is not None else None,
                 lost=state.lost_ports.read),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),
-            counted=state.cni_status.count_write, seen=view.take,
+            counted=state.cni_status.count_write, seen=seen,
             absent=view.absent)))
-        loops.append(PollLoop(view.step, interval=VIEW, name="cluster-view"))
+        loops.append(RecordFollower(client, client.node, seen,
+                                    backoff_max=float(conf.watcher.backoff_max)))
         hold = StatusHold(view, lambda: float(opts.status_hold))
     return NetworkWatch(StatusFlags(state.cni_status, results, hold=hold),
                         loops, canary=canary).start()

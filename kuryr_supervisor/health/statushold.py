@@ -10,8 +10,10 @@ So, with a network judge (:class:`~.clusterview.ClusterView`), a failing
 check is **excused**:
 
 * ``CLUSTER`` while the judge has declared a cluster-wide fault whose
-  kind is the check's name (the check's failure is the cloud's fault,
-  not the node's; the judge changes no condition either);
+  kind is the check's name and the declaration stands (renewed within its
+  lifetime: a judge that is gone excuses nothing for long; the check's
+  failure is the cloud's fault, not the node's; the judge changes no
+  condition either);
 * ``HELD`` for ``[network_health] status_hold`` seconds from its first
   failure when its cause is one every node typically meets at once
   (:attr:`Result.shared <kuryr_supervisor.health.checks.base.Result.
@@ -23,10 +25,8 @@ check is **excused**:
 An excused check still fails readiness, naming its cause, and ADDs fail
 with code 11 naming it (the port is never installed); only STATUS, and so
 the Node's ``Ready``, is spared. A node the judge does not judge (no
-controller, standalone) excuses nothing. While a check fails, the view is
-asked to read the record every :data:`FAST` seconds during a hold and
-every :data:`SLOW` seconds otherwise (a verdict declared late, a
-cluster-wide fault over).
+controller, standalone) excuses nothing. The view learns each verdict the
+moment it is written (the record's watch): nothing here asks for it.
 
 Pure but for the clock and the view: tested with plain values.
 """
@@ -41,11 +41,6 @@ from kuryr_supervisor.health.dataplane import STATUS_CHECKS, Results
 from kuryr_supervisor.state.cnistatus import Excuse
 
 LOG = logging.getLogger(__name__)
-
-#: Seconds between the view's reads during a hold, and otherwise while a
-#: check fails.
-FAST, SLOW = 1.0, 10.0
-
 
 class StatusHold:
     """See the module; a call is one look (name -> excuse)."""
@@ -63,17 +58,15 @@ class StatusHold:
         failing = {(name, results[name].shared) for name in STATUS_CHECKS
                    if name in results and not results[name].ok}
         self._since = {key: self._since.get(key, now) for key in failing}
-        judged, verdict = self.view.judged, self.view.verdict
+        judged, fault = self.view.judged, self.view.cluster_fault()
         hold = float(self._hold())
         out: dict[str, Excuse] = {}
         for name, shared in failing:
-            if judged and verdict.fault == name:
+            if judged and fault == name:
                 out[name] = Excuse.CLUSTER
             elif shared and judged is not False and \
                     now - self._since[(name, shared)] < hold:
                 out[name] = Excuse.HELD
-        self.view.want(FAST if Excuse.HELD in out.values() else
-                       SLOW if failing else None)
         self._tell(out, hold)
         return out
 

@@ -24,6 +24,11 @@ def _path(name: str = "") -> str:
     return f"{path}/{quote(name, '')}" if name else path
 
 
+def _named(name: str) -> list[tuple[str, str]]:
+    """The query that selects one record by name (none: every record)."""
+    return [("fieldSelector", f"metadata.name={name}")] if name else []
+
+
 class NodeNetworkCalls(K8sTransport):
     """NodeNetwork calls, mixed into :class:`~.client.K8sClient`."""
 
@@ -69,10 +74,12 @@ class NodeNetworkCalls(K8sTransport):
         return True
 
     def page_nodenetworks(self, resource_version: str = "", *, limit: int,
-                          token: str = "") -> tuple[list[dict[str, Any]], str, str]:
-        """One page of every record: (raw objects, the list's version, the
-        next page's token or "")."""
-        query: list[tuple[str, str]] = [("limit", str(limit))]
+                          token: str = "", name: str = ""
+                          ) -> tuple[list[dict[str, Any]], str, str]:
+        """One page of every record (``name``: of that one only): (raw
+        objects, the list's version, the next page's token or "")."""
+        query: list[tuple[str, str]] = [("limit", str(limit)),
+                                        *_named(name)]
         if token:
             query.append(("continue", token))
         elif resource_version:
@@ -84,10 +91,12 @@ class NodeNetworkCalls(K8sTransport):
                 str(meta.get("continue") or ""))
 
     def watch_nodenetworks(self, resource_version: str,
-                           decode: Callable[[Mapping[str, Any]], Any]
-                           ) -> WatchStream:
-        """A bounded watch of every record, events decoded with ``decode``."""
+                           decode: Callable[[Mapping[str, Any]], Any],
+                           name: str = "") -> WatchStream:
+        """A bounded watch of every record (``name``: of that one only),
+        events decoded with ``decode``."""
         raw = self._request("GET", _path(), query=[
+            *_named(name),
             ("watch", "true"), ("resourceVersion", resource_version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", self.watch_timeout)],

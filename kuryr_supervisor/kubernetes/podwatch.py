@@ -93,11 +93,13 @@ class PodWatch:
                  on_error: Callable[[str], None] = lambda kind: None,
                  rng: random.Random | None = None,
                  cache_relist: bool = True,
-                 wake_in: Callable[[], float] = lambda: _FOREVER) -> None:
+                 wake_in: Callable[[], float] = lambda: _FOREVER,
+                 what: str = "") -> None:
         """``on_relist`` hears of every complete list, ``on_error`` of every
         failed list or watch by kind (gone, temporary, permanent, other):
         the Watcher counts them for ``/metrics``. ``rng`` and
-        ``cache_relist`` are hooks for tests and the fleet benchmark."""
+        ``cache_relist`` are hooks for tests and the fleet benchmark;
+        ``what`` names what is watched in the log (this node's pods)."""
         self.source, self.sink = source, sink
         self.on_relist, self.on_error = on_relist, on_error
         self.heartbeat, self.heartbeat_interval = heartbeat, heartbeat_interval
@@ -113,6 +115,7 @@ class PodWatch:
         self.cache_relist = cache_relist
         self._last_seen = ""       # newest resourceVersion seen, for relists
         self._list_expired = False  # the last list was refused with 410
+        self.what = what
 
     def list_version(self) -> str:
         """The resourceVersion the next list asks for (see the module doc)."""
@@ -137,7 +140,10 @@ class PodWatch:
         self.on_relist()
         if not self.synced:
             self.synced = True
-            LOG.info("pod watch synced: %d pods on this node", len(pods))
+            if self.what:
+                LOG.info("%s watch synced: %d listed", self.what, len(pods))
+            else:
+                LOG.info("pod watch synced: %d pods on this node", len(pods))
             self.on_synced()
         else:
             LOG.debug("relisted %d pods at %s", len(pods), rv)

@@ -34,6 +34,7 @@ class Cause(enum.IntEnum):
     DATAPATH = 4          # the integration bridge's datapath is gone
     BRIDGE = 5            # the Linux bridge is missing or down
     OTHER = 6
+    JUDGE = 7             # the network judge holds this node's network broken
 
 
 class Excuse(enum.IntEnum):

@@ -41,6 +41,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor.health import httpserver, netwatch, nodeevents
 from kuryr_supervisor.health.checks import Check, default_checks
+from kuryr_supervisor.health.checks.verdict import VerdictCheck
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
@@ -120,6 +121,11 @@ class HealthManagerWorker(Worker):
         extra = list(self._extra)
         if self._factory is not None:
             extra.extend(self._factory(self.state, self.conf))
+        # The judge's word on this node (the CNI role with the record):
+        # its check among the others, its feeds started with the rest.
+        view = netwatch.cluster_view(self.conf)
+        if view is not None:
+            extra.append(VerdictCheck(view))
         checks = self._base_checks(self.state, self.conf, self._master_pid,
                                    extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
@@ -133,7 +139,8 @@ class HealthManagerWorker(Worker):
         # checked yet" for an I/O check that answers within a heartbeat.
         self.monitor.tick(wait=self.heartbeat_interval)
         # STATUS flags and the node's record, off this loop's thread.
-        self._network = netwatch.from_conf(self.monitor, self.state, self.conf)
+        self._network = netwatch.from_conf(self.monitor, self.state, self.conf,
+                                           view)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         network = self._network.status if self._network is not None \

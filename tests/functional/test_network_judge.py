@@ -122,8 +122,13 @@ def test_uninstall_releases_every_condition(judge: Daemon,
     judge.wait_ready()
     write(cloud, "node-d", ok=False)
     wait_until(lambda: cond(cloud, "node-d").get("status") == "False", 10)
+    # The judge's verdict on node-d is in its record, nobody else's.
+    wait_until(lambda: "node" in cloud.api.nodenetworks["node-d"]["spec"][
+        "cluster"], 5)
+    assert cloud.api.nodenetworks["node-d"]["spec"]["cluster"]["node"][
+        "reason"] == "KuryrLocalCheckFailed"
     assert all(cloud.api.nodenetworks[n]["spec"]["cluster"] == {}
-               for n in NODES)
+               for n in NODES if n != "node-d")
     judge.signal(signal.SIGTERM)
     assert judge.wait_exit(30) == 0
     # The judge's word is gone from the records: no node spares its STATUS.

@@ -164,7 +164,9 @@ def fault_of(stack: OvnStack, name: str, at: int) -> Fault:
 def local_fault(stack: OvnStack, cluster: Cluster, fault: Fault, *,
                 reason: str, check: str | None, code: int) -> None:
     """Inject, see the node's signals and its conditions turn, keep it
-    :data:`HOLD` s, undo, see all of it clear; the other nodes untouched."""
+    :data:`HOLD` s, undo, see all of it clear; the other nodes untouched
+    (ready, STATUS success, healthy). ``seen`` records how long the node's
+    STATUS took to turn, and everything to clear after the undo."""
     healthy(cluster, stack)
     name, node, undo = fault.name, fault.node, fault.undo
     assert node is not None
@@ -181,6 +183,7 @@ def local_fault(stack: OvnStack, cluster: Cluster, fault: Fault, *,
                  lambda: f"STATUS {code} on {node.name}: "
                          f"{status(cluster, node)}")
         seen["status"] = status(cluster, node)
+        seen["status_after_s"] = round(time.time() - start, 1)
         wait_for(lambda: conditions(cluster, node) == (
             ("False", reason), ("True", nc.REASON_FAULT)), 40,
             lambda: f"{node.name} marked {reason}: "
@@ -194,9 +197,13 @@ def local_fault(stack: OvnStack, cluster: Cluster, fault: Fault, *,
         time.sleep(HOLD)
         for other in others:
             assert conditions(cluster, other)[0] == ("True", OWN)
+            assert ready(cluster, other)[0], ready(cluster, other)
+            assert status(cluster, other) == (0, ""), other.name
     finally:
+        undone = time.time()
         undo()
     healthy(cluster, stack)
+    seen["clear_after_s"] = round(time.time() - undone, 1)
     assert conditions(cluster, node)[1] == ("False", nc.REASON_RECOVERED)
     told = events(cluster, start)
     seen["events"] = [(r, n) for r, n, _ in told]
@@ -239,8 +246,20 @@ def test_br_int_flows_deleted(stack: OvnStack, cluster: Cluster,
 
 def test_tunnel_endpoint_down(stack: OvnStack, cluster: Cluster,
                               recorder: Recorder) -> None:
+    """Nothing of the node's own fails: the judge finds it cut off from
+    off the node, and tells it in its record; the node's readiness then
+    fails naming the judge's reason and the peers, and STATUS answers 51
+    (its pods may have lost their network), within 10 s; all clear
+    within 45 s of the undo."""
     local_fault(stack, cluster, fault_of(stack, "tunnel endpoint down", 0),
-                reason="KuryrPeersUnreachable", check=None, code=0)
+                reason="KuryrPeersUnreachable", check="network-verdict",
+                code=51)
+    seen = SEEN["tunnel endpoint down"]
+    assert "KuryrPeersUnreachable" in seen["readiness"]
+    assert "peers that other nodes reach" in seen["readiness"]
+    assert "KuryrPeersUnreachable" in seen["status"][1]
+    assert seen["status_after_s"] <= 10.0, seen
+    assert seen["clear_after_s"] <= 45.0, seen
 
 
 def test_canary_port_deleted(stack: OvnStack, cluster: Cluster,

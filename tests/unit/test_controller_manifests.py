@@ -142,6 +142,7 @@ def test_nodenetwork_crd_matches_the_code() -> None:
 
     from kuryr_supervisor.kubernetes import canaryspec as cs
     from kuryr_supervisor.kubernetes import clusterspec
+    from kuryr_supervisor.kubernetes import netconditions as nc
     from kuryr_supervisor.state.netverdicts import KINDS
     canary = cs.spec("n" * 253, cs.Assignment(
         cs.CanaryPort("p" * nn.MAX_ID, "fa:16:3e:00:00:05",
@@ -152,10 +153,14 @@ def test_nodenetwork_crd_matches_the_code() -> None:
               for i in range(nn.MAX_PEERS)), cs.MAX_INTERVAL))
     longest = max(KINDS, key=len).ljust(63, "x")
     spec = clusterspec.merged(canary, "n" * 253, clusterspec.ClusterVerdict(
-        longest, nn.rfc3339(4e9)))
+        longest, nn.rfc3339(4e9), clusterspec.NodeVerdict(
+            max(nc.CAUSES, key=len), "m" * 300, nn.rfc3339(4e9)),
+        "j" * 300, nn.rfc3339(4e9), clusterspec.MAX_LIFETIME))
     assert clusterspec.verdict({"spec": spec}, "n" * 253).fault == longest
     rule = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert set(spec) == set(rule["properties"])
+    assert set(spec["cluster"]) == set(
+        rule["properties"]["cluster"]["properties"])
     fits(spec, rule, "spec")
     probe = rule["properties"]["probe"]["properties"]
     assert probe["peers"]["maxItems"] == nn.MAX_PEERS

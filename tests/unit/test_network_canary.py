@@ -59,9 +59,11 @@ class World:
             cloud=osa.OpenStack.from_conf(self.conf), clock=self.clock)
         assert handler.cloud is not None and handler.client is not None
         from kuryr_supervisor.controller.network.canaryports import CanaryPorts
+        from kuryr_supervisor.controller.network.known import KnownNodes
         handler.ports = CanaryPorts(
             handler.cloud, handler.client, network_id=self.neutron.network_id,
             subnet_id=self.neutron.subnet["id"])
+        handler.known = KnownNodes(handler.client, clock=self.clock)
         return handler
 
     def sync(self, handler: NetworkCanaryHandler) -> None:
@@ -70,9 +72,12 @@ class World:
         handler.book.replace_all(*RecordSource(handler.client,
                                                page_size=3).list_pods())
 
-    def node_writes(self, node: str, canary: str = "") -> None:
+    def node_writes(self, node: str, canary: str = "", *,
+                    ghost: bool = False) -> None:
         """``node``'s daemon writes its record (its canary up when
-        ``canary`` names the port)."""
+        ``canary`` names the port); its Node exists unless ``ghost``."""
+        if not ghost and node not in self.api.nodes:
+            self.api.add_node(node)
         report = nn.NetworkReport(
             nn.Daemon(True, 1.7e9),
             canary=nn.Canary("10.20.0.9", canary) if canary else None,
@@ -201,6 +206,49 @@ def test_nodes_gone_duplicates_and_a_port_deleted_behind_our_back(
     # Until it is up again nobody probes it.
     assert all("node-b" not in {t.node for t in world.spec(n).peers}
                for n in ("node-a", "node-c"))
+
+
+def test_records_of_no_node_get_no_canary_and_no_place_on_the_ring(
+        world: World) -> None:
+    """Twenty records named after no Node (a hostile or misconfigured
+    daemon): no Neutron port is made for any, none is written a spec or
+    probed, and the real nodes' ports and ring are as without them; a
+    port made for a name whose Node is then deleted is swept."""
+    for node in NODES:
+        world.node_writes(node)
+    ghosts = [f"ghost-{i:02d}" for i in range(20)]
+    for ghost in ghosts:
+        world.node_writes(ghost, ghost=True)
+    handler = world.handler()
+    world.sync(handler)
+    handler.tick()
+    ports = world.canaries()
+    assert set(ports) == set(NODES)
+    for node in NODES:
+        world.node_writes(node, ports[node]["id"])
+    for ghost in ghosts:                # they even claim a canary is up
+        world.node_writes(ghost, ports["node-a"]["id"], ghost=True)
+    world.sync(handler)
+    handler.tick()
+    assert set(world.canaries()) == set(NODES)
+    for ghost in ghosts:
+        assert "canary" not in world.api.nodenetworks[ghost]["spec"]
+        assert "probe" not in world.api.nodenetworks[ghost]["spec"]
+    for node in NODES:
+        assert {t.node for t in world.spec(node).peers} <= set(NODES)
+    # One lookup per ghost, not one per tick.
+    gets = [r for r in world.api.requests
+            if r[1] == "GET" and r[2].startswith("/api/v1/nodes/ghost")]
+    assert len(gets) == len(ghosts)
+    # node-d's Node is deleted (its record lingers): its port is swept at
+    # the next Node list, and nobody probes it.
+    with world.api.cond:
+        del world.api.nodes["node-d"]
+    world.clock.now += 301
+    handler.tick()
+    assert set(world.canaries()) == {"node-a", "node-b", "node-c"}
+    assert all("node-d" not in {t.node for t in world.spec(n).peers}
+               for n in ("node-a", "node-b", "node-c"))
 
 
 def test_the_port_handlers_sweep_never_deletes_a_canary(world: World) -> None:

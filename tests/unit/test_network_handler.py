@@ -4,11 +4,15 @@ write them, the handler's list of them, its judgements, and what the Nodes
 and the Events then say."""
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
+from kuryr_supervisor.kubernetes import clusterspec
 from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.kubernetes import nodenetwork as nn
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.netjudge import (
     NODES,
@@ -222,7 +226,8 @@ def test_the_clusters_verdict_goes_into_every_record_once_per_change(
         world: World) -> None:
     """Every judged record says a judge judges it; a cluster-wide fault
     declared, then over, is written once into each (the nodes it names
-    first), the rest of the spec kept; releasing takes it out."""
+    first), then renewed every half its lifetime while it lasts and no
+    more often, the rest of the spec kept; releasing takes it out."""
     assert world.handler.client is not None
     world.judge_until(105)
     for node in NODES:
@@ -237,13 +242,20 @@ def test_the_clusters_verdict_goes_into_every_record_once_per_change(
     for node in ("node-b", "node-c", "node-d"):
         world.write(node, report(ok=False))
     world.judge_until(300)
-    assert world.handler.state.cluster is not None
+    cluster = world.handler.state.cluster
+    assert cluster is not None
     written = spec_puts(world, before)
     assert sorted(written[:3]) == ["node-b", "node-c", "node-d"]
-    assert sorted(written) == sorted(NODES)          # once each, no more
+    assert sorted(written[:5]) == sorted(NODES)      # declared: once each
+    renewals = (300 - cluster.since) // 30           # then every 30 s
+    assert collections.Counter(written) == {n: 1 + renewals for n in NODES}
     says = {n: world.api.nodenetworks[n]["spec"]["cluster"] for n in NODES}
     assert {v["fault"] for v in says.values()} == {"ovn-controller"}
     assert len({v["since"] for v in says.values()}) == 1
+    wall = 1.8e9 + world.clock.now
+    for v in says.values():
+        assert v["lifetimeSeconds"] == 60 and v["judge"]
+        assert 0 <= wall - nn.epoch(v["renewTime"]) < 30
     assert world.api.nodenetworks["node-e"]["spec"]["canary"] == canary
     # Over after cluster_settle (60 s) calm: written again, once each.
     for node in ("node-b", "node-c", "node-d"):
@@ -251,7 +263,9 @@ def test_the_clusters_verdict_goes_into_every_record_once_per_change(
     before = len(world.api.requests)
     world.judge_until(400)
     assert world.handler.state.cluster is None
-    assert sorted(spec_puts(world, before)) == sorted(NODES)
+    # Renewed through the settling (60 s), then written over once each.
+    after = collections.Counter(spec_puts(world, before))
+    assert set(after) == set(NODES) and max(after.values()) <= 4, after
     for node in NODES:
         assert world.api.nodenetworks[node]["spec"]["cluster"] == {}
     world.handler.release_all()
@@ -276,3 +290,68 @@ def test_a_verdict_write_that_conflicts_is_made_on_a_later_pass(
     world.judge_until(world.clock.now + 1)     # the watch brings it
     assert world.api.nodenetworks["node-a"]["spec"]["cluster"]["fault"] == \
         "ovn-controller"
+
+
+def node_part(world: World, node: str) -> dict[str, object] | None:
+    """The judge's verdict on ``node`` in its record's spec."""
+    part = world.api.nodenetworks[node]["spec"].get("cluster") or {}
+    found: dict[str, object] | None = part.get("node")
+    return found
+
+
+def test_a_local_fault_is_told_to_the_node_in_its_record(world: World) -> None:
+    """The judge's verdict on a node reaches it through its record: while
+    the node is held faulty its record says why (renewed every half
+    lifetime); it is taken out once the node has recovered; the other
+    records never say anything of the kind."""
+    world.judge_until(110)
+    world.write("node-c", report(ok=False))
+    world.judge_until(130)
+    part = node_part(world, "node-c")
+    assert part is not None and part["reason"] == "KuryrLocalCheckFailed"
+    assert "ovn-controller: down" in str(part["message"])
+    says = clusterspec.verdict(world.api.nodenetworks["node-c"], "node-c")
+    assert says is not None and says.declares and says.judge
+    assert clusterspec.standing(says, 1.8e9 + world.clock.now)
+    assert not clusterspec.standing(says, 1.8e9 + world.clock.now + 61)
+    for node in set(NODES) - {"node-c"}:
+        assert node_part(world, node) is None
+    since = part["since"]
+    world.judge_until(145)
+    assert node_part(world, "node-c") == part | {"since": since}
+    world.write("node-c", report())
+    world.judge_until(150)
+    assert node_part(world, "node-c") is not None   # recover_after: 30 s
+    world.judge_until(180)
+    assert node_part(world, "node-c") is None
+    assert world.api.nodenetworks["node-c"]["spec"]["cluster"] == {}
+
+
+def test_records_of_no_node_are_not_judged(world: World) -> None:
+    """Four records named after no Node, each failing a check, beside a
+    real node's local fault: no cluster-wide fault, the real fault
+    stands, the ghosts get no verdict and no spec write; one lookup each,
+    not one per judgement."""
+    world.judge_until(110)
+    world.write("node-c", report(ok=False))
+    world.judge_until(120)
+    assert world.cond("node-c")["reason"] == "KuryrLocalCheckFailed"
+    ghosts = [f"ghost-{i}" for i in range(4)]
+    for ghost in ghosts:
+        world.write(ghost, report(ok=False))
+    before = len(world.api.requests)
+    world.judge_until(160)
+    assert world.handler.state.cluster is None
+    assert set(world.handler.state.nodes) == set(NODES)
+    assert world.cond("node-c")["reason"] == "KuryrLocalCheckFailed"
+    assert not set(spec_puts(world, before)) & set(ghosts)
+    for ghost in ghosts:
+        assert "cluster" not in world.api.nodenetworks[ghost]["spec"]
+    gets = [r for r in world.api.requests[before:]
+            if r[1] == "GET" and r[2].startswith("/api/v1/nodes/ghost")]
+    assert len(gets) == len(ghosts)     # asked again only after a minute
+    # A ghost that turns out to be a Node (it joined) is judged.
+    world.api.add_node("ghost-0")
+    world.judge_until(230)
+    assert "ghost-0" in world.handler.state.nodes
+    assert set(world.handler.state.nodes) == {*NODES, "ghost-0"}

@@ -4,6 +4,7 @@ second on a fake clock, and what it says at given times."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from kuryr_supervisor.controller.network import judge as rules
 from kuryr_supervisor.controller.network.records import RecordBook
+from kuryr_supervisor.kubernetes import canaryspec as cs
 from kuryr_supervisor.kubernetes import nodenetwork as nn
 from kuryr_supervisor.state.lostports import LostPort, LostPorts
 from kuryr_supervisor.state.netverdicts import KINDS
@@ -55,21 +57,30 @@ class World:
     def __post_init__(self) -> None:
         self.book = RecordBook(lambda: self.now)
         self.versions = 0
+        self.assigned: dict[str, tuple[str, ...]] = {}
         self.reports: dict[str, nn.NetworkReport] = {}
         self.written: dict[str, float] = {}
         self.silent: set[str] = set()
         self.last: rules.Judgement | None = None
         self.history: list[tuple[float, rules.Judgement]] = []
 
-    def write(self, node: str, rep: nn.NetworkReport, heartbeat: int = 60
-              ) -> None:
-        """As ``node`` writes it (its canary up unless ``rep`` says)."""
+    def write(self, node: str, rep: nn.NetworkReport, heartbeat: int = 60,
+              assigned: Sequence[str] | None = None) -> None:
+        """As ``node`` writes it (its canary up unless ``rep`` says), in
+        a record whose spec assigns it ``assigned`` (by default the peers
+        it probes), as the controller's canaries do."""
         if rep.canary is None:
             rep = dataclasses.replace(rep, canary=nn.Canary(canary(node),
                                                             f"port-{node}"))
         self.versions += 1
         self.reports[node], self.written[node] = rep, self.now
+        if assigned is not None:
+            self.assigned[node] = tuple(assigned)
+        peers = self.assigned.get(node, tuple(p.node for p in rep.peers))
         obj = nn.body(node, "")
+        obj["spec"] = cs.spec(node, cs.Assignment(None, tuple(
+            cs.Target(p, ipaddress.IPv4Address(canary(p))) for p in peers),
+            2.0 if peers else 0.0))
         obj["metadata"]["resourceVersion"] = str(self.versions)
         obj["status"] = nn.status(rep, heartbeat_seconds=heartbeat,
                                   wall=1.7e9 + self.now)
@@ -272,6 +283,31 @@ def test_a_canary_nobody_reaches_is_blamed_inbound() -> None:
     j = w.run(10)
     assert w.faulty() == {"d"}
     assert j.verdicts["d"].reason == "KuryrCanaryUnreachable"
+
+
+def test_probes_nobody_assigned_are_no_evidence() -> None:
+    """Three records claim they cannot reach d's canary, but the
+    controller assigned them other peers (a ring of two: a→b, c; b→c, e;
+    c→e, a): their probes of d say nothing, and d stays healthy, while
+    the same failures among assigned peers would have blamed it."""
+    ring = {"a": ("b", "c"), "b": ("c", "e"), "c": ("e", "a"),
+            "d": ("e", "a"), "e": ("a", "b")}
+    w = World()
+    for node, peers in ring.items():
+        probes = {p: True for p in peers}
+        if node in ("a", "b", "c"):
+            probes["d"] = False         # probes nobody asked for
+        w.write(node, report(peers=probes), assigned=peers)
+    j = w.run(10)
+    assert not w.faulty() and j.cluster is None, j.verdicts
+    assert j.troubled == 0
+    # The same records, the controller assigning d to its probers: blamed.
+    for node in ("a", "b", "c"):
+        w.write(node, w.reports[node], assigned=(*ring[node], "d"))
+    w.run(20)
+    assert w.faulty() == {"d"}
+    assert w.last is not None
+    assert w.last.verdicts["d"].reason == "KuryrCanaryUnreachable"
 
 
 def test_probes_of_a_canary_that_is_not_there_are_no_evidence() -> None:

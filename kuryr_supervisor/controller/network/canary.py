@@ -3,8 +3,11 @@ shared out, on the leader only.
 
 The nodes it serves are those whose NodeNetwork record says they plug a
 canary (``canaryWanted``: a node running kuryr-supervisor with the OVS
-binding): it lists, then watches the records (the same loop
-as the judge's and the pods'), and on every tick:
+binding) and that are Nodes (:mod:`.known`: a record named after no Node
+gets no port, no spec and no place on the ring, and the port made for a
+name that turns out to be no Node is swept as a gone node's): it lists the
+Nodes (at start and every ``resync_interval``), lists, then watches the
+records (the same loop as the judge's and the pods'), and on every tick:
 
 1. every ``canary_resync_interval`` seconds, and at once when a record
    appears without a port or a canary that was up goes down (its port may
@@ -40,6 +43,7 @@ from typing import Any, cast
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.network import peers, specrelease
 from kuryr_supervisor.controller.network.canaryports import CanaryPorts
+from kuryr_supervisor.controller.network.known import KnownNodes
 from kuryr_supervisor.controller.network.records import RecordSource
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.kubernetes import canaryspec
@@ -108,6 +112,10 @@ class NetworkCanaryHandler:
         self._clock = clock
         self.book = RawRecords()
         self.ports: CanaryPorts | None = None
+        self.known: KnownNodes | None = None
+        #: The records' names that are Nodes, as of this tick.
+        self._existing: set[str] = set()
+        self._nodes_listed_at: float | None = None
         self._beat: Callable[[], None] = lambda: None
         self._listed_at: float | None = None
         self._retry_at = 0.0
@@ -142,6 +150,7 @@ class NetworkCanaryHandler:
         if self.cloud is None:
             self.cloud = osa.OpenStack.from_conf(conf, fence=self.ctx.fence)
         self.cloud.beat = beat
+        self.known = KnownNodes(self.client, clock=self._clock)
         opts = conf.controller
         self.ports = CanaryPorts(
             self.cloud, self.client, network_id=opts.pod_network_id,
@@ -161,6 +170,8 @@ class NetworkCanaryHandler:
         if not self.book.synced or self.ports is None:
             return
         now = self._clock()
+        if not self._exist(now):
+            return
         if now >= self._retry_at and self._list_due(now):
             self._listed_at = now
             self.book.added = False
@@ -168,6 +179,22 @@ class NetworkCanaryHandler:
                     self.nodes()), "canary ports"):
                 self._retry_at = now + EARLY_LIST
         self._guarded(self.write, "canary specs")
+
+    def _exist(self, now: float) -> bool:
+        """Which records are of Nodes: the Nodes listed at first and every
+        ``resync_interval``, an unknown name looked up (:mod:`.known`);
+        False until the first list has answered."""
+        assert self.known is not None
+        every = float(self.ctx.conf.network_health.resync_interval)
+        if self._nodes_listed_at is None or \
+                now - self._nodes_listed_at >= every:
+            known = self.known
+            if self._guarded(lambda: known.load(self._beat), "Node list"):
+                self._nodes_listed_at = now
+            elif self._nodes_listed_at is None:
+                return False
+        self._existing = self.known.existing(self.book.objs)
+        return True
 
     def _list_due(self, now: float) -> bool:
         opts = self.ctx.conf.network_health
@@ -201,16 +228,16 @@ class NetworkCanaryHandler:
         return True
 
     def nodes(self) -> set[str]:
-        """The nodes with a record that want a canary."""
+        """The Nodes with a record that want a canary."""
         return {node for node, obj in self.book.objs.items()
-                if wants_canary(obj)}
+                if node in self._existing and wants_canary(obj)}
 
     def up(self) -> set[str]:
         """Nodes whose record says their canary (the port made for them)
         is up."""
         assert self.ports is not None
         return {node for node, obj in self.book.objs.items()
-                if node in self.ports.ports and
+                if node in self._existing and node in self.ports.ports and
                 status_port(obj) == self.ports.ports[node].id}
 
     def wanted(self) -> dict[str, Assignment]:
@@ -218,13 +245,14 @@ class NetworkCanaryHandler:
         assert self.ports is not None
         opts = self.ctx.conf.network_health
         ports: dict[str, CanaryPort] = {}
-        for node in self.book.objs:
+        mine = sorted(self._existing & self.book.objs.keys())
+        for node in mine:
             port = self.ports.canary(node)
             if port is not None:
                 ports[node] = port
         up = self.up()
         self._up = up
-        return peers.assign(self.book.objs, ports, up,
+        return peers.assign(mine, ports, up,
                             k=int(opts.canary_peers),
                             base=float(opts.probe_interval),
                             rate=float(opts.probe_rate))

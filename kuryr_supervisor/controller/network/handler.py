@@ -10,9 +10,13 @@ A thin shell around the pure judge (:mod:`.judge`):
 3. at once on every record change, when a verdict falls due by the
    clock alone (:func:`~.judge.due`: a symptom held ``fault_after``, a
    recovery, a record turning stale), and at least every
-   ``judge_interval`` seconds, judge, then write the Node conditions that differ (during a cluster-wide
-   fault: none, but the withdrawals), release ours on nodes no longer
-   judged, tell the Events and publish the figures (:mod:`.report`);
+   ``judge_interval`` seconds, judge the records of Nodes that exist
+   (:mod:`.known`: a record named after no Node is ignored), write the
+   verdicts into the records (:mod:`.verdictspecs`: the cluster's, and
+   each faulty node's own, renewed while they last), then the Node
+   conditions that differ (during a cluster-wide fault: none, but the
+   withdrawals), release ours on nodes no longer judged, tell the Events
+   and publish the figures (:mod:`.report`);
 4. every ``resync_interval`` seconds, list every Node again, so what
    someone else changed of our conditions is set again.
 
@@ -33,8 +37,10 @@ from typing import cast
 from oslo_config import cfg
 
 from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.leadership.election import identity
 from kuryr_supervisor.controller.network import judge as rules
 from kuryr_supervisor.controller.network import specrelease
+from kuryr_supervisor.controller.network.known import KnownNodes
 from kuryr_supervisor.controller.network.nodes import NodeConditions
 from kuryr_supervisor.controller.network.records import RecordBook, RecordSource
 from kuryr_supervisor.controller.network.report import Report
@@ -43,6 +49,7 @@ from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import clusterspec, events
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.useragent import master_pid
 
 LOG = logging.getLogger(__name__)
 
@@ -73,6 +80,7 @@ class NetworkHealthHandler:
         self.book = RecordBook(clock)
         self.state = rules.State()
         self.nodes: NodeConditions | None = None
+        self.known: KnownNodes | None = None
         self.specs: VerdictSpecs | None = None
         self.report: Report | None = None
         self.recorder: events.EventRecorder | None = None
@@ -129,8 +137,11 @@ class NetworkHealthHandler:
         self.nodes = NodeConditions(self.client,
                                     conf.network_health.condition_type,
                                     wall=self._wall, clock=self._clock)
-        self.specs = VerdictSpecs(self.client, self.book, wall=self._wall,
-                                  beat=beat)
+        self.known = KnownNodes(self.client, clock=self._clock)
+        self.specs = VerdictSpecs(
+            self.client, self.book, judge=identity(master_pid()),
+            lifetime=lambda: float(conf.network_health.verdict_lifetime),
+            wall=self._wall, beat=beat)
         self.recorder = events.recorder(self.client).start()
         self.report = Report(self.recorder.record,
                              getattr(self.ctx.state, "verdicts", None),
@@ -153,7 +164,7 @@ class NetworkHealthHandler:
         while not stopping.is_set():
             self._beat()
             try:
-                self.nodes.load(self._beat)
+                self._list_nodes()
             except k8s.K8sError as exc:
                 if not failing:
                     LOG.warning("cannot list Nodes yet: %s", exc)
@@ -179,7 +190,7 @@ class NetworkHealthHandler:
                 now - self._listed_at >= float(opts.resync_interval):
             self._listed_at = now           # a failure waits a whole period
             try:
-                self.nodes.load(self._beat)
+                self._list_nodes()
             except k8s.K8sError as exc:
                 LOG.info("Node resync postponed: %s", exc)
         if self.book.dirty or now >= self._due or \
@@ -192,8 +203,20 @@ class NetworkHealthHandler:
                 LOG.exception("network judgement failed")
                 self.ctx.failed()
 
+    def _list_nodes(self) -> None:
+        """List every Node: their conditions, and which exist."""
+        assert self.nodes is not None and self.known is not None
+        self.nodes.load(self._beat)
+        self.known.listed(self.nodes.nodes)
+
+    def judged(self) -> dict[str, rules.Seen]:
+        """The records the judge counts: those of Nodes that exist."""
+        assert self.known is not None
+        seen = self.book.seen
+        return {n: seen[n] for n in self.known.existing(seen)}
+
     def judge(self, now: float) -> rules.Judgement:
-        """One judgement: verdicts, the records' verdict, wanted
+        """One judgement: verdicts, the records' verdicts, wanted
         conditions, writes, report."""
         assert self.nodes is not None and self.report is not None
         assert self.specs is not None
@@ -202,9 +225,10 @@ class NetworkHealthHandler:
         p = params(self.ctx.conf)
         # Whatever fails below, the loop does not spin on a past due time.
         self._due = now + float(self.ctx.conf.network_health.judge_interval)
-        self.state, j = rules.judge(self.state, self.book.seen, now, p)
-        self._due = rules.due(self.state, self.book.seen, now, p)
-        self.specs.judged(j.cluster, now)
+        seen = self.judged()
+        self.state, j = rules.judge(self.state, seen, now, p)
+        self._due = rules.due(self.state, seen, now, p)
+        self.specs.judged(j, now, seen)
         self.specs.flush(now)
         self.want(j)
         self.nodes.flush(self._beat)

@@ -101,6 +101,9 @@ class Seen:
     record: Record
     seen_at: float                    # first observation of this version
     not_ready_since: float | None = None   # daemon said not ready since
+    #: The peers the controller assigned the node (its record's spec):
+    #: only probes of these are evidence.
+    assigned: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +225,8 @@ def symptoms(seen: Mapping[str, Seen], now: float, p: Params
     own = {node: _self_symptoms(s, now, p) for node, s in seen.items()}
     fresh = {node: s.record.report for node, s in seen.items()
              if not any(x.reason == "KuryrRecordStale" for x in own[node])}
-    blame = attribute(fresh, {n for n, s in own.items() if s})
+    blame = attribute(fresh, {n: s.assigned for n, s in seen.items()},
+                      {n for n, s in own.items() if s})
     found = {node: own[node] + (_blame_symptoms(blame[node])
                                 if node in blame else [])
              for node in seen}

@@ -14,8 +14,10 @@ probes tell (as a third witness does):
   nodes, has a canary nobody reaches (``KuryrCanaryUnreachable``);
 * probes to or from a node that says itself its data plane is broken, or
   one already blamed, are explained by it; a probe of an address that is
-  not the target's canary now (its canary down, or made again) is no
-  evidence at all; blame is assigned round by
+  not the target's canary now (its canary down, or made again), or of a
+  peer the controller did not assign the prober (its record's spec), is
+  no evidence at all: a record cannot witness against a node it was never
+  told to probe; blame is assigned round by
   round until nothing changes, so one isolated node does not make its
   probers look broken;
 * what stays unexplained (most of a node's remaining probes fail, with no
@@ -28,7 +30,7 @@ Pure: the reports in, the blame out.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Set
 
 from kuryr_supervisor.kubernetes.nodenetwork import NetworkReport
 
@@ -49,16 +51,19 @@ class Blame:
     probers: int = 0                  # probes of it counted
 
 
-def edges(reports: Mapping[str, NetworkReport]) -> list[Edge]:
+def edges(reports: Mapping[str, NetworkReport],
+          assigned: Mapping[str, Set[str]]) -> list[Edge]:
     """(prober, target, reached) between judged nodes, one per pair: a
     probe of an address that is not the target's canary now (its canary
-    down, or another port made in its place) says nothing of it."""
+    down, or another port made in its place), or of a peer not among the
+    prober's ``assigned``, says nothing of it."""
     out: dict[tuple[str, str], bool] = {}
     for source, report in reports.items():
+        mine = assigned.get(source, frozenset())
         for probe in report.peers:
             target = reports.get(probe.node)
             if target is None or probe.node == source or \
-                    target.canary is None or \
+                    probe.node not in mine or target.canary is None or \
                     target.canary.address != probe.address:
                 continue
             out[(source, probe.node)] = probe.reached
@@ -75,10 +80,12 @@ def _reaches_others(all_edges: list[Edge], prober: str, but: str) -> bool:
 
 
 def attribute(reports: Mapping[str, NetworkReport],
+              assigned: Mapping[str, Set[str]],
               self_faulty: Collection[str] = ()) -> dict[str, Blame]:
     """Blame for every node of ``reports`` (see the module);
+    ``assigned``: each node's peers as the controller assigned them;
     ``self_faulty``: nodes that say their own data plane is broken."""
-    all_edges = edges(reports)
+    all_edges = edges(reports, assigned)
     blamed: dict[str, Blame] = {}
     explained = set(self_faulty)
     while True:

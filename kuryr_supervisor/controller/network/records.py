@@ -17,7 +17,10 @@ Invariants:
 * a record that does not hold up (:func:`~kuryr_supervisor.kubernetes.
   nodenetwork.from_object`) is logged once per node and ignored: the last
   valid one stays, and goes stale if nothing valid follows;
-* a deleted record is forgotten: the node is no longer judged.
+* a deleted record is forgotten: the node is no longer judged;
+* the peers the controller assigned the node (its spec's ``probe``,
+  :mod:`~kuryr_supervisor.kubernetes.canaryspec`) ride along
+  (:attr:`~.judge.Seen.assigned`): only probes of them are evidence.
 
 :meth:`RecordBook.wake_in` tells the watch loop to hand over at once when
 something changed, so the judge looks at a record as soon as it arrives.
@@ -32,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kuryr_supervisor.controller.network.judge import Seen
-from kuryr_supervisor.kubernetes import nodenetwork
+from kuryr_supervisor.kubernetes import canaryspec, nodenetwork
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.wire import WatchStream
 
@@ -128,16 +131,28 @@ class RecordBook:
             return name          # a relist of a version already seen
         before = self.objects.get(name)
         self.objects[name] = obj
+        assigned = _assigned(obj, name)
         if old is not None and before is not None and \
                 before.get("status") == obj.get("status"):
             # The spec changed (the controller's write), not the report.
-            self.seen[name] = dataclasses.replace(old, record=record)
+            self.seen[name] = dataclasses.replace(old, record=record,
+                                                  assigned=assigned)
+            self.dirty |= assigned != old.assigned
             return name
         now = self._clock()
         ready = record.report.daemon.ready
         since = None if ready else (
             old.not_ready_since if old is not None and
             old.not_ready_since is not None else now)
-        self.seen[name] = Seen(record, now, since)
+        self.seen[name] = Seen(record, now, since, assigned)
         self.dirty = True
         return name
+
+
+def _assigned(obj: Raw, node: str) -> frozenset[str]:
+    """The peers the record's spec assigns ``node`` (none when the spec
+    does not hold up)."""
+    try:
+        return frozenset(t.node for t in canaryspec.assignment(obj, node).peers)
+    except ValueError:
+        return frozenset()

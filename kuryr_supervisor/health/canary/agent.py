@@ -1,13 +1,15 @@
-"""The node's canary, kept as the controller's spec says: read the node's
-own record, plug its canary port, aim the prober, and hand what was found
-to the record, ``/status`` and ``/metrics``.
+"""The node's canary, kept as the controller's spec says: the node's own
+record's spec, plug its canary port, aim the prober, and hand what was
+found to the record, ``/status`` and ``/metrics``.
 
+The agent is told each version of the record (:meth:`CanaryAgent.take`:
+the record's watch, :mod:`kuryr_supervisor.health.recordfollow`, the node
+reading no one's record but its own) and asks nothing of the API.
 :meth:`CanaryAgent.step` is one look (the loop runs it every second, off
 the HealthManager's loop, beside the record writer):
 
-1. the record's spec is read every :data:`SPEC_FAST` seconds while the
-   canary is not up, then every :data:`SPEC_SLOW` (one GET of one object:
-   the node reads no one's record but its own);
+1. the spec last told is the assignment (a spec that does not hold up
+   is said once and the last one kept);
 2. its canary port (:mod:`kuryr_supervisor.kubernetes.canaryspec`) is
    plugged (:mod:`.plug`), a new one in place of the old, none unplugged;
 3. once ovn-controller installed it, the prober is aimed at the gateway
@@ -19,15 +21,15 @@ the HealthManager's loop, beside the record writer):
 gateway and peers, and the canary, only while it is up and the round is
 of the current aim, so a canary that is down is never evidence against
 anyone; the gateway only once it has answered this canary (a subnet
-whose gateway is no router has none to probe). Every failure (the API, OVSDB, netlink) is said once and tried
-again at the next look.
+whose gateway is no router has none to probe). Every failure (OVSDB,
+netlink) is said once and tried again at the next look.
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import ovsdb
@@ -38,35 +40,19 @@ from kuryr_supervisor.health.dataplane import ProbeResults
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes.canaryspec import Assignment
 from kuryr_supervisor.kubernetes.nodenetwork import Canary, Probe
-from kuryr_supervisor.kubernetes.wire import K8sError
 
 LOG = logging.getLogger(__name__)
-
-#: Seconds between two reads of the record's spec while the canary is not
-#: up, and once it is.
-SPEC_FAST, SPEC_SLOW = 2.0, 10.0
-
-
-class SpecCalls(Protocol):
-    def get_nodenetwork(self, name: str) -> dict[str, Any] | None: ...
 
 
 class CanaryAgent:
     """See the module."""
 
-    def __init__(self, calls: SpecCalls, node: str, plug: CanaryPlug,
-                 prober: Prober, *,
-                 seen: Callable[[Mapping[str, Any] | None], None]
-                 = lambda obj: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.calls, self.node = calls, node
+    def __init__(self, node: str, plug: CanaryPlug, prober: Prober) -> None:
+        self.node = node
         self.plug, self.prober = plug, prober
-        self._seen = seen
-        self._clock = clock
         self.assignment = Assignment()
         self.up = False
         self.state = "waiting for the controller to make the canary's port"
-        self._read_at: float | None = None
         self._said = ""
         #: (canary port, gateway) once the gateway answered that canary:
         #: a gateway that never answers (no router) is not probed for.
@@ -76,11 +62,6 @@ class CanaryAgent:
 
     # -- the loop's body ---------------------------------------------------------
     def step(self) -> None:
-        now = self._clock()
-        every = SPEC_SLOW if self.up else SPEC_FAST
-        if self._read_at is None or now - self._read_at >= every:
-            self._read_at = now
-            self._read()
         port = self.assignment.canary
         try:
             if port is None:
@@ -101,15 +82,11 @@ class CanaryAgent:
         self.prober.aim(self._aim() if self.up else Aim())
         self.cpu_seconds = time.thread_time()
 
-    def _read(self) -> None:
-        try:
-            obj = self.calls.get_nodenetwork(self.node)
-        except K8sError as exc:
-            self._say(f"cannot read the node's record: {exc}")
-            return
-        self._seen(obj)         # the judge's part: for the cluster view
+    def take(self, obj: Mapping[str, Any] | None) -> None:
+        """The node's record as just seen (None: there is none yet; the
+        record writer makes it)."""
         if obj is None:
-            return              # the record writer creates it
+            return
         try:
             self.assignment = canaryspec.assignment(obj, self.node)
         except ValueError as exc:
@@ -214,12 +191,9 @@ def _probe_doc(address: str, out: Outcome) -> Mapping[str, Any]:
             else round(out.latency_ms, 3)}
 
 
-def from_conf(conf: Any, client: SpecCalls, node: str, db: ovsdb.Ovsdb, *,
-              seen: Callable[[Mapping[str, Any] | None], None]
-              = lambda obj: None) -> CanaryAgent:
+def from_conf(conf: Any, node: str, db: ovsdb.Ovsdb) -> CanaryAgent:
     """The agent of the CNI role with the OVS binding, over the
-    HealthManager's held OVSDB connection ``db``, handing each record it
-    reads to ``seen``; its prober started."""
+    HealthManager's held OVSDB connection ``db``; its prober started."""
     from kuryr_supervisor.cni.binding import OvsBinding
     from kuryr_supervisor.health.canary.netns import OwnNetns
     group, opts = conf.binding, conf.network_health
@@ -229,5 +203,4 @@ def from_conf(conf: Any, client: SpecCalls, node: str, db: ovsdb.Ovsdb, *,
     netns = OwnNetns()
     prober = Prober(netns, port=lambda: int(opts.canary_tcp_port),
                     timeout=lambda: float(opts.probe_timeout)).start()
-    return CanaryAgent(client, node, CanaryPlug(binding, netns, node),
-                       prober, seen=seen)
+    return CanaryAgent(node, CanaryPlug(binding, netns, node), prober)

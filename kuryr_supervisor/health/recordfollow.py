@@ -1,0 +1,106 @@
+"""The node's own NodeNetwork record, followed with a watch: whatever the
+controller writes into its spec reaches the node at once.
+
+The spec carries what steers the node (:mod:`kuryr_supervisor.kubernetes.
+clusterspec`: the judge's verdicts and their renewals;
+:mod:`kuryr_supervisor.kubernetes.canaryspec`: its canary port and whom it
+probes). Read by GETs, a verdict reached a node only at its next read: a
+node the judge found cut off went on answering STATUS 0 for as long as its
+reads were apart, and reading often enough would cost every node a GET a
+second. A watch of the one record (``fieldSelector=metadata.name``, as the
+kubelet watches its own Node) costs one idle connection per node and
+brings each write of the spec, a renewal included, the moment it is made.
+
+:class:`RecordFollower` runs :class:`~kuryr_supervisor.kubernetes.podwatch.
+PodWatch` (list, then watch, resume, relist on 410, jittered backoff) over
+that record on a thread of its own and hands each version to ``seen``
+(None when there is none: deleted, or not made yet; the record writer
+makes it). A resource the API does not serve (the controller's CRD not
+installed) is retried with the loop's backoff; the writer says so.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, cast
+
+from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.kubernetes.wire import WatchStream
+
+Raw = Mapping[str, Any]
+Seen = Callable[[Raw | None], None]
+
+
+class RecordCalls(Protocol):
+    """What it needs of the API (``K8sClient`` fits)."""
+
+    @property
+    def watch_read_timeout(self) -> float: ...
+
+    def page_nodenetworks(self, resource_version: str = "", *, limit: int,
+                          token: str = "", name: str = ""
+                          ) -> tuple[list[dict[str, Any]], str, str]: ...
+    def watch_nodenetworks(self, resource_version: str,
+                           decode: Callable[[Mapping[str, Any]], Any],
+                           name: str = "") -> WatchStream: ...
+
+
+def _identity(obj: Raw) -> Raw:
+    return obj
+
+
+class _OneRecord:
+    """PodWatch's source and sink over one record."""
+
+    def __init__(self, calls: RecordCalls, node: str, seen: Seen) -> None:
+        self.calls, self.node, self.seen = calls, node, seen
+
+    def list_pods(self, resource_version: str = "") -> tuple[list[Raw], str]:
+        items, rv, _ = self.calls.page_nodenetworks(
+            resource_version, limit=1, name=self.node)
+        return list(items), rv
+
+    def watch_pods(self, resource_version: str) -> WatchStream:
+        return self.calls.watch_nodenetworks(resource_version, _identity,
+                                             name=self.node)
+
+    def _mine(self, obj: Raw) -> bool:
+        return (obj.get("metadata") or {}).get("name") == self.node
+
+    def replace_all(self, objs: Iterable[Raw], resource_version: str) -> None:
+        found = [o for o in objs if self._mine(o)]
+        self.seen(found[0] if found else None)
+
+    def upsert(self, obj: Raw) -> None:
+        if self._mine(obj):
+            self.seen(obj)
+
+    def delete(self, obj: Raw) -> None:
+        if self._mine(obj):
+            self.seen(None)
+
+
+class RecordFollower:
+    """See the module; :meth:`start` and :meth:`stop` as a
+    :class:`~.pollloop.PollLoop`'s."""
+
+    def __init__(self, calls: RecordCalls, node: str, seen: Seen, *,
+                 backoff_max: float = 30.0) -> None:
+        one = _OneRecord(calls, node, seen)
+        self.watch = PodWatch(
+            cast(PodSource, one), cast(PodSink, one),
+            heartbeat_interval=1.0, backoff_max=backoff_max,
+            stall_timeout=calls.watch_read_timeout + 5.0,
+            what="NodeNetwork record")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.watch.run,
+                                        args=(self._stop,),
+                                        name="node-record-watch", daemon=True)
+
+    def start(self) -> RecordFollower:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
