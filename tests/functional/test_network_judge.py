@@ -140,3 +140,32 @@ def test_uninstall_releases_every_condition(judge: Daemon,
         "False", nc.REASON_RELEASED)
     assert cond(cloud, "node-a", nc.NETWORK_UNAVAILABLE)["reason"] == \
         "RouteCreated"
+
+
+def test_records_of_no_node_steer_nothing(judge: Daemon, cloud: Cloud) -> None:
+    """A node's daemon writes four records named after no Node, each
+    failing a check, while node-c has a local fault: no cluster-wide
+    fault is declared, node-c's fault stands, no other node is told
+    anything, the ghosts get no verdict; the controller says so once per
+    name."""
+    judge.wait_ready()
+    write(cloud, "node-c", ok=False)
+    wait_until(lambda: cond(cloud, "node-c").get("status") == "False", 10)
+    ghosts = [f"ghost-{i}" for i in range(4)]
+    for ghost in ghosts:
+        write(cloud, ghost, ok=False)
+    time.sleep(20 * FAST["judge_interval"])
+    assert not events(cloud, "ClusterNetworkFault")
+    assert metric(judge, "network_cluster_fault",
+                  'kind="ovn-controller"') in (None, 0.0)
+    assert cond(cloud, "node-c")["reason"] == "KuryrLocalCheckFailed"
+    assert all(cond(cloud, n)["status"] == "True" for n in NODES
+               if n != "node-c")
+    for ghost in ghosts:
+        assert "cluster" not in cloud.api.nodenetworks[ghost]["spec"]
+    for node in NODES:
+        assert cloud.api.nodenetworks[node]["spec"]["cluster"].get(
+            "fault", "") == ""
+    log = judge.log()
+    for ghost in ghosts:
+        assert log.count(f"NodeNetwork record {ghost} names no Node") == 1, log

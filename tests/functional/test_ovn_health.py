@@ -31,6 +31,7 @@ cluster-wide fault none. The judge's timings are shortened (faults after
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -44,6 +45,7 @@ from kuryr_supervisor.cni.binding import OvsBinding
 from kuryr_supervisor.cni.binding.base import CANARY
 from kuryr_supervisor.kubernetes import netconditions as nc
 from tests.fixtures.autohealer import AutoHealer, NodeConditionCheck
+from tests.fixtures.daemon import session_pids
 from tests.fixtures.ovn import health
 from tests.fixtures.ovn.cni import Cluster
 from tests.fixtures.ovn.fabric import available
@@ -70,7 +72,7 @@ from tests.functional.cni_harness import Namespaces
 pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 
 JUDGE = {"fault_after": 2.0, "recover_after": 3.0, "cluster_settle": 4.0,
-         "correlation": 5.0, "judge_interval": 0.5,
+         "correlation": 5.0, "judge_interval": 0.5, "verdict_lifetime": 10,
          "canary_resync_interval": 5.0, "probe_interval": 1.0,
          "canary_peers": 2, "release_on_stop": True}
 
@@ -440,9 +442,58 @@ def test_neutron_stopped(stack: OvnStack, cluster: Cluster,
 
 
 #: The local faults that fail the node's CNI STATUS (the tunnel endpoint
-#: down does not: the node could still serve an ADD).
+#: down too, once the judge tells the node: its pods are cut off).
 STATUS_FAULTS = ("ovn-controller stopped", "Southbound connection cut",
-                 "br-int flows deleted")
+                 "br-int flows deleted", "tunnel endpoint down")
+
+
+def test_a_cluster_wide_verdict_lapses_with_the_controller_gone(
+        stack: OvnStack, cluster: Cluster, recorder: Recorder) -> None:
+    """The Southbound database stopped, every node told it is
+    cluster-wide; then the controller is killed (a crash loop, a scale to
+    zero): its verdict is no longer renewed, and every node's CNI STATUS
+    fails for the fault again within the verdict's lifetime (10 s here)
+    plus 5 s, as a node without a judge does. Once a controller judges
+    again, the nodes hear it again."""
+    nodes = stack.fabric.nodes
+    controller = cluster.controller
+    assert controller is not None
+    [fault] = [f for f in health.cluster_faults(stack)
+               if f.name == "Southbound database stopped"]
+    healthy(cluster, stack)
+    fault.inject()
+    try:
+        wait_for(lambda: all(excused(cluster, n) == "cluster-wide"
+                             for n in nodes), 60,
+                 lambda: "every node told of the cluster-wide fault: " +
+                 str({n.name: excused(cluster, n) for n in nodes}))
+        for pid in session_pids(controller.pid):
+            os.kill(pid, signal.SIGKILL)
+        killed = time.time()
+        controller.wait_exit(10)
+        failed: dict[str, float] = {}
+
+        def all_failing() -> bool:
+            for node in nodes:
+                if node.name not in failed and status(cluster, node)[0] == 50:
+                    failed[node.name] = round(time.time() - killed, 1)
+            return len(failed) == len(nodes)
+        wait_for(all_failing, JUDGE["verdict_lifetime"] + 20,
+                 lambda: f"STATUS failing on every node: {failed}")
+        print(f"\nthe controller gone: STATUS failed after {failed}")
+        assert max(failed.values()) <= JUDGE["verdict_lifetime"] + 5, failed
+        for node in nodes:
+            assert "ovn-controller" in status(cluster, node)[1]
+        controller.start()
+        controller.wait_ready(60)
+        wait_for(lambda: all(status(cluster, n)[0] == 0 for n in nodes), 30,
+                 "the cluster-wide fault told again by the new controller")
+    finally:
+        fault.undo()
+        if controller.proc is not None and controller.proc.poll() is not None:
+            controller.start()
+            controller.wait_ready(60)
+    healthy(cluster, stack)
 
 
 def test_the_auto_healer_repairs_a_local_fault_alone(
