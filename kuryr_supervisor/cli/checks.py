@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
 import stat
 
 from oslo_config import cfg
@@ -111,15 +110,12 @@ def probe_listener(conf: cfg.ConfigOpts) -> None:
 
 
 def _tcp(what: str, host: str, port: int) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                return              # in use: a start's question (77)
-            raise Refused(f"{what} {host}:{port}: {exc.strerror}") from exc
+    try:
+        sockets.probe_tcp(host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return                  # in use: a start's question (77)
+        raise Refused(f"{what} {host}:{port}: {exc.strerror}") from exc
 
 
 def cni_socket(conf: cfg.ConfigOpts) -> None:

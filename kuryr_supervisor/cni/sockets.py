@@ -27,7 +27,7 @@ LOG = logging.getLogger(__name__)
 
 __all__ = ["AddressInUse", "Handoff", "Notice", "UntrustedPath", "bind_tcp",
            "bind_unix", "bind_unix_file", "check_trusted", "identity",
-           "is_stale", "listen", "owner_names", "parse_address"]
+           "is_stale", "listen", "owner_names", "parse_address", "probe_tcp"]
 
 DEFAULT_ADDRESS = "unix:///run/kuryr-supervisor/cni.sock"
 _BACKLOG = 256
@@ -163,11 +163,14 @@ def _clear_stale(path: str) -> None:
     raise AddressInUse(f"another server is listening on {path}")
 
 
+def _tcp_family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def bind_tcp(host: str, port: int, *, backlog: int = _BACKLOG) -> socket.socket:
     """A listening TCP socket (SO_REUSEADDR: a restarted daemon binds at
     once past TIME_WAIT peers)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(_tcp_family(host), socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -176,6 +179,22 @@ def bind_tcp(host: str, port: int, *, backlog: int = _BACKLOG) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def probe_tcp(host: str, port: int) -> None:
+    """Raise the :class:`OSError` :func:`bind_tcp` would meet on
+    ``host:port`` (``EADDRINUSE`` for a port another process holds), and
+    hold nothing: the address is bound for an instant with the same
+    ``SO_REUSEADDR`` and closed, never listened on.
+
+    Why here, once: the master's preflight and ``check-config`` ask this of
+    the probe listener and of a TCP CNI address beside a daemon that may be
+    running, and their answer must be the start's bind's (a port whose
+    last peer is in TIME_WAIT is free to all three).
+    """
+    with socket.socket(_tcp_family(host), socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
 
 
 def listen(address: str) -> socket.socket:

@@ -223,37 +223,30 @@ def _state_dir_lock(state_dir: str) -> IO[str]:
 
 def _probe_port_free(conf: cfg.ConfigOpts) -> None:
     opts = conf.cni_health_server
-    family = socket.AF_INET6 if ":" in opts.host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((opts.host, opts.port))
-        except OSError as exc:
-            where = f"{opts.host}:{opts.port}"
-            if exc.errno == errno.EADDRINUSE:
-                raise AddressTaken(
-                    f"[cni_health_server] port: {where} is "
-                    f"{portholder.describe_tcp(opts.port)}") from exc
-            raise PreflightError(f"[cni_health_server] host/port {where}: "
-                                 f"{exc.strerror}") from exc
+    where = f"{opts.host}:{opts.port}"
+    _tcp_free(opts.host, opts.port,
+              taken=f"[cni_health_server] port: {where}",
+              refused=f"[cni_health_server] host/port {where}")
+
+
+def _tcp_free(host: str, port: int, *, taken: str, refused: str) -> None:
+    """A port held by another process is :class:`AddressTaken`, named with
+    its holder; any other refusal of the bind is the configuration's."""
+    try:
+        sockets.probe_tcp(host, port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressTaken(
+                f"{taken} is {portholder.describe_tcp(port)}") from exc
+        raise PreflightError(f"{refused}: {exc.strerror}") from exc
 
 
 def _socket_free(conf: cfg.ConfigOpts) -> None:
     address = conf.cni_daemon.bind_address
     path, port = sockets.parse_address(address)
     if port >= 0:
-        family = socket.AF_INET6 if ":" in path else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((path, port))
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    raise AddressTaken(
-                        f"[cni_daemon] bind_address {address} is "
-                        f"{portholder.describe_tcp(port)}") from exc
-                raise PreflightError(f"[cni_daemon] bind_address {address}: "
-                                     f"{exc.strerror}") from exc
+        what = f"[cni_daemon] bind_address {address}"
+        _tcp_free(path, port, taken=what, refused=what)
         return
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)

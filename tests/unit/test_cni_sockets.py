@@ -1,6 +1,8 @@
-"""The CNI socket's address parsing and the trust rule for its directories."""
+"""The CNI socket's address parsing, the trust rule for its directories
+and the TCP probe preflight and check-config share."""
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -48,3 +50,19 @@ def test_trust_follows_every_directory_up_to_root(tmp_path: Path) -> None:
     link.symlink_to(run)                     # judged where it leads
     with pytest.raises(sockets.UntrustedPath, match="owned by uid 65534"):
         sockets.check_trusted(str(link / "cni.sock"))
+
+
+def test_a_tcp_probe_meets_what_a_bind_would_and_holds_nothing() -> None:
+    """The one probe preflight and check-config share: a held port is
+    EADDRINUSE, a free one is left free, and an address the host does not
+    have is the bind's own refusal."""
+    with sockets.bind_tcp("127.0.0.1", 0) as held:
+        port = held.getsockname()[1]
+        with pytest.raises(OSError) as taken:
+            sockets.probe_tcp("127.0.0.1", port)
+        assert taken.value.errno == errno.EADDRINUSE
+    sockets.probe_tcp("127.0.0.1", port)
+    sockets.bind_tcp("127.0.0.1", port).close()   # the probe kept nothing
+    with pytest.raises(OSError) as foreign:
+        sockets.probe_tcp("192.0.2.1", port)       # TEST-NET-1: not ours
+    assert foreign.value.errno == errno.EADDRNOTAVAIL

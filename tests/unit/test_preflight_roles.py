@@ -71,3 +71,20 @@ def test_a_live_socket_is_another_cni_daemon_only_to_the_cni_role(
         preflight.run(conf_for("cni", tmp_path / "a", served))
     lock = preflight.run(conf_for("controller", tmp_path / "b", served))
     lock.close()
+
+
+def test_a_held_tcp_cni_address_names_its_holder(tmp_path: Path) -> None:
+    """A TCP ``bind_address`` (Kuryr's ``127.0.0.1:5036``) someone holds is
+    :class:`~preflight.AddressTaken` with the holder's pid, as the probe
+    port is; one the host lacks is the configuration's fault."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        address = f"127.0.0.1:{holder.getsockname()[1]}"
+        with pytest.raises(preflight.AddressTaken,
+                           match=rf"\[cni_daemon\] bind_address {address} "
+                                 rf"is held by pid {os.getpid()} "):
+            preflight.run(conf_for("cni", tmp_path / "a", address))
+    with pytest.raises(preflight.PreflightError,
+                       match=r"bind_address 192\.0\.2\.1:5036: Cannot assign"):
+        preflight.run(conf_for("cni", tmp_path / "b", "192.0.2.1:5036"))
