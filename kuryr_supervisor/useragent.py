@@ -11,8 +11,10 @@ standby sends no write while it waits for the Lease.
   node name.
 - ``<pid>``: the master's pid, shared by all the replica's workers (so a
   restarted handler keeps its replica's name, and the pair matches the
-  Lease's ``holderIdentity``). The master records it before forking
-  (:func:`set_master_pid`); a process that never did reports its own.
+  Lease's ``holderIdentity``). It is a value passed down, never held
+  here: the master hands it to each worker it forks, a worker to the
+  adapters it builds (``master_pid=``); a process without a master (a
+  tool, the master itself) passes None and is named by its own pid.
 
 Both adapters (OpenStack, Kubernetes) set it once, when their client is
 built. Standard library only: the bottom layer, imported by both.
@@ -27,18 +29,6 @@ from kuryr_supervisor.version import version
 
 PRODUCT = "kuryr-supervisor"
 
-_master_pid: int | None = None
-
-
-def set_master_pid(pid: int) -> None:
-    """Called by the master before it forks: its workers inherit it."""
-    global _master_pid
-    _master_pid = pid
-
-
-def master_pid() -> int:
-    return _master_pid if _master_pid is not None else os.getpid()
-
 
 def replica_name(environ: Mapping[str, str] = os.environ) -> str:
     """A controller replica's name: its pod's (Deployment pods get their
@@ -46,18 +36,20 @@ def replica_name(environ: Mapping[str, str] = os.environ) -> str:
     return environ.get("POD_NAME") or socket.gethostname()
 
 
-def for_role(role: str, node: str,
+def for_role(role: str, node: str, master_pid: int | None,
              environ: Mapping[str, str] = os.environ) -> str:
     """The header of a daemon of ``role``: a controller replica named as
-    in its Lease, a CNI daemon by the node it serves (``node``)."""
+    in its Lease, a CNI daemon by the node it serves (``node``);
+    ``master_pid``: its master's (None: this process is its own)."""
     return user_agent(role, replica_name(environ) if role == "controller"
-                      else node)
+                      else node,
+                      os.getpid() if master_pid is None else master_pid)
 
 
-def user_agent(role: str, name: str) -> str:
+def user_agent(role: str, name: str, master_pid: int) -> str:
     """The header's value; ``name`` is stripped of what a header or the
     comment syntax cannot hold (a hostile or odd host name stays one
     token)."""
     safe = "".join(c for c in name if c.isprintable() and c not in "();\\")
     return (f"{PRODUCT}/{version()} ({role}; {safe.strip() or '-'}; "
-            f"pid {master_pid()})")
+            f"pid {master_pid})")

@@ -23,13 +23,17 @@ shared state, is built once, where the process is assembled
 (:mod:`kuryr_supervisor.workers.handler`), and passed in the context,
 never armed in a module: ``fence``, the write fence every client that
 writes must ask (closed once the replica lost its Lease; open without
-leader election), and ``announcer``, where writes whose outcome may
+leader election), ``announcer``, where writes whose outcome may
 outlive the process (Neutron port creates) are announced to its successor
-(:mod:`~kuryr_supervisor.controller.leadership.announcer`).
+(:mod:`~kuryr_supervisor.controller.leadership.announcer`), and
+``master_pid``, the replica's master: its clients name it in their
+User-Agent and its Lease identity
+(:func:`~kuryr_supervisor.controller.leadership.election.identity`) holds it.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
@@ -54,6 +58,8 @@ class HandlerContext:
     fence: WriteFence = dataclasses.field(default_factory=WriteFence)
     #: Where port creates are announced (None: nowhere, outside a daemon).
     announcer: Announcer | None = None
+    #: The replica's master (outside a daemon, this process: its own).
+    master_pid: int = dataclasses.field(default_factory=os.getpid)
 
     def failed(self) -> int:
         """Count one failed step; returns the consecutive count."""

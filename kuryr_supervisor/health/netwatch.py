@@ -188,10 +188,11 @@ def cluster_view(conf: cfg.ConfigOpts) -> ClusterView | None:
 
 
 def from_conf(monitor: HealthMonitor, state: SharedState,
-              conf: cfg.ConfigOpts, view: ClusterView | None
-              ) -> NetworkWatch | None:
+              conf: cfg.ConfigOpts, view: ClusterView | None, *,
+              master_pid: int | None = None) -> NetworkWatch | None:
     """Started network duties for the CNI role (``view``: its
-    :func:`cluster_view`, None without the record); None in the
+    :func:`cluster_view`, None without the record; ``master_pid``: the
+    daemon's, named in its client's User-Agent); None in the
     controller's."""
     if conf.role != "cni":
         return None
@@ -204,7 +205,7 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
         from kuryr_supervisor.health.recordfollow import RecordFollower
         from kuryr_supervisor.health.statushold import StatusHold
         from kuryr_supervisor.kubernetes import client as k8s
-        client = k8s.K8sClient.from_conf(conf)
+        client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
         opts = conf.network_health
         canary = canary_from_conf(monitor, conf)
         told = [view.take] + ([canary.take] if canary is not None else [])

@@ -117,12 +117,14 @@ class NodeConditionPublisher:
         return True
 
 
-def from_conf(conf: cfg.ConfigOpts) -> NodeConditionPublisher | None:
-    """The publisher for this daemon's configuration; None when off."""
+def from_conf(conf: cfg.ConfigOpts, *, master_pid: int | None = None
+              ) -> NodeConditionPublisher | None:
+    """The publisher for this daemon's configuration; None when off
+    (``master_pid``: the daemon's, named in its client's User-Agent)."""
     from kuryr_supervisor.kubernetes import client as k8s  # keeps the client out of other imports
     kind = conf.health.node_condition_type
     if not kind or not k8s.is_configured(conf):
         return None
-    client = k8s.K8sClient.from_conf(conf)
+    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
     return NodeConditionPublisher(kind, client.patch_node_condition,
                                   grace=conf.health.node_condition_grace)

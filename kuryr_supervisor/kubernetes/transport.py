@@ -123,14 +123,18 @@ class K8sTransport:
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts,
                   environ: Mapping[str, str] = os.environ, *,
-                  fence: WriteFence | None = None) -> Self:
+                  fence: WriteFence | None = None,
+                  master_pid: int | None = None) -> Self:
+        # ``master_pid``: the replica's master, named in the User-Agent
+        # (None: this process has none, as a tool).
         node = node_name(conf, environ)
         # (A tool's configuration may not hold [DEFAULT] role.)
         role = str(conf.role) if "role" in conf else "cni"
         return cls(make_endpoint(conf, environ), node=node,
                    request_timeout=conf.kubernetes.request_timeout,
                    watch_timeout=conf.kubernetes.watch_timeout,
-                   user_agent=useragent.for_role(role, node, environ),
+                   user_agent=useragent.for_role(role, node, master_pid,
+                                                 environ),
                    fence=fence)
 
     def close(self) -> None:

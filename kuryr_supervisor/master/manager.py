@@ -34,7 +34,6 @@ import cotyledon
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor import useragent
 from kuryr_supervisor.cni.ipam import database
 from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.exitcodes import ExitCode
@@ -120,7 +119,6 @@ class Manager(cotyledon.ServiceManager):
         #: cotyledon's (service, worker id) -> the worker's slot.
         self._by_service: dict[tuple[Any, int], Component] = {}
         master_pid = os.getpid()
-        useragent.set_master_pid(master_pid)   # the workers' User-Agent
         sockets = self.listeners
         extras: dict[type[Worker], dict[str, Any]] = {
             HealthManagerWorker: {**_HEALTH_ARGS[conf.role],

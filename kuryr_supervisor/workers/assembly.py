@@ -90,12 +90,13 @@ def build_service(conf: cfg.ConfigOpts, state: SharedState | None, *,
         netns_guard=protocol.host_netns_guard)
 
 
-def build_server_service(conf: cfg.ConfigOpts,
-                         state: SharedState) -> CNIService:
-    """The Server's service: with the Kubernetes hooks when configured."""
+def build_server_service(conf: cfg.ConfigOpts, state: SharedState, *,
+                         master_pid: int | None = None) -> CNIService:
+    """The Server's service: with the Kubernetes hooks when configured
+    (``master_pid``: the daemon's, named in its client's User-Agent)."""
     if not k8s.is_configured(conf):
         return build_service(conf, state)
-    client = k8s.K8sClient.from_conf(conf)
+    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
     registry = PodRegistry(registry_path(conf.ipam.state_dir))
     checker = PodChecker(registry, get_pod=client.get_pod)
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None

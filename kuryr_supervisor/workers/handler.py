@@ -77,7 +77,8 @@ class HandlerWorker(Worker):
             creates = announcer.LocalCreates(self.state.creates)
         runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
                                         self.component, fence=fence,
-                                        announcer=creates))
+                                        announcer=creates,
+                                        master_pid=self._master_pid))
         self._runner = runner
         LOG.info("running handler %s", name)
         runner.run(self.stopping, self.beat)

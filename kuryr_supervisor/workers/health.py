@@ -75,8 +75,9 @@ def build_server(app: Any, sock: socket.socket,
 
 
 #: Builds extra checks in the worker process (after the fork), so a check
-#: that holds a client or a socket never shares it with the master.
-CheckFactory = Callable[[SharedState, cfg.ConfigOpts], Iterable[Check]]
+#: that holds a client or a socket never shares it with the master; the
+#: master's pid names the daemon in its clients' User-Agent.
+CheckFactory = Callable[[SharedState, cfg.ConfigOpts, int], Iterable[Check]]
 #: The role's base set of checks (the CNI role's by default).
 BaseChecks = Callable[..., list[Check]]
 
@@ -120,7 +121,8 @@ class HealthManagerWorker(Worker):
         """Build the monitor, take the first snapshot, start serving."""
         extra = list(self._extra)
         if self._factory is not None:
-            extra.extend(self._factory(self.state, self.conf))
+            extra.extend(self._factory(self.state, self.conf,
+                                       self._master_pid))
         # The judge's word on this node (the CNI role with the record):
         # its check among the others, its feeds started with the rest.
         view = netwatch.cluster_view(self.conf)
@@ -130,17 +132,19 @@ class HealthManagerWorker(Worker):
                                    extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
                                      on_change=self._wake.set)
-        self._condition = nodecondition.from_conf(self.conf)
+        self._condition = nodecondition.from_conf(
+            self.conf, master_pid=self._master_pid)
         if self._condition is not None:
             self._patcher = Offloaded(self._condition.update,
                                       "node-condition")
-        self._events = nodeevents.from_conf(self.state, self.conf)
+        self._events = nodeevents.from_conf(self.state, self.conf,
+                                            master_pid=self._master_pid)
         # The first snapshot before the first request: no probe sees "not
         # checked yet" for an I/O check that answers within a heartbeat.
         self.monitor.tick(wait=self.heartbeat_interval)
         # STATUS flags and the node's record, off this loop's thread.
         self._network = netwatch.from_conf(self.monitor, self.state, self.conf,
-                                           view)
+                                           view, master_pid=self._master_pid)
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         network = self._network.status if self._network is not None \

@@ -51,7 +51,8 @@ class ServerWorker(Worker):
 
     def serve(self) -> None:
         opts = self.conf.cni_daemon
-        service = build_server_service(self.conf, self.state)
+        service = build_server_service(self.conf, self.state,
+                                       master_pid=self._master_pid)
         self._app = CNIApp(service, max_request_bytes=opts.max_request_bytes,
                            state=self.state)
         checked = threading.Event()

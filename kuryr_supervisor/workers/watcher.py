@@ -203,7 +203,8 @@ class WatcherWorker(Worker):
                 on_ready=self._ready)
             self._loop.run(self.stopping)
             return
-        client = k8s.K8sClient.from_conf(self.conf)
+        client = k8s.K8sClient.from_conf(self.conf,
+                                         master_pid=self._master_pid)
         registry = PodRegistry(registry_path(self.conf.ipam.state_dir))
         LOG.info("watching pods of node %s", client.node)
         self._follow(client)

@@ -139,6 +139,18 @@ def test_kubernetes_mode(tmp_path: Path, api: FakeAPI, namespaces: Namespaces) -
                       if c.get("type") == "KuryrCNIHealthy"]
         assert conditions and conditions[-1]["status"] == "True", api.patches
 
+        # Every request names the node and the daemon's master, whichever
+        # worker sent it: the Watcher's list and watch, the Server's pod
+        # check, the HealthManager's probe and Node condition.
+        agent = f"(cni; {NODE}; pid {d.pid})"
+        sent = {(method, path.split("?")[0]) for _, method, path, _ in api.access}
+        assert {("GET", "/api/v1/pods"), ("GET", "/readyz"),
+                ("GET", "/api/v1/namespaces/default/pods/web"),
+                ("PATCH", f"/api/v1/nodes/{NODE}/status")} <= sent, sent
+        assert all(ua.startswith("kuryr-supervisor/") and ua.endswith(agent)
+                   for _, _, _, ua in api.access), \
+            {ua for _, _, _, ua in api.access}
+
         # A graceful stop leaves the store and the pod registry alone,
         # without -wal or -shm (the Watcher never closes the registry).
         d.signal(signal.SIGTERM)

@@ -69,6 +69,9 @@ def test_each_handler_has_its_own_slot_heartbeat_and_budget() -> None:
     try:
         time.sleep(0.5)
         assert sorted(asked) == [["a"], ["b"]]     # each loads its own only
+        # The replica's master, as the worker was given it (User-Agent,
+        # Lease identity): never the handler process's own pid.
+        assert {made[n].ctx.master_pid for n in "ab"} == {os.getppid()}
         for comp in (handler_a, handler_b):
             slot = state.component(comp)
             assert slot.ready and slot.heartbeat_age(state.now()) < 0.2

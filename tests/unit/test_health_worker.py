@@ -250,16 +250,18 @@ class ApiCheck(Check):
 
 def test_extra_checks_are_served(state: SharedState, conf: cfg.ConfigOpts,
                                  probe: socket.socket) -> None:
-    built: list[int] = []
+    built: list[tuple[int, int]] = []
 
-    def factory(st: SharedState, cf: cfg.ConfigOpts) -> list[Check]:
-        built.append(os.getpid())
+    def factory(st: SharedState, cf: cfg.ConfigOpts,
+                master_pid: int) -> list[Check]:
+        built.append((os.getpid(), master_pid))
         return [ApiCheck(False)]
     w = HealthManagerWorker(0, state, conf, os.getppid(),
                             check_factory=factory, probe_listener=probe)
     try:
         port = w.start().port
-        assert built == [os.getpid()]
+        # In the worker, with the master's pid for its clients' User-Agent.
+        assert built == [(os.getpid(), os.getppid())]
         assert get(port, "/ready/k8s-api") == (
             503, "[-]k8s-api failed: k8s API unreachable: connection "
                  "refused\n")

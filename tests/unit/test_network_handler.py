@@ -5,10 +5,13 @@ and the Events then say."""
 from __future__ import annotations
 
 import collections
+import os
+import threading
 
 import pytest
 
 from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.leadership.election import identity
 from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
 from kuryr_supervisor.kubernetes import clusterspec
 from kuryr_supervisor.kubernetes import netconditions as nc
@@ -173,6 +176,25 @@ def test_a_new_handler_process_serves_no_old_figures(world: World) -> None:
     ctx = HandlerContext(world.conf, world.state, world.ready.append)
     NetworkHealthHandler(ctx)        # a follower's: it never judges
     assert world.state.verdicts.read() is None
+
+
+def test_the_judge_is_named_as_its_replicas_lease_holder(
+        world: World) -> None:
+    """What a verdict names as its judge is the replica's Lease identity:
+    the master's pid the handler's context carries, never the handler
+    process's own (outside a daemon, the context's default: this one)."""
+    assert world.handler.specs is not None
+    assert world.handler.specs.judge == identity(os.getpid())
+    ctx = HandlerContext(world.conf, world.state, world.ready.append,
+                         master_pid=4242)
+    handler = NetworkHealthHandler(ctx, client=world.api.client("controller"),
+                                   clock=world.clock)
+    try:
+        assert handler.start(threading.Event(), lambda: None)
+        assert handler.specs is not None
+        assert handler.specs.judge == identity(4242)
+    finally:
+        handler.stop()
 
 
 def test_a_refused_write_backs_off(world: World) -> None:

@@ -7,6 +7,7 @@ the tag/network/project scope, a wrong password) and real outages:
 tests/functional/test_cloud_adapter.py."""
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,7 +204,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     conf = neutron_conf(tmp_path, keystone, openstack_checks="true",
                         openstack_check_interval=60)
     conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
-    checks = {c.name: c for c in k8s_checks.extra_checks(None, conf)}  # type: ignore[arg-type]
+    checks = {c.name: c for c in k8s_checks.extra_checks(None, conf, os.getpid())}  # type: ignore[arg-type]
     assert set(checks) == {"k8s-api", "keystone", "neutron", "bridge"}
     for name in ("keystone", "neutron"):
         assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
@@ -218,7 +219,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     assert not result.ok and "port quota exhausted" in result.message
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
-    assert [c.name for c in k8s_checks.extra_checks(None, conf)] == [  # type: ignore[arg-type]
+    assert [c.name for c in k8s_checks.extra_checks(None, conf, os.getpid())] == [  # type: ignore[arg-type]
         "bridge"]
 
 

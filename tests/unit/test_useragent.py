@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,26 +24,26 @@ AGENT = re.compile(r"kuryr-supervisor/\S+ \((cni|controller); ([^;()]+); "
                    r"pid (\d+)\)")
 
 
-@pytest.fixture(autouse=True)
-def master_pid() -> Iterator[None]:
-    useragent.set_master_pid(4242)
-    yield
-    useragent._master_pid = None
+#: The master's pid as a worker is given it (never this process's).
+MASTER = 4242
 
 
 def test_format_names_role_name_and_master_pid() -> None:
-    agent = useragent.user_agent("controller", "ctl-7d9f-x2")
+    agent = useragent.user_agent("controller", "ctl-7d9f-x2", MASTER)
     assert agent == f"kuryr-supervisor/{version()} (controller; ctl-7d9f-x2; pid 4242)"
-    useragent._master_pid = None
-    assert useragent.user_agent("cni", "n").endswith(f"; pid {os.getpid()})")
+    # A process with no master (a tool, the master itself): its own.
+    assert useragent.for_role("cni", "n", None).endswith(
+        f"; pid {os.getpid()})")
+    assert useragent.for_role("cni", "n", MASTER).endswith("; pid 4242)")
 
 
 def test_a_hostile_name_stays_one_comment_field() -> None:
-    agent = useragent.user_agent("cni", "evil); x=(1;\r\nInjected: y\\")
+    agent = useragent.user_agent("cni", "evil); x=(1;\r\nInjected: y\\",
+                                 MASTER)
     assert "\r" not in agent and "\n" not in agent
     m = AGENT.fullmatch(agent)
     assert m and m.group(2) == "evil x=1Injected: y", agent
-    assert useragent.user_agent("cni", "();").split("; ")[1] == "-"
+    assert useragent.user_agent("cni", "();", MASTER).split("; ")[1] == "-"
 
 
 def test_lease_identity_and_agent_name_the_same_replica(
@@ -52,7 +51,7 @@ def test_lease_identity_and_agent_name_the_same_replica(
     monkeypatch.setenv("POD_NAME", "kuryr-controller-abc")
     assert identity(4242) == "kuryr-controller-abc_4242"
     assert "(controller; kuryr-controller-abc; pid 4242)" in \
-        useragent.user_agent("controller", useragent.replica_name())
+        useragent.user_agent("controller", useragent.replica_name(), MASTER)
 
 
 def test_keystone_and_neutron_see_the_replica(
@@ -63,7 +62,7 @@ def test_keystone_and_neutron_see_the_replica(
     try:
         conf = neutron_conf(tmp_path, keystone)
         conf.set_override("role", "controller")
-        api = osa.OpenStack.from_conf(conf)
+        api = osa.OpenStack.from_conf(conf, master_pid=MASTER)
         made = api.create_port(network_id=neutron.network_id,
                                subnet_id=neutron.subnet["id"], name="p",
                                device_id="uid-1")
@@ -89,7 +88,7 @@ def test_the_cni_roles_openstack_checks_name_the_node(
         conf = neutron_conf(tmp_path, keystone)
         conf.set_override("role", "cni")
         conf.set_override("node_name", "node-9", "kubernetes")
-        osa.OpenStack.from_conf(conf).token()
+        osa.OpenStack.from_conf(conf, master_pid=MASTER).token()
     finally:
         keystone.stop()
     assert keystone.access
@@ -107,7 +106,8 @@ def k8s_client(api: FakeAPI, role: str | None) -> k8s.K8sClient:
     conf([], default_config_files=[])
     conf.set_override("api_root", api.url, "kubernetes")
     conf.set_override("node_name", "node-7", "kubernetes")
-    return k8s.K8sClient.from_conf(conf, environ={"POD_NAME": "ctl-2"})
+    return k8s.K8sClient.from_conf(conf, environ={"POD_NAME": "ctl-2"},
+                                   master_pid=MASTER)
 
 
 @pytest.mark.parametrize(("role", "name"), [

@@ -64,7 +64,7 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
     """Block until leading (then keep the lease from a thread of its own)
     or stopping (None)."""
     opts = conf.controller
-    elector = LeaderElector(K8sClient.from_conf(conf),
+    elector = LeaderElector(K8sClient.from_conf(conf, master_pid=master_pid),
                             namespace=opts.lease_namespace,
                             name=opts.lease_name, identity=identity(master_pid),
                             duration=int(opts.lease_duration))
@@ -83,7 +83,8 @@ def wait_for_leadership(conf: cfg.ConfigOpts, stopping: threading.Event,
                 # thread has the elector's).
                 return Leading(WriteFence(elector.leading, elector.left),
                                announcer.CreateLease(
-                                   K8sClient.from_conf(conf),
+                                   K8sClient.from_conf(
+                                       conf, master_pid=master_pid),
                                    namespace=opts.lease_namespace,
                                    name=opts.lease_name + announcer.SUFFIX,
                                    identity=elector.identity))

@@ -146,9 +146,11 @@ class NetworkCanaryHandler:
         conf = self.ctx.conf
         self._beat = beat
         if self.client is None:
-            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
+            self.client = k8s.K8sClient.from_conf(
+                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
         if self.cloud is None:
-            self.cloud = osa.OpenStack.from_conf(conf, fence=self.ctx.fence)
+            self.cloud = osa.OpenStack.from_conf(
+                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
         self.cloud.beat = beat
         self.known = KnownNodes(self.client, clock=self._clock)
         opts = conf.controller

@@ -49,7 +49,6 @@ from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import clusterspec, events
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
-from kuryr_supervisor.useragent import master_pid
 
 LOG = logging.getLogger(__name__)
 
@@ -133,13 +132,14 @@ class NetworkHealthHandler:
         self._beat = beat
         self._started.set()
         if self.client is None:
-            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
+            self.client = k8s.K8sClient.from_conf(
+                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
         self.nodes = NodeConditions(self.client,
                                     conf.network_health.condition_type,
                                     wall=self._wall, clock=self._clock)
         self.known = KnownNodes(self.client, clock=self._clock)
         self.specs = VerdictSpecs(
-            self.client, self.book, judge=identity(master_pid()),
+            self.client, self.book, judge=identity(self.ctx.master_pid),
             lifetime=lambda: float(conf.network_health.verdict_lifetime),
             wall=self._wall, beat=beat)
         self.recorder = events.recorder(self.client).start()

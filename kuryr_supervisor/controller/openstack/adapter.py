@@ -132,11 +132,14 @@ class OpenStack(NeutronApi):
     def from_conf(cls, conf: cfg.ConfigOpts, *,
                   deadline: float | None = None,
                   fence: WriteFence | None = None,
-                  clock: Callable[[], float] = time.time) -> OpenStack:
+                  clock: Callable[[], float] = time.time,
+                  master_pid: int | None = None) -> OpenStack:
         """The adapter ``[neutron]`` describes; ``deadline``: the whole-call
         deadline when not the default (the readiness checks'); ``fence``:
         what every write asks first (a leading handler process's lease);
-        ``clock``: the wall clock a token's expiry is read on."""
+        ``clock``: the wall clock a token's expiry is read on;
+        ``master_pid``: the replica's master, named in the User-Agent
+        (None: this process has none, as a tool)."""
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
         group = controller_conf.NEUTRON_GROUP
@@ -164,7 +167,7 @@ class OpenStack(NeutronApi):
         def session(transport: Any) -> Any:
             made = ks_loading.load_session_from_conf_options(
                 conf, group, auth=auth, timeout=timeout,
-                user_agent=useragent.for_role(role, node),
+                user_agent=useragent.for_role(role, node, master_pid),
                 discovery_cache=discovered)
             # Concurrent callers (bulk creates in flight, pool claims) each
             # keep their connection instead of opening and dropping one.

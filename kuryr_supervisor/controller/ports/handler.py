@@ -139,9 +139,11 @@ class NeutronPortHandler:
         conf = self.ctx.conf
         self._beat = beat
         if self.client is None:
-            self.client = k8s.K8sClient.from_conf(conf, fence=self.ctx.fence)
+            self.client = k8s.K8sClient.from_conf(
+                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
         if self.cloud is None:
-            self.cloud = osa.OpenStack.from_conf(conf, fence=self.ctx.fence)
+            self.cloud = osa.OpenStack.from_conf(
+                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
         self.cloud.beat = beat
         self.report.client = self.client
         if self.ctx.announcer is not None:

@@ -159,12 +159,13 @@ def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
     ]
 
 
-def dependency_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:
+def dependency_checks(state: SharedState, conf: cfg.ConfigOpts,
+                      master_pid: int) -> list[Check]:
     """The HealthManager's ``check_factory`` in the controller role: built in
     the worker after the fork, so no client is shared with the master."""
     from kuryr_supervisor.kubernetes import client as k8s
-    client = k8s.K8sClient.from_conf(conf)
+    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
     timeout = float(conf.kubernetes.api_check_timeout)
     watch = K8sWatchCheck(lambda: client.probe_watch(timeout),
                           lambda: float(conf.kubernetes.api_check_interval))
-    return [watch, *openstack_checks(conf)]
+    return [watch, *openstack_checks(conf, master_pid=master_pid)]

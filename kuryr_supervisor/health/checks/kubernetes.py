@@ -59,26 +59,29 @@ class K8sApiCheck(Check):
         return result
 
 
-def from_conf(conf: cfg.ConfigOpts) -> K8sApiCheck | None:
-    """The check for this daemon's configuration; None when standalone."""
+def from_conf(conf: cfg.ConfigOpts, *,
+              master_pid: int | None = None) -> K8sApiCheck | None:
+    """The check for this daemon's configuration; None when standalone
+    (``master_pid``: the daemon's, named in the client's User-Agent)."""
     from kuryr_supervisor.kubernetes import client as k8s  # keeps the client out of other imports
     if not k8s.is_configured(conf):
         return None
-    client = k8s.K8sClient.from_conf(conf)
+    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
     return K8sApiCheck(
         functools.partial(client.probe, conf.kubernetes.api_check_timeout),
         interval=conf.kubernetes.api_check_interval,
         timeout=float(conf.kubernetes.api_check_timeout))
 
 
-def extra_checks(state: SharedState, conf: cfg.ConfigOpts) -> list[Check]:
+def extra_checks(state: SharedState, conf: cfg.ConfigOpts,
+                 master_pid: int) -> list[Check]:
     """The HealthManager's ``check_factory``: built in the worker, after the
     fork, so the API client is never shared with the master."""
-    check = from_conf(conf)
+    check = from_conf(conf, master_pid=master_pid)
     checks: list[Check] = [check] if check is not None else []
     if conf.controller.openstack_checks:     # nested: the CNI role uses Neutron too
         from kuryr_supervisor.health.checks.openstack import openstack_checks
-        checks.extend(openstack_checks(conf))
+        checks.extend(openstack_checks(conf, master_pid=master_pid))
     if conf.binding.driver == "ovs":
         from kuryr_supervisor.health.checks.ovn import ovs_checks
         checks.extend(ovs_checks(conf))

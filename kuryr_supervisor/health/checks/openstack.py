@@ -199,15 +199,18 @@ class NeutronCheck(_Cached):
         return ""
 
 
-def openstack_checks(conf: cfg.ConfigOpts) -> list[Check]:
-    """Keystone and Neutron checks, sharing one adapter (one token)."""
+def openstack_checks(conf: cfg.ConfigOpts, *,
+                     master_pid: int | None = None) -> list[Check]:
+    """Keystone and Neutron checks, sharing one adapter (one token;
+    ``master_pid``: the daemon's, named in its User-Agent)."""
     from kuryr_supervisor.controller.openstack import adapter as osa
     from kuryr_supervisor.controller.openstack import timeouts
     # The adapter's own whole-call bound is shorter than the check's, so
     # a hung call fails inside the check with the adapter's words (naming
     # Keystone or Neutron), before the check's own wait runs out.
     cloud = osa.OpenStack.from_conf(
-        conf, deadline=timeouts.check_call_deadline(conf))
+        conf, deadline=timeouts.check_call_deadline(conf),
+        master_pid=master_pid)
     opts = conf.controller
 
     def interval() -> float:
