@@ -10,6 +10,12 @@ this finds:
   gives a public function for what the importer needs;
 - ``import x._name`` or ``from x._name import y``: a private module.
 
+And what neither sees: a private attribute reached through a string,
+``getattr(obj, "_name")`` (``hasattr``, ``setattr``, ``delattr`` too) on
+anything but ``self`` or ``cls`` -- SLF001 with the name hidden from it.
+What truly has no public way is reached as ``obj._name`` in one function,
+with ``# noqa: SLF001`` and the reason, where the linter sees it.
+
 Standard-library modules whose own name starts with an underscore
 (``_socket``, a C extension) are imported by name, as Python documents
 them, and are left alone. Exits 1, one line per finding
@@ -30,10 +36,32 @@ def private(name: str) -> bool:
                                           and name.endswith("__"))
 
 
+#: The builtins that take an attribute's name as a string.
+BY_NAME = {"getattr", "hasattr", "setattr", "delattr"}
+
+
+def _by_name(node: ast.Call) -> str | None:
+    """``getattr(..., '_name')`` when ``node`` reaches a private name
+    through a string on another object, else None."""
+    if not (isinstance(node.func, ast.Name) and node.func.id in BY_NAME
+            and len(node.args) >= 2):
+        return None
+    owner, name = node.args[0], node.args[1]
+    if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+        return None
+    if isinstance(name, ast.Constant) and isinstance(name.value, str) \
+            and private(name.value):
+        return f"{node.func.id}(..., {name.value!r})"
+    return None
+
+
 def findings(path: Path) -> Iterator[str]:
     tree = ast.parse(path.read_text(), str(path))
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.Call) and (call := _by_name(node)):
+            yield (f"{path}:{node.lineno}: {call}: a private attribute "
+                   "through a string")
+        elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             parts = module.split(".")
             if any(private(p) for p in parts[1:]):

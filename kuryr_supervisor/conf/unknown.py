@@ -30,17 +30,31 @@ def _norm(name: str) -> str:
     return name.replace("-", "_")
 
 
+def registered(conf: cfg.ConfigOpts) -> dict[str, list[cfg.Opt]]:
+    """{group: the options registered on ``conf`` in it} (``DEFAULT``: those
+    of no group), whoever registered them (us, oslo.log, a plugin).
+
+    The one reader of oslo.config's registry, on purpose: its public
+    interface (``conf`` and ``conf[group]`` as mappings) yields names and
+    values, never the :class:`cfg.Opt` -- and the names and groups a file
+    may still set an option under (``Opt.deprecated_opts``, Kuryr's
+    spellings) are on the Opt alone. Nor can the mapping tell a group from
+    a [DEFAULT] option without reading the option's value, which may be
+    the very one the file got wrong.
+    """
+    found = {DEFAULT: [info["opt"] for info in conf._opts.values()]}  # noqa: SLF001
+    for name, group in conf._groups.items():  # noqa: SLF001
+        found[name] = [info["opt"] for info in group._opts.values()]  # noqa: SLF001
+    return found
+
+
 def known(conf: cfg.ConfigOpts,
           also: Mapping[str, Iterable[cfg.Opt]] | None = None
           ) -> dict[str, set[str]]:
     """{group: option names} registered on ``conf`` or given in ``also``
     ({group: options}), deprecated ones too."""
     names: defaultdict[str, set[str]] = defaultdict(set)
-    groups: dict[str, list[cfg.Opt]] = {
-        DEFAULT: [info["opt"] for info in getattr(conf, "_opts", {}).values()]}
-    for name, group in getattr(conf, "_groups", {}).items():
-        groups[name] = [info["opt"]
-                        for info in getattr(group, "_opts", {}).values()]
+    groups = registered(conf)
     for name, opts in (also or {}).items():
         groups[name] = [*groups.get(name, []), *opts]
     for group, opts in groups.items():

@@ -1,5 +1,6 @@
 """The import contracts (.importlinter) hold, and each can fail; so does
-the check that no module imports another's private names.
+the check that no module imports another's private names (nor reads them
+through a string).
 
 The same ``lint-imports`` that ``tox -e lint`` runs is run here on the real
 tree, then on copies in which one import goes upward (a foundation imports
@@ -92,6 +93,8 @@ CHECK_PRIVATE = ROOT / "tools" / "check-private-imports.py"
     "from kuryr_supervisor.controller.openstack.wire import _decode_port",
     "from kuryr_supervisor.controller.openstack._hidden import x",
     "import kuryr_supervisor.controller._hidden",
+    'x = getattr(cfg.CONF, "_opts", {})',
+    'x = hasattr(object(), "_groups")',
 ])
 def test_a_private_import_is_found(tmp_path: Path, line: str) -> None:
     tree = _copy(tmp_path)
