@@ -8,7 +8,9 @@ Both read the same configuration files and options as the daemon (the same
 ``--config-file``/``--config-dir`` and the same default files), so they talk
 about the daemon that configuration describes. The subcommand and the options
 come in any order (``kuryr-supervisor --role controller check-config``);
-:mod:`.usage` finds the subcommand and writes the help.
+:mod:`.usage` finds the subcommand and writes the help; both load the
+configuration with :mod:`.configuration`. This module only dispatches:
+the subcommands' modules never import it back (``.importlinter``).
 
 Layer (``.importlinter``): between the entry point and the master. The
 subcommands use the configuration and the master's pre-fork checks; nothing
@@ -19,9 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oslo_config import cfg
-
-from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cli import usage
 
 #: Each subcommand and its one line in ``kuryr-supervisor --help``.
@@ -44,14 +43,3 @@ def run(name: str, args: list[str]) -> int:
         return status.main(args)
     from kuryr_supervisor.cli import check_config
     return check_config.main(args)
-
-
-def load_conf(args: Sequence[str]) -> cfg.ConfigOpts:
-    """A fresh configuration parsed and validated as the daemon does it
-    (raises :class:`~kuryr_supervisor.conf.ConfigError`)."""
-    from oslo_log import log
-    conf = cfg.ConfigOpts()
-    log.register_options(conf)      # the daemon's logging options parse too
-    conf_mod.register_opts(conf)
-    conf_mod.load(conf, args)
-    return conf

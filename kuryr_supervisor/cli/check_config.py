@@ -31,9 +31,8 @@ import sys
 
 from oslo_config import cfg
 
-from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import checks, usage
+from kuryr_supervisor.cli import checks, configuration, usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.kubernetes import config as k8s_config
 from kuryr_supervisor.master import preflight
@@ -62,7 +61,7 @@ def _kubernetes_library(conf: cfg.ConfigOpts) -> None:
 
 def check(args: list[str]) -> cfg.ConfigOpts:
     """Every check, or the first failure as an exception."""
-    conf = cli.load_conf(args)
+    conf = configuration.load_conf(args)
     _kubernetes_library(conf)       # the install, before the world (as a start)
     preflight.validate(conf)
     checks.run(conf)

@@ -30,9 +30,8 @@ from typing import Any
 
 from oslo_config import cfg
 
-from kuryr_supervisor import cli
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cli import shim, usage
+from kuryr_supervisor.cli import configuration, shim, usage
 
 READY, NOT_READY, NOT_LIVE = 0, 1, 2
 #: The whole exchange, connect to last byte.
@@ -297,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
 def main(args: list[str]) -> int:
     own, rest = parser().parse_known_args(args)
     try:
-        conf = cli.load_conf(rest)
+        conf = configuration.load_conf(rest)
     except conf_mod.ConfigError as exc:
         print(f"kuryr-supervisor: configuration error: {exc}", file=sys.stderr)
         return NOT_LIVE

@@ -61,6 +61,9 @@ def test_tree_keeps_the_layers(tmp_path: Path) -> None:
     ("controller/pools/portpools.py", "from kuryr_supervisor.controller.pools import refill"),
     ("health/checks/base.py", "from kuryr_supervisor.health.checks import openstack"),
     ("cni/ipam/__init__.py", "from kuryr_supervisor.cni import service"),
+    # a subcommand's module and the package that dispatches to it
+    ("cli/status.py", "from kuryr_supervisor import cli"),
+    ("cli/checks.py", "import kuryr_supervisor.cli"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path: Path, module: str,
                                               upward: str) -> None:
