@@ -12,6 +12,7 @@ any, and its verdict on the node itself, if faulty::
           message: "its canary cannot reach 2 of 2 peers ..."
           since: "2024-05-01T10:00:00Z"
         judge: "controller-7d9f-x2_1"    # the replica that wrote it
+        record: "<this record's metadata.uid>"
         renewTime: "2024-05-01T10:00:30Z"
         lifetimeSeconds: 60
 
@@ -39,9 +40,15 @@ longer than that without a judge writing it again.
 Why here: the node reads its own record already (its canary, its share
 of the probing) and gets it back with each of its own writes; the spec is
 the controller's alone (the nodes' RBAC cannot update it; its writes pass
-the leader's write fence), so a node cannot excuse another. The judge
-writes the field only when it differs from what it wants or a declaration
-is due for renewal, keeping the rest of the spec (:func:`merged`).
+the leader's write fence), so a node cannot excuse another. A node may
+*create* a record, spec and all (it makes its own at start), so the
+judge's declarations also name the record they were written into
+(``record``: its ``metadata.uid``, which the API server gives at the
+create): a record created with a verdict in it (a compromised node's, for
+another node whose record did not exist yet) names no uid it could know,
+and :func:`verdict` refuses it. The judge writes the field only when it
+differs from what it wants or a declaration is due for renewal, keeping
+the rest of the spec (:func:`merged`).
 """
 from __future__ import annotations
 
@@ -86,6 +93,7 @@ class ClusterVerdict:
     judge: str = ""       # the replica that wrote it
     renewed: str = ""     # RFC 3339 of the last renewal ("": none)
     lifetime: float = 0.0
+    record: str = ""      # the uid of the record it was written into
 
     @property
     def declares(self) -> bool:
@@ -98,7 +106,7 @@ class ClusterVerdict:
         node = self.node
         return (self.fault, self.since,
                 None if node is None else (node.reason, node.since),
-                self.judge if self.declares else "")
+                (self.judge, self.record) if self.declares else "")
 
 
 def field(verdict: ClusterVerdict) -> dict[str, Any]:
@@ -111,7 +119,7 @@ def field(verdict: ClusterVerdict) -> dict[str, Any]:
                        "message": verdict.node.message[:MAX_MESSAGE],
                        "since": verdict.node.since}
     if verdict.declares:
-        out.update(judge=verdict.judge[:_MAX_JUDGE],
+        out.update(judge=verdict.judge[:_MAX_JUDGE], record=verdict.record,
                    renewTime=verdict.renewed,
                    lifetimeSeconds=int(verdict.lifetime))
     return out
@@ -155,7 +163,8 @@ def verdict(obj: Mapping[str, Any] | None, node: str
             ) -> ClusterVerdict | None:
     """What ``node``'s record ``obj`` says: None when no judge judges it
     (no record, or no ``cluster`` in its spec); ValueError when the field
-    does not hold up (the node then keeps what it knew)."""
+    does not hold up, or declares something for another record than
+    ``obj`` (see the module; the node then keeps what it knew)."""
     if obj is None:
         return None
     spec = obj.get("spec")
@@ -175,10 +184,16 @@ def verdict(obj: Mapping[str, Any] | None, node: str
             or lifetime < 0:
         raise ValueError("spec.cluster.lifetimeSeconds is not a number of "
                          "seconds")
-    return ClusterVerdict(fault, since if fault else "", _node(raw.get("node")),
-                          _text(raw, "judge", _MAX_JUDGE, "judge"),
-                          _text(raw, "renewTime", _MAX_SINCE, "renewTime"),
-                          float(lifetime))
+    found = ClusterVerdict(
+        fault, since if fault else "", _node(raw.get("node")),
+        _text(raw, "judge", _MAX_JUDGE, "judge"),
+        _text(raw, "renewTime", _MAX_SINCE, "renewTime"), float(lifetime),
+        _text(raw, "record", _MAX_SINCE + 32, "record"))
+    uid = (obj.get("metadata") or {}).get("uid")
+    if found.declares and (not found.record or found.record != uid):
+        raise ValueError("spec.cluster was not written into this record by "
+                         "the judge (it names another record's uid)")
+    return found
 
 
 def standing(verdict: ClusterVerdict, wall: float,

@@ -155,8 +155,11 @@ def test_nodenetwork_crd_matches_the_code() -> None:
     spec = clusterspec.merged(canary, "n" * 253, clusterspec.ClusterVerdict(
         longest, nn.rfc3339(4e9), clusterspec.NodeVerdict(
             max(nc.CAUSES, key=len), "m" * 300, nn.rfc3339(4e9)),
-        "j" * 300, nn.rfc3339(4e9), clusterspec.MAX_LIFETIME))
-    assert clusterspec.verdict({"spec": spec}, "n" * 253).fault == longest
+        "j" * 300, nn.rfc3339(4e9), clusterspec.MAX_LIFETIME,
+        "5e1b6f0c-0000-4000-8000-000000000001"))
+    assert clusterspec.verdict({"metadata": {
+        "uid": "5e1b6f0c-0000-4000-8000-000000000001"}, "spec": spec},
+        "n" * 253).fault == longest
     rule = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert set(spec) == set(rule["properties"])
     assert set(spec["cluster"]) == set(

@@ -4,6 +4,7 @@ judge's verdict on the node itself, and how long either stands without
 its judge, on a fake clock."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -30,8 +31,12 @@ EPOCH = 1.8e9
 LIFETIME = 60.0
 
 
+#: The uid the API server gave the node's record.
+UID = "5e1b6f0c-0000-4000-8000-000000000001"
+
+
 def record(verdict: ClusterVerdict | None) -> dict[str, Any]:
-    return {"metadata": {"name": NODE},
+    return {"metadata": {"name": NODE, "uid": UID},
             "spec": clusterspec.merged({"nodeName": NODE}, NODE, verdict)}
 
 
@@ -40,7 +45,7 @@ def declared(fault: str = "", node: NodeVerdict | None = None, *,
     """What the judge writes, renewed at ``renewed`` (the fake clock)."""
     return ClusterVerdict(fault, "2026-01-01T00:00:02Z" if fault else "",
                           node, "controller-0_1", rfc3339(EPOCH + renewed),
-                          lifetime)
+                          lifetime, UID)
 
 
 class World:
@@ -258,16 +263,36 @@ def test_a_spec_that_does_not_hold_up_keeps_the_last_word() -> None:
 
 
 def test_the_spec_keeps_each_writers_part() -> None:
+    mine = ClusterVerdict("peers", "t", record=UID)
     judged = clusterspec.merged({"nodeName": NODE, "canary": {"portId": "p"}},
-                                NODE, ClusterVerdict("peers", "t"))
-    part = clusterspec.field(ClusterVerdict("peers", "t"))
+                                NODE, mine)
+    part = clusterspec.field(mine)
     assert part["fault"] == "peers" and part["since"] == "t"
     assert judged == {"nodeName": NODE, "canary": {"portId": "p"},
                       "cluster": part}
-    assert clusterspec.verdict({"spec": judged}, NODE) == ClusterVerdict(
-        "peers", "t")
+    assert clusterspec.verdict({"metadata": {"uid": UID}, "spec": judged},
+                               NODE) == mine
     again = canaryspec.merged(judged, NODE, canaryspec.Assignment())
     assert again == {"nodeName": NODE, "cluster": part}
     assert clusterspec.merged(again, NODE, None) == {"nodeName": NODE}
     assert clusterspec.merged(again, NODE, ClusterVerdict()) == {
         "nodeName": NODE, "cluster": {}}
+
+
+def test_a_verdict_created_with_the_record_is_refused() -> None:
+    """A node may create records (its own at start), spec and all: one
+    created for another node with a verdict in it (excusing a check, or
+    blaming the node) names no uid it could know, and changes nothing;
+    the judge's own, which names the record's uid, does."""
+    w = World()
+    w.tell(NO_FAULT)
+    w.results["ovn-controller"] = NOT_RUNNING
+    cut = NodeVerdict("KuryrPeersUnreachable", "forged", "x")
+    for forged in (declared("ovn-controller", cut, renewed=100),):
+        for uid in ("", "another-record's-uid"):
+            obj = record(dataclasses.replace(forged, record=uid))
+            w.view.take(obj)
+            assert w.at(100) == (50, Excuse.NONE)
+            assert w.check.run(100).ok
+    w.tell(declared("ovn-controller", renewed=100))
+    assert w.at(100.5) == (0, Excuse.CLUSTER)

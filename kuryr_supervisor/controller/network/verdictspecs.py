@@ -32,6 +32,7 @@ Uninstalling takes the judge's part out of every record
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -48,6 +49,15 @@ LOG = logging.getLogger(__name__)
 
 MAX_WRITES = 100
 BACKOFF_MAX = 60.0
+
+
+def _bound(want: ClusterVerdict, obj: Mapping[str, Any]) -> ClusterVerdict:
+    """``want`` for the record ``obj``: its declarations name its uid
+    (:mod:`~kuryr_supervisor.kubernetes.clusterspec`)."""
+    if not want.declares:
+        return want
+    uid = str((obj.get("metadata") or {}).get("uid") or "")
+    return dataclasses.replace(want, record=uid)
 
 
 class SpecCalls(Protocol):
@@ -135,7 +145,7 @@ class VerdictSpecs:
                 continue
             says = self._says(node, obj)
             if not isinstance(says, ClusterVerdict) or \
-                    says.key() != want.key() or \
+                    says.key() != _bound(want, obj).key() or \
                     (want.declares and self._due(says)):
                 out.append(node)
 
@@ -161,10 +171,10 @@ class VerdictSpecs:
         lifetime = float(self._lifetime())
         for node in self.pending()[:MAX_WRITES]:
             obj = self.book.objects[node]
-            want = self.want[node]
+            want = _bound(self.want[node], obj)
             if want.declares:
-                want = ClusterVerdict(want.fault, want.since, want.node,
-                                      want.judge, renewed, lifetime)
+                want = dataclasses.replace(want, renewed=renewed,
+                                           lifetime=lifetime)
             body = dict(obj)
             body["spec"] = clusterspec.merged(obj.get("spec"), node, want)
             try:
