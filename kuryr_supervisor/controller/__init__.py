@@ -2,11 +2,13 @@
 
 ``handlers`` is the plugin contract: what a handler is, what a handler
 process hands it, and how handlers are found (entry points). The rest is
-four sub-packages, each importing only those below it (checked by the
+five sub-packages, each importing only those below it (checked by the
 import-layer contracts in ``.importlinter``):
 
 - :mod:`.ports`: the built-in ``neutron_port`` handler (a Neutron port per
   pod, announced in the pod's PodPort);
+- :mod:`.network`: beside it, the network judge (``network_health``) and
+  the canaries (``network_canary``);
 - :mod:`.pools`: ports made ahead per node and handed to pods at once
   (``[vif_pool]``);
 - :mod:`.leadership`: the Lease-based leader election and the announcement
