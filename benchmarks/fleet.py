@@ -6,7 +6,7 @@ server's watch cache starts afresh, 410 Gone) and relists. What matters to
 the API server is how many relists arrive at once, and how many are
 consistent reads that go to etcd rather than the watch cache.
 
-200 real :class:`PodWatch` loops (threads, each with its own real
+200 real :class:`Informer` loops (threads, each with its own real
 ``K8sClient`` over HTTP) watch their own node's pods on the fake API
 (``tests/fixtures/fakeapi.py``). Once all are synced the API answers 503 for
 30 s (open watches dropped), forgets its history (a restarted API server),
@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.context import Context, Outcome
 from benchmarks.stats import Figure, percentile
-from kuryr_supervisor.kubernetes.podwatch import PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 from kuryr_supervisor.kubernetes.registry import Pod
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -70,7 +70,7 @@ def simulate(mode: str, watchers: int, outage: float) -> dict[str, Any]:
     # 200 loops logging each outage transition would drown the report.
     logging.getLogger("kuryr_supervisor.kubernetes").setLevel(logging.ERROR)
     stop = threading.Event()
-    loops: list[PodWatch] = []
+    loops: list[Informer[Pod]] = []
     threads = []
     try:
         for i in range(watchers):
@@ -79,8 +79,8 @@ def simulate(mode: str, watchers: int, outage: float) -> dict[str, Any]:
         for i in range(watchers):
             client = api.client(f"node-{i}", watch_timeout=300,
                                 request_timeout=5)
-            loop = PodWatch(
-                client, NullSink(), heartbeat_interval=1.0,
+            loop = Informer(
+                client.node_pods, NullSink(), heartbeat_interval=1.0,
                 backoff_initial=0.5, backoff_max=30.0,
                 rng=Before() if mode == "before" else random.Random(i),  # type: ignore[arg-type]
                 cache_relist=mode == "after")
@@ -154,7 +154,7 @@ def run(ctx: Context) -> Outcome:
                b["requests_during_outage"], "before"),
     ]
     return Outcome(figures, raw={"before": before, "after": after},
-                   notes=[f"fleet: {watchers} PodWatch loops, API down "
+                   notes=[f"fleet: {watchers} Informer loops, API down "
                           f"{outage:g} s then history compacted; before = "
                           "fixed backoff, immediate consistent relist; after "
                           "= jittered backoff, cache relist."])

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from oslo_config import cfg
@@ -40,6 +40,8 @@ from oslo_config import cfg
 from kuryr_supervisor.health.pollloop import PollLoop
 from kuryr_supervisor.kubernetes import netconditions, nodenetwork
 from kuryr_supervisor.kubernetes.nodenetwork import NetworkReport
+from kuryr_supervisor.kubernetes.nodes import patch_conditions, uid
+from kuryr_supervisor.kubernetes.resource import ResourceClient
 from kuryr_supervisor.kubernetes.wire import K8sError, K8sPermanent
 
 LOG = logging.getLogger(__name__)
@@ -52,13 +54,13 @@ POLL_INTERVAL = 0.2
 
 
 class RecordCalls(Protocol):
-    """What the writer needs of the API (``K8sClient`` fits)."""
+    """What the writer (and releasing) needs of the API (``K8sClient``
+    fits)."""
 
-    def get_nodenetwork(self, name: str) -> dict[str, Any] | None: ...
-    def create_nodenetwork(self, obj: Mapping[str, Any]) -> dict[str, Any]: ...
-    def replace_nodenetwork_status(self, name: str, obj: Mapping[str, Any]
-                                   ) -> dict[str, Any]: ...
-    def get_named_node(self, name: str) -> dict[str, Any] | None: ...
+    @property
+    def nodenetworks(self) -> ResourceClient: ...
+    @property
+    def nodes(self) -> ResourceClient: ...
 
 
 class RecordWriter:
@@ -149,7 +151,7 @@ class RecordWriter:
                 report, heartbeat_seconds=float(self._heartbeat()),
                 wall=self._wall())
             try:
-                self._object = self.calls.replace_nodenetwork_status(
+                self._object = self.calls.nodenetworks.replace_status(
                     self.node, body)
                 self._seen(self._object)
                 return
@@ -162,18 +164,17 @@ class RecordWriter:
 
     def _current(self) -> dict[str, Any]:
         """The record as the API has it, created if it does not exist."""
-        obj = self.calls.get_nodenetwork(self.node)
+        records = self.calls.nodenetworks
+        obj = records.get(self.node)
         if obj is not None:
             return obj
-        node = self.calls.get_named_node(self.node) or {}
-        uid = str((node.get("metadata") or {}).get("uid") or "")
         try:
-            return self.calls.create_nodenetwork(
-                nodenetwork.body(self.node, uid))
+            return records.create(nodenetwork.body(
+                self.node, uid(self.calls.nodes.get(self.node))))
         except K8sPermanent as exc:
             if exc.status != 409:
                 raise
-        found = self.calls.get_nodenetwork(self.node)
+        found = records.get(self.node)
         if found is None:
             raise K8sPermanent("NodeNetwork vanished while created", 404)
         return found
@@ -185,25 +186,15 @@ def record_loop(writer: RecordWriter, *,
     return PollLoop(writer.step, interval=interval, name="node-record")
 
 
-class ReleaseCalls(Protocol):
-    """What releasing needs of the API (``K8sClient`` fits)."""
-
-    def delete_nodenetwork(self, name: str) -> bool: ...
-    def get_named_node(self, name: str) -> dict[str, Any] | None: ...
-    def patch_node_conditions(self, name: str,
-                              conditions: Sequence[Mapping[str, Any]], *,
-                              resource_version: str = "") -> Any: ...
-
-
-def release(calls: ReleaseCalls, node: str, own_type: str, *,
+def release(calls: RecordCalls, node: str, own_type: str, *,
             wall: Callable[[], float] = time.time) -> bool:
     """Uninstalling: delete the node's record, then release the judge's
     conditions on its Node (:mod:`~kuryr_supervisor.kubernetes.netconditions`:
     our type removed, a NetworkUnavailable of ours turned False). True when
     all of it is done; an API error is logged, never raised."""
     try:
-        calls.delete_nodenetwork(node)
-        obj = calls.get_named_node(node)
+        calls.nodenetworks.delete(node)
+        obj = calls.nodes.get(node)
         if obj is None:
             return True
         conditions = (obj.get("status") or {}).get("conditions") or []
@@ -211,7 +202,7 @@ def release(calls: ReleaseCalls, node: str, own_type: str, *,
             conditions, netconditions.Want(netconditions.RELEASE),
             own_type=own_type, wall=wall())
         if patch:
-            calls.patch_node_conditions(node, patch)
+            patch_conditions(calls.nodes, node, patch)
     except K8sError as exc:
         LOG.warning("cannot release the network conditions of %s: %s",
                     node, exc)

@@ -11,8 +11,8 @@ second. A watch of the one record (``fieldSelector=metadata.name``, as the
 kubelet watches its own Node) costs one idle connection per node and
 brings each write of the spec, a renewal included, the moment it is made.
 
-:class:`RecordFollower` runs :class:`~kuryr_supervisor.kubernetes.podwatch.
-PodWatch` (list, then watch, resume, relist on 410, jittered backoff) over
+:class:`RecordFollower` runs an :class:`~kuryr_supervisor.kubernetes.
+informer.Informer` (list, then watch, resume, relist on 410, jittered backoff) over
 that record on a thread of its own and hands each version to ``seen``
 (None when there is none: deleted, or not made yet; the record writer
 makes it). A resource the API does not serve (the controller's CRD not
@@ -21,10 +21,11 @@ installed) is retried with the loop's backoff; the writer says so.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
-from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
+from kuryr_supervisor.kubernetes.resource import ResourceClient
 from kuryr_supervisor.kubernetes.wire import WatchStream
 
 Raw = Mapping[str, Any]
@@ -36,13 +37,8 @@ class RecordCalls(Protocol):
 
     @property
     def watch_read_timeout(self) -> float: ...
-
-    def page_nodenetworks(self, resource_version: str = "", *, limit: int,
-                          token: str = "", name: str = ""
-                          ) -> tuple[list[dict[str, Any]], str, str]: ...
-    def watch_nodenetworks(self, resource_version: str,
-                           decode: Callable[[Mapping[str, Any]], Any],
-                           name: str = "") -> WatchStream: ...
+    @property
+    def nodenetworks(self) -> ResourceClient: ...
 
 
 def _identity(obj: Raw) -> Raw:
@@ -50,19 +46,20 @@ def _identity(obj: Raw) -> Raw:
 
 
 class _OneRecord:
-    """PodWatch's source and sink over one record."""
+    """The informer's source and sink over one record."""
 
     def __init__(self, calls: RecordCalls, node: str, seen: Seen) -> None:
-        self.calls, self.node, self.seen = calls, node, seen
+        self.records, self.node, self.seen = calls.nodenetworks, node, seen
+        self.one = f"metadata.name={node}"
 
-    def list_pods(self, resource_version: str = "") -> tuple[list[Raw], str]:
-        items, rv, _ = self.calls.page_nodenetworks(
-            resource_version, limit=1, name=self.node)
-        return list(items), rv
+    def list(self, resource_version: str = "") -> tuple[Sequence[Raw], str]:
+        page = self.records.page(resource_version=resource_version, limit=1,
+                                 field_selector=self.one)
+        return page.items, page.resource_version
 
-    def watch_pods(self, resource_version: str) -> WatchStream:
-        return self.calls.watch_nodenetworks(resource_version, _identity,
-                                             name=self.node)
+    def watch(self, resource_version: str) -> WatchStream[Raw]:
+        return self.records.watch(resource_version, _identity,
+                                  field_selector=self.one)
 
     def _mine(self, obj: Raw) -> bool:
         return (obj.get("metadata") or {}).get("name") == self.node
@@ -87,8 +84,8 @@ class RecordFollower:
     def __init__(self, calls: RecordCalls, node: str, seen: Seen, *,
                  backoff_max: float = 30.0) -> None:
         one = _OneRecord(calls, node, seen)
-        self.watch = PodWatch(
-            cast(PodSource, one), cast(PodSink, one),
+        self.watch = Informer(
+            one, one,
             heartbeat_interval=1.0, backoff_max=backoff_max,
             stall_timeout=calls.watch_read_timeout + 5.0,
             what="NodeNetwork record")

@@ -2,21 +2,30 @@
 
 ``config`` (mode, node name, and the ``endpoint`` to authenticate to,
 from Kuryr's options, a ``kubeconfig`` or the service account) and the
-client: ``client`` (``K8sClient``, the pod
-calls and health probes) combines ``podportcalls``, ``leasecalls`` and
-``nodecalls`` (Node, Events, namespaces) over ``transport`` (the
-connection pool, deadlines and errors); ``wire`` is the
-error taxonomy and the decoding of pods and watch events; ``podwatch`` is the
-list+watch loop, ``registry`` the on-disk pod registry, ``reclaim`` releases
-what deleted pods left and ``nodecondition`` publishes the Node condition.
-For the controller role: ``clusterpods`` (every pod of the cluster, for the
-same loop), ``podport`` (the PodPort resource: the pod's Neutron port,
-written by the controller alone, read by the CNI role), ``portannotation``
-(the port data's checks; the legacy annotation, never trusted) and
-``lease`` (leader election). Network health: ``nodenetwork`` (the
-NodeNetwork resource: what a node says of its data plane, written by that
-node, read by the controller's judge, over ``nodenetworkcalls``), the
-controller's parts of its spec (``canaryspec``: the node's canary and
-probing; ``clusterspec``: the judge's cluster-wide verdict) and
-``netconditions`` (the judge's Node conditions, and which are ours).
+client: ``transport`` (the connection pool, deadlines, errors and the
+write fence), ``resource`` (a ``Resource`` reference and the one generic
+``ResourceClient``: get, create, replace, replace_status, patch, delete,
+page, watch, for every resource), ``client`` (``K8sClient``, the
+per-process façade: the transport, this node's name, one resource client
+per resource used, the health probes); ``wire`` is the error taxonomy
+and the decoding of pods and watch events. ``informer`` is the generic
+list+watch loop (``Informer[T]`` over a ``Source[T]`` into a
+``Sink[T]``) and ``listing`` its source over one resource. Each
+resource's module keeps only its schema and codec: ``podport`` (the
+PodPort resource: the pod's Neutron port, written by the controller
+alone, read by the CNI role), ``nodenetwork`` (the NodeNetwork resource:
+what a node says of its data plane, written by that node, read by the
+controller's judge) with the controller's parts of its spec
+(``canaryspec``: the node's canary and probing; ``clusterspec``: the
+judge's cluster-wide verdict), ``nodes`` (a Node's pod CIDR and
+conditions, a namespace's UID), ``leases`` (the Lease) and ``events``
+(Events on this Node).
+The CNI role's: ``registry`` the on-disk pod registry, ``reclaim``
+releases what deleted pods left, ``nodecondition`` publishes the Node
+condition, ``podportfollow`` follows this node's PodPorts and
+``lostpods`` books the pods whose port is lost. The controller role's:
+``clusterpods`` (every pod of the cluster, for the informer),
+``portannotation`` (the port data's checks; the legacy annotation, never
+trusted), ``lease`` (leader election) and ``netconditions`` (the judge's
+Node conditions, and which are ours).
 """

@@ -1,10 +1,12 @@
 """Every pod of the cluster, as the controller role sees them.
 
-A :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` source (list, then
-watch, cluster-wide) whose pods carry what a handler decides on: the node,
-host networking, deletion, the phase (a finished pod's port is given
-back: :attr:`ClusterPod.finished`). The CNI role's Watcher keeps its own
-node-scoped source; both share the loop's resume and relist logic.
+An :class:`~kuryr_supervisor.kubernetes.informer.Informer` source (list,
+then watch, cluster-wide: a :class:`~.listing.Listing` of every pod) whose
+pods carry what a handler decides on: the node, host networking,
+deletion, the phase (a finished pod's port is given back:
+:attr:`ClusterPod.finished`). The CNI role's Watcher keeps its own
+node-scoped source (:attr:`~.client.K8sClient.node_pods`); both share the
+loop's resume and relist logic.
 
 Lean at scale: the list is read in pages of :data:`PAGE_SIZE` and each page
 decoded into :class:`ClusterPod` (slots, eight short fields, namespace and
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuryr_supervisor.kubernetes.client import K8sClient
-from kuryr_supervisor.kubernetes.wire import WatchStream
+from kuryr_supervisor.kubernetes.listing import Listing
 
 #: Pods per page of the list: one page is a few MiB of JSON at most.
 PAGE_SIZE = 500
@@ -70,32 +72,12 @@ def cluster_pod(obj: Mapping[str, Any]) -> ClusterPod:
         phase=sys.intern(str((obj.get("status") or {}).get("phase") or "")))
 
 
-class ClusterPods:
-    """PodWatch's source over every namespace and node."""
+class ClusterPods(Listing[ClusterPod]):
+    """The informer's source over every namespace and node."""
 
     def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
                  beat: Callable[[], None] = lambda: None) -> None:
         """``beat`` is called between pages (a list of 10,000 pods is 20
         requests: the loop's heartbeat must not wait for all of them)."""
-        self.client = client
-        self.page_size = page_size
-        self.beat = beat
-
-    def list_pods(self, resource_version: str = ""
-                  ) -> tuple[list[ClusterPod], str]:
-        """Every pod, page by page (see the module); the version is the
-        first page's, which the API server keeps for the whole list."""
-        pods: list[ClusterPod] = []
-        items, rv, token = self.client.page_all_pods(resource_version,
-                                                     limit=self.page_size)
-        while True:
-            pods += [cluster_pod(item) for item in items]
-            del items
-            if not token:
-                return pods, rv
-            self.beat()
-            items, _, token = self.client.page_all_pods(
-                limit=self.page_size, token=token)
-
-    def watch_pods(self, resource_version: str) -> WatchStream:
-        return self.client.watch_all_pods(resource_version, cluster_pod)
+        super().__init__(client.pods, cluster_pod, page_size=page_size,
+                         beat=beat)

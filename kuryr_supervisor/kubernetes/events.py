@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kuryr_supervisor.kubernetes.resource import STRATEGIC_MERGE_PATCH, ResourceClient
 from kuryr_supervisor.kubernetes.wire import K8sPermanent
 
 LOG = logging.getLogger(__name__)
@@ -268,6 +269,20 @@ class EventRecorder:
         self.correlator.created(note, body["metadata"]["name"])
 
 
-def recorder(client: Any) -> EventRecorder:
-    """A recorder posting through a :class:`~.client.K8sClient`."""
-    return EventRecorder(client.create_event, client.patch_event, client.node)
+def posting(events: ResourceClient) -> tuple[Create, Patch]:
+    """(create, patch) of core/v1 Events through the generic client: a
+    repeated Event is patched (strategic merge: count, lastTimestamp,
+    message)."""
+    def create(namespace: str, body: Mapping[str, Any]) -> Any:
+        return events.create(body, namespace=namespace)
+
+    def patch(namespace: str, name: str, body: Mapping[str, Any]) -> Any:
+        return events.patch(name, body, namespace=namespace,
+                             content_type=STRATEGIC_MERGE_PATCH)
+    return create, patch
+
+
+def recorder(client: Any, **kwargs: Any) -> EventRecorder:
+    """A recorder posting through a :class:`~.client.K8sClient`
+    (``kwargs``: :class:`EventRecorder`'s)."""
+    return EventRecorder(*posting(client.events), client.node, **kwargs)

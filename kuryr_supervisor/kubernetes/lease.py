@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from kuryr_supervisor.kubernetes.client import K8sClient
+from kuryr_supervisor.kubernetes.leases import read_lease, write_lease
 from kuryr_supervisor.kubernetes.wire import K8sError
 
 LOG = logging.getLogger(__name__)
@@ -84,15 +85,15 @@ class LeaderElector:
         """One attempt; True when this candidate holds the lease now."""
         now = self._clock()
         try:
-            lease = self.client.read_lease(self.namespace, self.name)
+            lease = read_lease(self.client.leases, self.namespace, self.name)
             if lease is None:
-                self.client.write_lease(
-                    self.namespace, self.name, holder=self.identity,
+                write_lease(
+                    self.client.leases, self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=0, acquired=True,
                     resource_version=None, renewed=now)
             elif lease.holder == self.identity:
-                self.client.write_lease(
-                    self.namespace, self.name, holder=self.identity,
+                write_lease(
+                    self.client.leases, self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=lease.transitions,
                     acquired=False, resource_version=lease.resource_version,
                     renewed=now)
@@ -101,8 +102,8 @@ class LeaderElector:
                     lease.duration or self.duration):
                 return self._set(False, f"held by {lease.holder}")
             else:
-                self.client.write_lease(
-                    self.namespace, self.name, holder=self.identity,
+                write_lease(
+                    self.client.leases, self.namespace, self.name, holder=self.identity,
                     duration=self.duration, transitions=lease.transitions + 1,
                     acquired=True, resource_version=lease.resource_version,
                     renewed=now)

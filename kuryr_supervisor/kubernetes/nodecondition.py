@@ -122,9 +122,11 @@ def from_conf(conf: cfg.ConfigOpts, *, master_pid: int | None = None
     """The publisher for this daemon's configuration; None when off
     (``master_pid``: the daemon's, named in its client's User-Agent)."""
     from kuryr_supervisor.kubernetes import client as k8s  # keeps the client out of other imports
+    from kuryr_supervisor.kubernetes import nodes
     kind = conf.health.node_condition_type
     if not kind or not k8s.is_configured(conf):
         return None
     client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
-    return NodeConditionPublisher(kind, client.patch_node_condition,
-                                  grace=conf.health.node_condition_grace)
+    return NodeConditionPublisher(
+        kind, nodes.condition_setter(client.nodes, client.node),
+        grace=conf.health.node_condition_grace)

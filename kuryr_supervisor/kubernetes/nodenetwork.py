@@ -51,6 +51,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kuryr_supervisor.kubernetes.resource import Resource
 from kuryr_supervisor.state.lostports import LostPorts
 
 GROUP = "kuryr-supervisor.openstack.org"
@@ -58,6 +59,8 @@ VERSION = "v1"
 PLURAL = "nodenetworks"
 KIND = "NodeNetwork"
 API_VERSION = f"{GROUP}/{VERSION}"
+#: The resource, for the generic client (:mod:`.resource`).
+RESOURCE = Resource(GROUP, VERSION, PLURAL, KIND, namespaced=False)
 
 MAX_PEERS = 64
 MAX_CHECKS = 16

@@ -23,15 +23,18 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+from kuryr_supervisor.kubernetes.resource import Resource, ResourceClient
 
 GROUP = "kuryr-supervisor.openstack.org"
 VERSION = "v1"
 PLURAL = "podports"
 KIND = "PodPort"
 API_VERSION = f"{GROUP}/{VERSION}"
+#: The resource, for the generic client (:mod:`.resource`).
+RESOURCE = Resource(GROUP, VERSION, PLURAL, KIND, namespaced=True)
 
 #: The port data a PodPort carries (same fields and checks).
 PortData = PortAnnotation
@@ -69,6 +72,13 @@ def body(namespace: str, pod_name: str, data: PortData,
                  "gateway": str(data.gateway)}}
 
 
+def status_patch(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch of the status subresource that sets ``status``'s
+    fields (``portStatus`` the controller's, ``boundAt`` the node's) and
+    leaves the others."""
+    return {"status": dict(status)}
+
+
 def owner_uid(obj: Mapping[str, Any]) -> str:
     """The UID of the Pod that owns the object ("" if none)."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
@@ -95,15 +105,6 @@ def same(obj: Mapping[str, Any], data: PortData) -> bool:
         return from_object(obj) == data
     except ValueError:
         return False
-
-
-class PodPortSource(Protocol):
-    """What :func:`waiter` needs of the API (``K8sClient`` fits)."""
-
-    def list_podport(self, namespace: str, name: str
-                     ) -> tuple[list[dict[str, Any]], str]: ...
-    def watch_podport(self, namespace: str, name: str,
-                      resource_version: str, timeout: float) -> Any: ...
 
 
 Wait = Callable[[str, str, str, float], "PortData | None"]
@@ -151,13 +152,13 @@ def bound_at(obj: Mapping[str, Any]) -> str:
     return str(value or "")
 
 
-def waiter(source: PodPortSource) -> Wait:
+def waiter(podports: ResourceClient) -> Wait:
     """(namespace, name, pod uid, seconds) -> the pod's PodPort data,
     waiting up to ``seconds``: one list of that one name, then a watch
     from the list's resourceVersion, so the PodPort is seen the moment the
     controller writes it, with no polling. None when the time is up;
     :class:`Invalid` when the pod's PodPort does not hold up."""
-    wait = status_waiter(source, settled=False)
+    wait = status_waiter(podports, settled=False)
 
     def data_only(namespace: str, name: str, uid: str,
                   seconds: float) -> PortData | None:
@@ -169,7 +170,11 @@ def waiter(source: PodPortSource) -> Wait:
 StatusWait = Callable[[str, str, str, float], "tuple[PortData, str] | None"]
 
 
-def status_waiter(source: PodPortSource, *, settled: bool) -> StatusWait:
+def _raw(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj
+
+
+def status_waiter(podports: ResourceClient, *, settled: bool) -> StatusWait:
     """As :func:`waiter`, the port's status beside its data; ``settled``:
     wait until the status is :data:`ACTIVE` or :data:`BINDING_FAILED`."""
     def accept(obj: Mapping[str, Any]) -> bool:
@@ -178,21 +183,24 @@ def status_waiter(source: PodPortSource, *, settled: bool) -> StatusWait:
     def wait(namespace: str, name: str, uid: str,
              seconds: float) -> tuple[PortData, str] | None:
         deadline = time.monotonic() + seconds
-        items, version = source.list_podport(namespace, name)
-        for obj in items:
+        one = f"metadata.name={name}"
+        listed = podports.page(namespace=namespace, field_selector=one)
+        for obj in listed.items:
             found = _own(obj, uid)
             if found is not None and accept(obj):
                 return found, port_status(obj)
         if seconds <= 0:
             return None
-        stream = source.watch_podport(namespace, name, version, seconds)
+        stream = podports.watch(listed.resource_version, _raw,
+                                namespace=namespace, field_selector=one,
+                                bookmarks=False, timeout=seconds)
         try:
             for event in stream:
-                if event.type == "DELETED" or event.pod is None:
+                if event.type == "DELETED" or event.obj is None:
                     continue
-                found = _own(event.pod, uid)
-                if found is not None and accept(event.pod):
-                    return found, port_status(event.pod)
+                found = _own(event.obj, uid)
+                if found is not None and accept(event.obj):
+                    return found, port_status(event.obj)
                 if time.monotonic() >= deadline:
                     return None
         finally:

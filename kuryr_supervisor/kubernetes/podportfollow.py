@@ -8,7 +8,7 @@ interface at the new port, or the pod keeps its address and loses its
 network. :class:`PodPortFollower` lists, then watches, the PodPorts
 labelled with this node (:data:`~.podport.NODE_LABEL`, one list and one
 watch per node, resumed and relisted as the pod watch is:
-:class:`~.podwatch.PodWatch`) and hands each PodPort's pod UID, MAC and
+:class:`~.informer.Informer`) and hands each PodPort's pod UID, MAC and
 port id to ``repoint`` (the binding's), which changes nothing when the
 interface already names that port or the pod is not plugged here. A
 ``repoint`` that fails (the pod's interface has another MAC, OVSDB
@@ -27,14 +27,14 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from kuryr_supervisor.kubernetes import podport
 from kuryr_supervisor.kubernetes.client import K8sClient
 from kuryr_supervisor.kubernetes.events import Note, Subject
+from kuryr_supervisor.kubernetes.informer import Informer
+from kuryr_supervisor.kubernetes.listing import Listing
 from kuryr_supervisor.kubernetes.lostpods import LostPods
-from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
-from kuryr_supervisor.kubernetes.wire import WatchStream
 
 LOG = logging.getLogger(__name__)
 
@@ -58,23 +58,6 @@ def followed(obj: Mapping[str, Any]) -> Followed:
                     str(meta.get("name") or ""), obj)
 
 
-class _Source:
-    """PodWatch's source: the PodPorts labelled with this node."""
-
-    def __init__(self, client: K8sClient, node: str) -> None:
-        self.client = client
-        self.selector = f"{podport.NODE_LABEL}={podport.node_label(node)}"
-
-    def list_pods(self, resource_version: str = ""
-                  ) -> tuple[list[Followed], str]:
-        items, rv = self.client.list_labelled_podports(self.selector)
-        return [followed(obj) for obj in items], rv
-
-    def watch_pods(self, resource_version: str) -> WatchStream:
-        return self.client.watch_labelled_podports(
-            self.selector, resource_version, followed)
-
-
 class PodPortFollower:
     """See the module."""
 
@@ -85,10 +68,14 @@ class PodPortFollower:
         self.repoint, self.tell = repoint, tell
         self.lost = lost or LostPods(lambda book: None)
         self._said: set[tuple[str, str]] = set()
-        self.watch = PodWatch(
-            cast(PodSource, _Source(client, node)), cast(PodSink, self),
-            backoff_max=backoff_max,
-            stall_timeout=client.watch_read_timeout + 5.0)
+        # Every list a consistent read (``cache_relist=False``): a node's
+        # few dozen PodPorts.
+        self.watch = Informer(
+            Listing(client.podports, followed, label_selector=(
+                f"{podport.NODE_LABEL}={podport.node_label(node)}")),
+            self, backoff_max=backoff_max,
+            stall_timeout=client.watch_read_timeout + 5.0,
+            cache_relist=False, what="PodPort")
 
     def start(self, stopping: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.watch.run, args=(stopping,),
@@ -96,7 +83,7 @@ class PodPortFollower:
         thread.start()
         return thread
 
-    # -- PodWatch's sink ---------------------------------------------------------
+    # -- the informer's sink --------------------------------------------------
     def replace_all(self, items: Iterable[Followed],
                     resource_version: str) -> None:
         keys = []

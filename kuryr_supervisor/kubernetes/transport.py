@@ -2,10 +2,10 @@
 requests with a deadline, and the mapping of every failure to the adapter's
 errors.
 
-The calls built on it (:mod:`.client`, :mod:`.podportcalls`,
-:mod:`.nodecalls`, :mod:`.leasecalls`) make raw requests on API paths and
-decode the answers as plain JSON, so a list of hundreds of pods never
-becomes hundreds of model objects. It speaks HTTP through urllib3 to the
+The verbs built on it (:mod:`.resource`, one client for every resource,
+and :mod:`.client`'s probes) make raw requests on API paths and decode the
+answers as plain JSON, so a list of hundreds of pods never becomes
+hundreds of model objects. It speaks HTTP through urllib3 to the
 :class:`~.endpoint.Endpoint` that :mod:`.config` resolved, with no client
 library: the ``kubernetes`` package would add about 17 MiB to every node
 daemon for authentication and a connection pool, which this module and
@@ -89,8 +89,9 @@ def _timeout(value: Any) -> urllib3.Timeout:
 
 
 class K8sTransport:
-    """The connection to one API server, for this node; the calls on it are
-    the subclasses' (see :class:`~.client.K8sClient`)."""
+    """The connection to one API server, for this node; the verbs on it
+    are :class:`~.resource.ResourceClient`'s (see :class:`~.client.
+    K8sClient`)."""
 
     def __init__(self, endpoint: Endpoint, *, node: str,
                  request_timeout: float = 5.0, watch_timeout: int = 60,
@@ -146,10 +147,10 @@ class K8sTransport:
         """Longest silence of a healthy watch: the server ends it by then."""
         return self.watch_timeout + self.request_timeout + 5.0
 
-    def _request(self, method: str, path: str, *,
-                 query: list[tuple[str, Any]] | None = None,
-                 body: Any = None, content_type: str | None = None,
-                 timeout: Any = None) -> urllib3.HTTPResponse:
+    def request(self, method: str, path: str, *,
+                query: list[tuple[str, Any]] | None = None,
+                body: Any = None, content_type: str | None = None,
+                timeout: Any = None) -> urllib3.HTTPResponse:
         """The answer to one request, its body not read yet (a watch streams
         it); a status outside 2xx is raised as the adapter's error."""
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
@@ -185,7 +186,7 @@ class K8sTransport:
         return raw
 
     @staticmethod
-    def _read(raw: urllib3.HTTPResponse) -> bytes:
+    def read_body(raw: urllib3.HTTPResponse) -> bytes:
         """The whole body; the connection goes back to the pool clean."""
         try:
             return bytes(raw.data)
@@ -195,8 +196,10 @@ class K8sTransport:
         finally:
             raw.release_conn()
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        data = self._read(self._request(method, path, **kwargs))
+    def request_json(self, method: str, path: str, **kwargs: Any) -> Any:
+        """The answer's JSON (the body read whole, the connection back in
+        the pool)."""
+        data = self.read_body(self.request(method, path, **kwargs))
         try:
             return json.loads(data)
         except ValueError as exc:

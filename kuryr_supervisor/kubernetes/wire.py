@@ -1,7 +1,8 @@
-"""The Kubernetes API on the wire: the error taxonomy and the decoding of
-pods and watch streams into the few fields the daemon uses.
+"""The Kubernetes API on the wire: the error taxonomy, the decoding of
+pods into the few fields the daemon uses, and watch streams of any
+object, each decoded by the caller's function.
 
-Kept apart from :mod:`.client` and :mod:`.transport` (requests) so
+Kept apart from :mod:`.resource` and :mod:`.transport` (requests) so
 that the watch loop and its tests speak of events and errors without the
 transport, and so a change of the API's JSON touches this module only.
 
@@ -15,7 +16,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kuryr_supervisor.kubernetes.registry import Pod
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     import urllib3
 
 LOG = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class K8sError(Exception):
@@ -74,18 +77,17 @@ def pod_from_json(obj: Mapping[str, Any]) -> Pod:
 
 
 @dataclasses.dataclass(frozen=True)
-class WatchEvent:
-    """One watch event: ADDED, MODIFIED, DELETED or BOOKMARK."""
+class WatchEvent(Generic[T]):
+    """One watch event: ADDED, MODIFIED, DELETED or BOOKMARK (whose
+    ``obj`` is None), its object decoded."""
 
     type: str
-    pod: Pod | None
+    obj: T | None
     resource_version: str
 
 
-Decode = Callable[[Mapping[str, Any]], Any]
-
-
-def parse_event(line: bytes, decode: Decode = pod_from_json) -> WatchEvent:
+def parse_event(line: bytes, decode: Callable[[Mapping[str, Any]], T]
+                ) -> WatchEvent[T]:
     """Decode one watch line; an ERROR event is raised as its taxonomy."""
     try:
         raw = json.loads(line)
@@ -96,12 +98,12 @@ def parse_event(line: bytes, decode: Decode = pod_from_json) -> WatchEvent:
         raise from_status(int(obj.get("code") or 0),
                            f"watch error: {obj.get('message', obj)}")
     rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-    pod = None if kind == "BOOKMARK" else decode(obj)
-    return WatchEvent(kind, pod, rv)
+    return WatchEvent(kind, None if kind == "BOOKMARK" else decode(obj), rv)
 
 
-class WatchStream:
-    """An open watch; iterate for events, ``close()`` from any thread.
+class WatchStream(Generic[T]):
+    """An open watch; iterate for events (each object decoded with
+    ``decode``), ``close()`` from any thread.
 
     The response is finished once, by whoever comes last: the reader when
     the stream ends, breaks or is abandoned, or ``close()`` when nobody is
@@ -115,7 +117,7 @@ class WatchStream:
     """
 
     def __init__(self, response: urllib3.HTTPResponse,
-                 decode: Decode = pod_from_json) -> None:
+                 decode: Callable[[Mapping[str, Any]], T]) -> None:
         self._response = response
         self._decode = decode
         self._closed = threading.Event()
@@ -125,7 +127,7 @@ class WatchStream:
         self._reading = False
         self._finished = False
 
-    def __iter__(self) -> Iterator[WatchEvent]:
+    def __iter__(self) -> Iterator[WatchEvent[T]]:
         import urllib3  # Kubernetes mode only: standalone never needs it
         with self._lock:
             if self._finished or self._reading:

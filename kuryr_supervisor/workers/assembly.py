@@ -34,8 +34,10 @@ from kuryr_supervisor.cni.service import CNIService, PodCheck
 from kuryr_supervisor.conf import cni_daemon as cni_conf
 from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes import podport
+from kuryr_supervisor.kubernetes import nodes, podport
 from kuryr_supervisor.kubernetes.registry import PodChecker, PodRegistry, registry_path
+from kuryr_supervisor.kubernetes.resource import getter
+from kuryr_supervisor.kubernetes.wire import pod_from_json
 from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)
@@ -98,7 +100,7 @@ def build_server_service(conf: cfg.ConfigOpts, state: SharedState, *,
         return build_service(conf, state)
     client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
     registry = PodRegistry(registry_path(conf.ipam.state_dir))
-    checker = PodChecker(registry, get_pod=client.get_pod)
+    checker = PodChecker(registry, get_pod=getter(client.pods, pod_from_json))
     subnet = node_pod_cidr(client) if conf.ipam.use_node_pod_cidr else None
     # "annotation" is the deprecated name of "podport": the pod's own
     # annotation is never read (its owner can write it).
@@ -130,16 +132,16 @@ def podport_lookup(client: k8s.K8sClient, *,
     API, so the PodPort is still held to this pod. ``active()`` (the
     ``wait_for_active_port`` option): wait until the PodPort says the port
     is ACTIVE; a port Neutron failed to bind is refused at once."""
-    waits = {False: podport.status_waiter(client, settled=False),
-             True: podport.status_waiter(client, settled=True)}
+    waits = {False: podport.status_waiter(client.podports, settled=False),
+             True: podport.status_waiter(client.podports, settled=True)}
 
     def lookup(pod: PodRef, seconds: float) -> FixedAddress | None:
         api_uid = ""
         if not pod.uid:
-            obj = client.get_pod(pod.namespace, pod.name)
+            obj = client.pods.get(pod.name, namespace=pod.namespace)
             if obj is None:
                 return None
-            api_uid = obj.uid
+            api_uid = pod_from_json(obj).uid
         try:
             found = waits[active()](pod.namespace, pod.name,
                                     pod.uid or api_uid, seconds)
@@ -168,7 +170,7 @@ def podport_activated(client: k8s.K8sClient, *,
     no OpenStack credentials). Every failure is code 11, never counted:
     BINDING_FAILED at once, not ACTIVE within ``seconds`` naming the last
     status seen, the API unreachable."""
-    wait = podport.status_waiter(client, settled=True)
+    wait = podport.status_waiter(client.podports, settled=True)
 
     def activated(alloc: Allocation, seconds: float) -> None:
         if not enabled() or not alloc.port_id:
@@ -202,7 +204,9 @@ def podport_activated(client: k8s.K8sClient, *,
 
 
 def _last_status(client: k8s.K8sClient, pod: PodRef) -> str:
-    items, _ = client.list_podport(pod.namespace, pod.name)
+    items = client.podports.page(
+        namespace=pod.namespace,
+        field_selector=f"metadata.name={pod.name}").items
     return podport.port_status(items[0]) if items else "no PodPort"
 
 
@@ -211,8 +215,9 @@ def podport_bound(client: k8s.K8sClient) -> Callable[[PodRef], None]:
     (``status.boundAt``, once): the controller never changes a bound
     PodPort."""
     def bound(pod: PodRef) -> None:
-        client.patch_podport_status(pod.namespace, pod.name, {
-            "boundAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        client.podports.patch(pod.name, podport.status_patch({
+            "boundAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}),
+            namespace=pod.namespace, subresource="status")
     return bound
 
 
@@ -224,7 +229,7 @@ def node_pod_cidr(client: k8s.K8sClient) -> SubnetProvider:
     """The Node's spec.podCIDR, asked until known (then kept by LazyIpam)."""
     def provider() -> ipaddress.IPv4Network | None:
         try:
-            cidr = client.pod_cidr()
+            cidr = nodes.pod_cidr(client.nodes.get(client.node))
         except k8s.K8sError as exc:
             LOG.warning("cannot read this Node's podCIDR yet: %s", exc)
             return None

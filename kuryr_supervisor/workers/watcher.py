@@ -1,9 +1,9 @@
 """The Watcher worker: this node's pods into the registry, leaks reclaimed.
 
-Kubernetes mode: a :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch` keeps the
-pod registry in step with the API; ready once the first list is in; after
-a pod deletion or a relist (and every ``reclaim_interval``) allocations of
-pods that are gone are released. With the OVS binding and the PodPort as
+Kubernetes mode: an :class:`~kuryr_supervisor.kubernetes.informer.Informer`
+of this node's pods keeps the pod registry in step with the API; ready once
+the first list is in; after a pod deletion or a relist (and every
+``reclaim_interval``) allocations of pods that are gone are released. With the OVS binding and the PodPort as
 the address source, a thread follows this node's PodPorts and points a
 pod's interface at its port when the controller made the port again
 (:mod:`~kuryr_supervisor.kubernetes.podportfollow`), sharing the pods
@@ -25,7 +25,7 @@ from typing import ClassVar, cast
 from oslo_config import cfg
 
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes.podwatch import PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 from kuryr_supervisor.kubernetes.reclaim import ListAllocations, Reclaimer, Release
 from kuryr_supervisor.kubernetes.registry import Pod, PodRefLike, PodRegistry, registry_path
 from kuryr_supervisor.state import WorkerKind
@@ -39,7 +39,7 @@ AllocationHooks = Callable[[cfg.ConfigOpts],
 
 
 class RegistrySink:
-    """PodWatch's sink: the registry, noting when pods went away."""
+    """The informer's sink: the registry, noting when pods went away."""
 
     def __init__(self, registry: PodRegistry) -> None:
         self.registry = registry
@@ -60,8 +60,9 @@ class RegistrySink:
 def confirm_gone(client: k8s.K8sClient) -> Callable[[PodRefLike], bool]:
     """True when the API has no such pod, or one with another UID."""
     def gone(ref: PodRefLike) -> bool:
-        pod = client.get_pod(ref.namespace, ref.name)
-        return pod is None or bool(ref.uid and pod.uid != ref.uid)
+        obj = client.pods.get(ref.name, namespace=ref.namespace)
+        return obj is None or bool(
+            ref.uid and k8s.pod_from_json(obj).uid != ref.uid)
     return gone
 
 
@@ -84,7 +85,7 @@ class ReclaimTimer:
 
 
 class KubernetesLoop:
-    """PodWatch into the registry, reclaiming after removals."""
+    """This node's pods into the registry, reclaiming after removals."""
 
     def __init__(self, client: k8s.K8sClient, registry: PodRegistry, *,
                  reclaimer: Reclaimer | None, heartbeat: Callable[[], None],
@@ -95,8 +96,8 @@ class KubernetesLoop:
         self.sink = RegistrySink(registry)
         self.timer = ReclaimTimer(reclaimer, reclaim_interval)
         self._heartbeat = heartbeat
-        self.watch = PodWatch(
-            client, self.sink, heartbeat=self.tick,
+        self.watch = Informer(
+            client.node_pods, self.sink, heartbeat=self.tick,
             heartbeat_interval=heartbeat_interval, backoff_max=backoff_max,
             stall_timeout=client.watch_read_timeout + 5.0,
             on_synced=on_synced, on_relist=on_relist, on_error=on_error)
@@ -179,13 +180,12 @@ class WatcherWorker(Worker):
                 not in ("podport", "annotation"):
             return
         from kuryr_supervisor.cni import binding as bindings
-        from kuryr_supervisor.kubernetes.events import EventRecorder
+        from kuryr_supervisor.kubernetes import events as k8s_events
         from kuryr_supervisor.kubernetes.lostpods import LostPods
         from kuryr_supervisor.kubernetes.podportfollow import PodPortFollower
         binding = bindings.from_conf(conf)
         assert isinstance(binding, bindings.OvsBinding)
-        events = EventRecorder(client.create_event, client.patch_event,
-                               client.node).start()
+        events = k8s_events.recorder(client).start()
         PodPortFollower(client, client.node, binding.repoint,
                         backoff_max=float(conf.watcher.backoff_max),
                         tell=events.record,

@@ -105,8 +105,9 @@ def test_a_deleted_port_is_made_again_as_it_was(
         pod = api.add_pod("default", f"v-{uuid.uuid4().hex[:6]}", "node-a")
         uid, name = pod["metadata"]["uid"], pod["metadata"]["name"]
         wait_until(lambda: api.podports.get(("default", name)), 60)
-        api.client().patch_podport_status(      # the CNI role bound the pod
-            "default", name, {"boundAt": "2026-11-26T00:00:00Z"})
+        api.client().podports.patch(            # the CNI role bound the pod
+            name, {"status": {"boundAt": "2026-11-26T00:00:00Z"}},
+            namespace="default", subresource="status")
         spec = dict(api.podports[("default", name)]["spec"])
         [old] = real_cloud.ports(device_id=uid)
         real_cloud.admin("DELETE", f"/v2.0/ports/{old['id']}").expect(204)

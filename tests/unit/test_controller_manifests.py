@@ -273,26 +273,30 @@ def api() -> Iterator[FakeAPI]:
 def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     """Make every call the controller makes; (group, resource, verb)."""
     client = api.client("node-a", watch_timeout=1)
-    _, rv = client.list_all_pods()
-    list(client.watch_all_pods(rv, dict))
+    from kuryr_supervisor.kubernetes.clusterpods import ClusterPods
+    pods = ClusterPods(client)
+    _, rv = pods.list()
+    list(pods.watch(rv))
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
-    client.namespace_uid("kube-system")
+    client.namespaces.get("kube-system")
     from kuryr_supervisor.kubernetes import podport
     from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
     data = PortAnnotation.from_mapping({
         "portId": "p1", "podUid": uid, "mac": "fa:16:3e:00:00:01",
         "address": "10.0.0.5/24", "gateway": "10.0.0.1"})
     obj = podport.body("ns", "p", data)
-    client.create_podport("ns", obj)
-    client.page_podports(limit=10)
-    current = client.get_podport("ns", "p")
+    client.podports.create(obj, namespace="ns")
+    client.podports.page(limit=10)
+    current = client.podports.get("p", namespace="ns")
     assert current is not None
     obj["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-    client.replace_podport("ns", "p", obj)
-    client.patch_podport_status("ns", "p", {"portStatus": "ACTIVE"})
+    client.podports.replace("p", obj, namespace="ns")
+    client.podports.patch("p", {"status": {"portStatus": "ACTIVE"}},
+                          namespace="ns", subresource="status")
     from kuryr_supervisor.controller.ports.report import pod_event
-    client.create_event("ns", pod_event(uid, "ns", "p", "PortLost", "gone"))
-    client.delete_podport("ns", "p", uid=current["metadata"]["uid"])
+    client.events.create(pod_event(uid, "ns", "p", "PortLost", "gone"),
+                         namespace="ns")
+    client.podports.delete("p", namespace="ns", uid=current["metadata"]["uid"])
     client.probe_watch(1)
     client.probe(1)
     elector = LeaderElector(client, namespace="kube-system",
@@ -379,8 +383,8 @@ def network_judge(api: FakeAPI, client: Any) -> None:
         client=client, clock=lambda: clock[0])
     assert handler.start(threading.Event(), lambda: None)
     source = RecordSource(client)
-    handler.book.replace_all(*source.list_pods())
-    list(client.watch_nodenetworks(api.rv, dict))
+    handler.book.replace_all(*source.list())
+    list(client.nodenetworks.watch(api.rv, dict))
     api.set_node_condition("node-a", {"type": "Other", "status": "True"})
     handler.judge(clock[0])                  # node-a: conflict, read, patch
     handler.stop()
@@ -397,11 +401,11 @@ def network_canary(client: Any) -> None:
     watch (the judge's): a record's spec replaced."""
     from kuryr_supervisor.controller.network.records import RecordSource
     from kuryr_supervisor.kubernetes import canaryspec
-    items, _ = RecordSource(client).list_pods()
+    items, _ = RecordSource(client).list()
     obj = dict(items[0])
     obj["spec"] = canaryspec.spec(obj["metadata"]["name"],
                                   canaryspec.Assignment())
-    client.replace_nodenetwork(obj["metadata"]["name"], obj)
+    client.nodenetworks.replace(obj["metadata"]["name"], obj)
 
 
 def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:

@@ -37,13 +37,13 @@ def test_open_fence_allows_and_lapsed_lease_exits_before_sending() -> None:
                           "kubernetes")
         obj = {"metadata": {"name": "p"}, "spec": {}}
         WriteFence().check("an open fence")
-        K8sClient.from_conf(conf).create_podport("ns", obj)   # open: sent
+        K8sClient.from_conf(conf).podports.create(obj, namespace="ns")   # open: sent
         leading = [True]
         client = K8sClient.from_conf(conf, fence=WriteFence(lambda: leading[0]))
-        client.create_podport("ns", obj)          # leading: sent
+        client.podports.create(obj, namespace="ns")          # leading: sent
         print("sent", len(seen), flush=True)
         leading[0] = False                         # the lease lapsed
-        client.create_podport("ns", obj)
+        client.podports.create(obj, namespace="ns")
         print("not reached", flush=True)
     """)
     assert done.returncode == 1, done
@@ -105,7 +105,7 @@ def test_a_lease_lapsed_between_the_check_and_the_send_sends_nothing() -> None:
         client = K8sClient.from_conf(conf, fence=WriteFence(leading))
         client.probe()                    # a read: never fenced
         print("read", len(seen), flush=True)
-        client.create_podport("ns", {"metadata": {"name": "p"}, "spec": {}})
+        client.podports.create({"metadata": {"name": "p"}, "spec": {}}, namespace="ns")
         print("not reached", flush=True)
     """)
     assert done.returncode == 1, done
@@ -139,11 +139,11 @@ def test_nodenetwork_writes_fenced_reads_not() -> None:
         leading = [True]
         client = K8sClient.from_conf(conf, fence=WriteFence(lambda: leading[0]))
         body = {"metadata": {"name": "n1"}, "spec": {"nodeName": "n1"}}
-        client.replace_nodenetwork("n1", body)        # leading: sent
+        client.nodenetworks.replace("n1", body)        # leading: sent
         leading[0] = False                             # the lease lapsed
-        client.get_nodenetwork("n1")                   # a read: sent
+        client.nodenetworks.get("n1")                   # a read: sent
         print("sent", len(seen), flush=True)
-        client.replace_nodenetwork("n1", body)
+        client.nodenetworks.replace("n1", body)
         print("not reached", flush=True)
     """)
     assert done.returncode == 1, done

@@ -32,6 +32,7 @@ from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.health.checks.openstack import KeystoneCheck, NeutronCheck
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.kubernetes.lease import LeaderElector
+from kuryr_supervisor.kubernetes.leases import read_lease, write_lease
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.poolcloud import PooledNeutron
 from tests.unit import test_portpool as pool_base
@@ -79,9 +80,9 @@ class SkewedHolder:
         self.version: str | None = None
 
     def renew(self) -> None:
-        lease = self.client.read_lease("kube-system", "ctl")
-        record = self.client.write_lease(
-            "kube-system", "ctl", holder="a", duration=DURATION,
+        lease = read_lease(self.client.leases, "kube-system", "ctl")
+        record = write_lease(
+            self.client.leases, "kube-system", "ctl", holder="a", duration=DURATION,
             transitions=0, acquired=lease is None,
             resource_version=None if lease is None else lease.resource_version,
             renewed=time.time() + self.skew)

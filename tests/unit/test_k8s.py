@@ -10,6 +10,8 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import nodes
+from kuryr_supervisor.kubernetes.resource import getter
 from tests.fixtures.fakeapi import FakeAPI, kubernetes_conf
 
 
@@ -58,9 +60,9 @@ def test_token_file_is_reread(api: FakeAPI, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("one\n")
     client = client_for(api, token_file=str(token))
-    client.list_pods()
+    client.node_pods.list()
     token.write_text("two\n")
-    client.list_pods()
+    client.node_pods.list()
     assert api.auth[-2:] == ["Bearer one", "Bearer two"]
 
 
@@ -76,14 +78,14 @@ current-context: x
 """)
     conf = make_conf(kubeconfig=str(kubeconfig), node_name="node-a")
     client = k8s.K8sClient.from_conf(conf, environ={})
-    assert client.list_pods() == ([], "1")
+    assert client.node_pods.list() == ([], "1")
     assert api.auth[-1] == "Bearer sekret"
 
 
 def test_list_only_this_nodes_pods(api: FakeAPI) -> None:
     mine = api.add_pod("ns", "mine", "node-a")
     api.add_pod("ns", "theirs", "node-b")
-    pods, rv = client_for(api).list_pods()
+    pods, rv = client_for(api).node_pods.list()
     assert [(p.namespace, p.name, p.uid) for p in pods] == [
         ("ns", "mine", mine["metadata"]["uid"])]
     assert rv == str(api.rv)
@@ -93,16 +95,16 @@ def test_list_only_this_nodes_pods(api: FakeAPI) -> None:
 
 def test_watch_is_bounded_and_resumes(api: FakeAPI) -> None:
     client = client_for(api, watch_timeout=1)
-    _, rv = client.list_pods()
+    _, rv = client.node_pods.list()
     api.add_pod("ns", "p1", "node-a")
     api.add_pod("ns", "elsewhere", "node-b")
     api.modify_pod("ns", "p1", deletionTimestamp="2026-01-01T00:00:00Z")
     api.delete_pod("ns", "p1")
     started = time.monotonic()
-    events = list(client.watch_pods(rv))
+    events = list(client.node_pods.watch(rv))
     assert time.monotonic() - started < 3       # timeoutSeconds honoured
     assert [e.type for e in events] == ["ADDED", "MODIFIED", "DELETED"]
-    assert events[1].pod and events[1].pod.deletion_timestamp
+    assert events[1].obj and events[1].obj.deletion_timestamp
     query = api.requests_for("/api/v1/pods", watch="true")[-1]
     assert query["resourceVersion"] == rv
     assert query["allowWatchBookmarks"] == "true"
@@ -113,9 +115,9 @@ def test_watch_bookmarks() -> None:
     api = FakeAPI(bookmark_interval=0.2).start()
     try:
         client = client_for(api, watch_timeout=1)
-        _, rv = client.list_pods()
-        events = list(client.watch_pods(rv))
-        assert events and all(e.type == "BOOKMARK" and e.pod is None
+        _, rv = client.node_pods.list()
+        events = list(client.node_pods.watch(rv))
+        assert events and all(e.type == "BOOKMARK" and e.obj is None
                               for e in events)
     finally:
         api.stop()
@@ -123,7 +125,7 @@ def test_watch_bookmarks() -> None:
 
 def test_watch_close_from_another_thread(api: FakeAPI) -> None:
     client = client_for(api, watch_timeout=30)
-    stream = client.watch_pods(client.list_pods()[1])
+    stream = client.node_pods.watch(client.node_pods.list()[1])
     threading.Timer(0.3, stream.close).start()
     started = time.monotonic()
     assert list(stream) == []
@@ -134,36 +136,39 @@ def test_error_taxonomy(api: FakeAPI) -> None:
     client = client_for(api)
     api.fail(500)
     with pytest.raises(k8s.K8sTemporary):
-        client.list_pods()
+        client.node_pods.list()
     api.fail(403)
     with pytest.raises(k8s.K8sPermanent) as info:
-        client.get_node()
+        client.nodes.get(client.node)
     assert info.value.status == 403
     api.fail(None)
     api.add_pod("ns", "p", "node-a")
     api.compact()
     with pytest.raises(k8s.K8sGone):
-        list(client.watch_pods("1"))
+        list(client.node_pods.watch("1"))
     api.stop()
     with pytest.raises(k8s.K8sTemporary) as info2:
-        client.list_pods()
+        client.node_pods.list()
     assert info2.value.__cause__ is not None
 
 
 def test_get_pod_and_node(api: FakeAPI) -> None:
     client = client_for(api)
     obj = api.add_pod("ns", "p", "node-a")
-    pod = client.get_pod("ns", "p")
+    get_pod = getter(client.pods, k8s.pod_from_json)
+    pod = get_pod("ns", "p")
     assert pod is not None and pod.uid == obj["metadata"]["uid"]
-    assert client.get_pod("ns", "missing") is None
-    assert client.get_pod("ns", "../../nodes/node-a") is None   # quoted
-    assert client.pod_cidr() == "10.0.3.0/24"
+    assert get_pod("ns", "missing") is None
+    assert get_pod("ns", "../../nodes/node-a") is None   # quoted
+    assert nodes.pod_cidr(client.nodes.get(client.node)) == "10.0.3.0/24"
+    assert nodes.pod_cidr(client.nodes.get("missing")) is None
 
 
 def test_patch_node_condition_merges_by_type(api: FakeAPI) -> None:
     client = client_for(api)
-    client.patch_node_condition({"type": "KuryrCNIHealthy", "status": "True"})
-    client.patch_node_condition({"type": "KuryrCNIHealthy", "status": "False"})
+    patch = nodes.condition_setter(client.nodes, client.node)
+    patch({"type": "KuryrCNIHealthy", "status": "True"})
+    patch({"type": "KuryrCNIHealthy", "status": "False"})
     conds = api.nodes["node-a"]["status"]["conditions"]
     assert conds == [{"type": "KuryrCNIHealthy", "status": "False"}]
 
@@ -197,9 +202,9 @@ def test_list_versions_pick_who_serves_it(api: FakeAPI) -> None:
     """"" a consistent read, "0" any cached version, a seen version: the
     cache, not older than it (the parameters the API server reads)."""
     client = client_for(api)
-    client.list_pods()
-    client.list_pods("0")
-    client.list_pods("7")
+    client.node_pods.list()
+    client.node_pods.list("0")
+    client.node_pods.list("7")
     lists = [q for q in api.requests_for("/api/v1/pods") if "watch" not in q]
     assert [(q.get("resourceVersion"), q.get("resourceVersionMatch"))
             for q in lists] == [(None, None), ("0", None), ("7", "NotOlderThan")]

@@ -22,6 +22,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import config
+from kuryr_supervisor.kubernetes.leases import write_lease
 from tests.fixtures import pki as pki_mod
 from tests.fixtures.fakeapi import FakeAPI, kubernetes_conf
 
@@ -68,7 +69,7 @@ def test_api_root_verifies_the_server_with_its_ca(
     client = k8s.K8sClient.from_conf(make_conf(
         api_root=api.url, ssl_verify_server_crt=True,
         ssl_ca_crt_file=str(pki.ca), token_file=str(token)), environ={})
-    assert client.list_pods() == ([], "1")
+    assert client.node_pods.list() == ([], "1")
     assert api.auth[-1] == "Bearer t1"
 
 
@@ -79,7 +80,7 @@ def test_a_server_its_ca_does_not_vouch_for_is_refused(
         api_root=api.url, ssl_verify_server_crt=True,
         ssl_ca_crt_file=str(stranger.ca)), environ={})
     with pytest.raises(k8s.K8sTemporary, match="CERTIFICATE_VERIFY_FAILED"):
-        client.list_pods()
+        client.node_pods.list()
     assert api.requests == []       # no request, no token, was sent
 
 
@@ -91,7 +92,7 @@ def test_kubeconfig_inline_ca_and_client_certificate(
                       {"client-certificate-data": b64(pki.client_cert),
                        "client-key-data": b64(pki.client_key)})
     client = from_kubeconfig(path)
-    assert client.list_pods() == ([], "1")
+    assert client.node_pods.list() == ([], "1")
     assert api.peers[-1] == pki_mod.CLIENT_CN and api.auth[-1] == ""
     # The key was on disk only while the context loaded it.
     assert set(glob.glob(f"{tempfile.gettempdir()}/kuryr-k8s-*")) == before
@@ -110,9 +111,9 @@ def test_kubeconfig_files_relative_to_it_and_a_rotated_token_file(
                       {"client-certificate": "node.crt", "client-key": "node.key",
                        "tokenFile": "token"})
     client = from_kubeconfig(path)
-    client.list_pods()
+    client.node_pods.list()
     (home / "token").write_text("second")
-    client.list_pods()
+    client.node_pods.list()
     assert api.auth[-2:] == ["Bearer first", "Bearer second"]
     assert api.peers[-1] == pki_mod.CLIENT_CN
 
@@ -121,7 +122,7 @@ def test_kubeconfig_insecure_skip_tls_verify(api: FakeAPI, tmp_path: Path) -> No
     path = kubeconfig(tmp_path / "kubeconfig",
                       {"server": api.url, "insecure-skip-tls-verify": True},
                       {"token": "plain"})
-    assert from_kubeconfig(path).list_pods() == ([], "1")
+    assert from_kubeconfig(path).node_pods.list() == ([], "1")
     assert api.auth[-1] == "Bearer plain"
 
 
@@ -219,9 +220,9 @@ def test_in_cluster_service_account(api: FakeAPI, pki: pki_mod.Pki,
     endpoint = config.in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1",
                                   "KUBERNETES_SERVICE_PORT": port}, str(account))
     client = k8s.K8sClient(endpoint, node="node-a")
-    client.list_pods()
+    client.node_pods.list()
     (account / "token").write_text("sa-2")      # the kubelet rotated it
-    client.list_pods()
+    client.node_pods.list()
     assert api.auth[-2:] == ["Bearer sa-1", "Bearer sa-2"]
     v6 = config.in_cluster({"KUBERNETES_SERVICE_HOST": "fd00::1",
                             "KUBERNETES_SERVICE_PORT": "443"}, str(account))
@@ -239,10 +240,10 @@ def test_the_lease_we_write_is_the_official_clients_lease(tmp_path: Path) -> Non
     fake = FakeAPI().start()
     try:
         ours = k8s.K8sClient.from_conf(make_conf(api_root=fake.url), environ={})
-        written = ours.write_lease("kube-system", "ctl", holder="a", duration=15,
-                                   transitions=2, acquired=True,
-                                   resource_version=None, renewed=1700000000.25,
-                                   annotations={"k": "v"})
+        written = write_lease(ours.leases, "kube-system", "ctl", holder="a",
+                              duration=15, transitions=2, acquired=True,
+                              resource_version=None, renewed=1700000000.25,
+                              annotations={"k": "v"})
         configuration = official.Configuration()
         configuration.host = fake.url
         with official.ApiClient(configuration) as raw:
@@ -350,7 +351,7 @@ def test_a_server_url_with_a_path_prefixes_every_request(tmp_path: Path) -> None
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/k8s/clusters/c1/"
         path = kubeconfig(tmp_path / "kubeconfig", {"server": url}, {"token": "t"})
-        assert from_kubeconfig(path).list_pods() == ([], "7")
+        assert from_kubeconfig(path).node_pods.list() == ([], "7")
     finally:
         server.shutdown()
         server.server_close()

@@ -9,6 +9,10 @@ from typing import Any
 import kmock
 import pytest
 
+from kuryr_supervisor.kubernetes import nodes
+from kuryr_supervisor.kubernetes.resource import getter
+from kuryr_supervisor.kubernetes.wire import pod_from_json
+
 
 def k8s_client(url: str) -> Any:
     from oslo_config import cfg
@@ -33,13 +37,15 @@ async def test_pods_node_and_health_against_kmock(
         "metadata": {"name": "node-a"}, "spec": {"podCIDR": "10.1.2.0/24"}}
     kmock["get /readyz"] << b"ok"
     client = k8s_client(str(kmock.url))
-    pods, _ = await asyncio.to_thread(client.list_pods)
+    pods, _ = await asyncio.to_thread(client.node_pods.list)
     assert [(p.namespace, p.name, p.uid) for p in pods] == [
         ("ns", "p1", "uid-1")]
-    pod = await asyncio.to_thread(client.get_pod, "ns", "p1")
+    get_pod = getter(client.pods, pod_from_json)
+    pod = await asyncio.to_thread(get_pod, "ns", "p1")
     assert pod is not None and pod.uid == "uid-1"
-    assert await asyncio.to_thread(client.get_pod, "ns", "absent") is None
-    assert await asyncio.to_thread(client.pod_cidr) == "10.1.2.0/24"
+    assert await asyncio.to_thread(get_pod, "ns", "absent") is None
+    node = await asyncio.to_thread(client.nodes.get, client.node)
+    assert nodes.pod_cidr(node) == "10.1.2.0/24"
     assert (await asyncio.to_thread(client.probe, 1.0))[0]
     assert any(r.params.get("fieldSelector") == "spec.nodeName=node-a"
                for r in kmock["get /api/v1/pods"])

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from kuryr_supervisor.kubernetes.lease import LeaderElector
+from kuryr_supervisor.kubernetes.leases import read_lease, write_lease
 from tests.fixtures.fakeapi import FakeAPI
 
 
@@ -52,20 +53,20 @@ def test_one_leader_then_takeover_after_expiry(api: FakeAPI) -> None:
 def test_stale_write_loses(api: FakeAPI) -> None:
     """Two candidates racing on the same version: only one write lands."""
     client = api.client()
-    assert client.read_lease("kube-system", "ctl") is None
-    first = client.write_lease("kube-system", "ctl", holder="a", duration=5,
-                               transitions=0, acquired=True,
-                               resource_version=None)
-    client.write_lease("kube-system", "ctl", holder="b", duration=5,
-                       transitions=1, acquired=True,
-                       resource_version=first.resource_version)
+    assert read_lease(client.leases, "kube-system", "ctl") is None
+    first = write_lease(client.leases, "kube-system", "ctl", holder="a",
+                        duration=5, transitions=0, acquired=True,
+                        resource_version=None)
+    write_lease(client.leases, "kube-system", "ctl", holder="b", duration=5,
+                transitions=1, acquired=True,
+                resource_version=first.resource_version)
     from kuryr_supervisor.kubernetes.wire import K8sPermanent
     with pytest.raises(K8sPermanent) as err:
-        client.write_lease("kube-system", "ctl", holder="c", duration=5,
-                           transitions=1, acquired=True,
-                           resource_version=first.resource_version)
+        write_lease(client.leases, "kube-system", "ctl", holder="c",
+                    duration=5, transitions=1, acquired=True,
+                    resource_version=first.resource_version)
     assert err.value.status == 409
-    assert client.read_lease("kube-system", "ctl").holder == "b"  # type: ignore[union-attr]
+    assert read_lease(client.leases, "kube-system", "ctl").holder == "b"  # type: ignore[union-attr]
 
 
 def test_api_down_leader_keeps_leading_until_expiry(api: FakeAPI) -> None:

@@ -23,7 +23,9 @@ from kuryr_supervisor.conf import cni_install
 from kuryr_supervisor.conf import health as health_conf
 from kuryr_supervisor.conf import metrics as metrics_conf
 from kuryr_supervisor.conf import supervisor as supervisor_conf
-from kuryr_supervisor.kubernetes import events
+from kuryr_supervisor.kubernetes import events, nodes
+from kuryr_supervisor.kubernetes.resource import getter
+from kuryr_supervisor.kubernetes.wire import pod_from_json
 from tests.fixtures import docs, kustomize
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -172,18 +174,19 @@ def api() -> Iterator[FakeAPI]:
 def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     """Call everything the daemon calls; map each request to (resource, verb)."""
     client = api.client("node-a", watch_timeout=1)
-    _, rv = client.list_pods()
-    list(client.watch_pods(rv))
-    client.get_pod("ns", "p")
-    client.pod_cidr()
-    client.patch_node_condition({"type": "KuryrCNIHealthy", "status": "True"})
+    _, rv = client.node_pods.list()
+    list(client.node_pods.watch(rv))
+    getter(client.pods, pod_from_json)("ns", "p")
+    nodes.pod_cidr(client.nodes.get(client.node))
+    nodes.condition_setter(client.nodes, client.node)(
+        {"type": "KuryrCNIHealthy", "status": "True"})
     client.probe(timeout=1)
     recorder = events.recorder(client)     # node events: create, then patch
     for _ in range(2):
         recorder.send(events.Note("Normal", "Ready", "kuryr-supervisor is ready"))
-    _, rv = client.list_podport("ns", "p")          # address_source = podport
-    list(client.watch_podport("ns", "p", rv, 1))
     from kuryr_supervisor.kubernetes import podport
+    # address_source = podport: a list of the one name, then its watch
+    assert podport.waiter(client.podports)("ns", "p", "", 1) is None
     from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
     api.put_podport(podport.body("ns", "p", PortAnnotation.from_mapping({

@@ -70,7 +70,7 @@ class World:
         """The handler's list of every record (its watch does the same)."""
         assert handler.client is not None
         handler.book.replace_all(*RecordSource(handler.client,
-                                               page_size=3).list_pods())
+                                               page_size=3).list())
 
     def node_writes(self, node: str, canary: str = "", *,
                     ghost: bool = False) -> None:

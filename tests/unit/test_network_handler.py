@@ -258,7 +258,7 @@ def test_the_clusters_verdict_goes_into_every_record_once_per_change(
               "address": "10.0.0.5/24"}
     obj = dict(world.api.nodenetworks["node-e"])
     obj["spec"] = {**obj["spec"], "canary": canary}  # network_canary's part
-    world.handler.client.replace_nodenetwork("node-e", obj)
+    world.handler.client.nodenetworks.replace("node-e", obj)
     world.judge_until(110)
     before = len(world.api.requests)
     for node in ("node-b", "node-c", "node-d"):

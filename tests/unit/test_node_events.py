@@ -15,7 +15,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.health import verdictnotes
 from kuryr_supervisor.health.nodeevents import NodeEventSource
 from kuryr_supervisor.kubernetes import events
-from kuryr_supervisor.kubernetes.events import Correlator, EventRecorder, Note
+from kuryr_supervisor.kubernetes.events import Correlator, Note
 from kuryr_supervisor.state import Component, Fault, LiveCause, Reason, SharedState
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -111,8 +111,7 @@ def test_recorder_posts_then_patches_over_http(api: FakeAPI) -> None:
 
 
 def test_recorder_never_blocks_and_drops_when_full(api: FakeAPI) -> None:
-    rec = EventRecorder(api.client(NODE).create_event,
-                        api.client(NODE).patch_event, NODE, queue_size=2)
+    rec = events.recorder(api.client(NODE), queue_size=2)
     assert rec.record(CRASH) and rec.record(CRASH)
     assert rec.record(CRASH) is False and rec.dropped == 1
     api.fail(500)

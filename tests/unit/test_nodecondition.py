@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import nodes
 from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
 from tests.fixtures.fakeapi import FakeAPI
 
@@ -100,8 +101,9 @@ def test_against_the_api() -> None:
     try:
         api.add_node("node-a")
         client = api.client("node-a")
-        pub = NodeConditionPublisher("KuryrCNIHealthy",
-                                     client.patch_node_condition, grace=0)
+        pub = NodeConditionPublisher(
+            "KuryrCNIHealthy", nodes.condition_setter(client.nodes, "node-a"),
+            grace=0)
         pub.update(True)
         pub.update(True)
         pub.update(False, "down")

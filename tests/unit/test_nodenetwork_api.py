@@ -14,6 +14,7 @@ import pytest
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.kubernetes.nodes import patch_conditions
 from tests.fixtures.fakeapi import FakeAPI
 
 
@@ -40,21 +41,21 @@ def test_status_is_a_subresource_apart_from_the_object(api: FakeAPI) -> None:
     client = api.client()
     body = nn.body("node-a", api.nodes["node-a"]["metadata"]["uid"])
     body["status"] = {"ignored": True}
-    made = client.create_nodenetwork(body)
+    made = client.nodenetworks.create(body)
     assert "status" not in made                 # create drops the status
     assert made["metadata"]["ownerReferences"][0]["kind"] == "Node"
     with pytest.raises(k8s.K8sPermanent) as exc:
-        client.create_nodenetwork(nn.body("node-a", ""))
+        client.nodenetworks.create(nn.body("node-a", ""))
     assert exc.value.status == 409
     made["status"] = nn.status(report(), heartbeat_seconds=60, wall=1.7e9)
-    written = client.replace_nodenetwork_status("node-a", made)
+    written = client.nodenetworks.replace_status("node-a", made)
     assert written["metadata"]["resourceVersion"] != \
         made["metadata"]["resourceVersion"]
     # A stale version is refused; the write in between is kept.
     with pytest.raises(k8s.K8sPermanent) as exc:
-        client.replace_nodenetwork_status("node-a", made)
+        client.nodenetworks.replace_status("node-a", made)
     assert exc.value.status == 409
-    record = nn.from_object(client.get_nodenetwork("node-a") or {})
+    record = nn.from_object(client.nodenetworks.get("node-a") or {})
     assert record.report == report() and record.heartbeat_seconds == 60
 
 
@@ -62,18 +63,18 @@ def test_list_in_pages_and_watch(api: FakeAPI) -> None:
     client = api.client()
     for i in range(5):
         api.put_nodenetwork(f"n{i}", {"heartbeatSeconds": 60})
-    items, rv, token = client.page_nodenetworks(limit=2)
+    items, rv, token = client.nodenetworks.page(limit=2)
     names = [o["metadata"]["name"] for o in items]
     while token:
-        page, _, token = client.page_nodenetworks(limit=2, token=token)
+        page, _, token = client.nodenetworks.page(limit=2, token=token)
         names += [o["metadata"]["name"] for o in page]
     assert names == [f"n{i}" for i in range(5)]
     seen: list[tuple[str, str]] = []
-    stream = client.watch_nodenetworks(rv, lambda obj: obj)
+    stream = client.nodenetworks.watch(rv, lambda obj: obj)
 
     def read() -> None:
         for event in stream:
-            seen.append((event.type, event.pod["metadata"]["name"]))
+            seen.append((event.type, event.obj["metadata"]["name"]))
             if len(seen) == 2:
                 return
     reader = threading.Thread(target=read)
@@ -89,9 +90,9 @@ def test_list_in_pages_and_watch(api: FakeAPI) -> None:
 def test_without_the_crd_every_call_is_404(api: FakeAPI) -> None:
     api.serves_nodenetworks = False
     client = api.client()
-    assert client.get_nodenetwork("node-a") is None
+    assert client.nodenetworks.get("node-a") is None
     with pytest.raises(k8s.K8sPermanent) as exc:
-        client.create_nodenetwork(nn.body("node-a", ""))
+        client.nodenetworks.create(nn.body("node-a", ""))
     assert exc.value.status == 404
 
 
@@ -100,9 +101,9 @@ def test_node_conditions_merge_by_type_and_delete(api: FakeAPI) -> None:
     api.set_node_condition("node-a", {"type": "NetworkUnavailable",
                                       "status": "False",
                                       "reason": "RouteCreated"})
-    node = client.get_named_node("node-a") or {}
+    node = client.nodes.get("node-a") or {}
     rv = node["metadata"]["resourceVersion"]
-    out = client.patch_node_conditions("node-a", [
+    out = patch_conditions(client.nodes, "node-a", [
         {"type": "KuryrNetworkHealthy", "status": "True",
          "reason": "KuryrNetworkHealthy"},
         {"type": "NetworkUnavailable", "status": "True"}],
@@ -112,24 +113,24 @@ def test_node_conditions_merge_by_type_and_delete(api: FakeAPI) -> None:
                            "reason": "RouteCreated"}     # merged, not replaced
     assert out["metadata"]["resourceVersion"] != rv
     with pytest.raises(k8s.K8sPermanent) as exc:       # stale: refused
-        client.patch_node_conditions("node-a", [{"type": "X", "status": "True"}],
-                                     resource_version=rv)
+        patch_conditions(client.nodes, "node-a",
+                         [{"type": "X", "status": "True"}], resource_version=rv)
     assert exc.value.status == 409
-    client.patch_node_conditions("node-a", [{"type": "KuryrNetworkHealthy",
-                                             "$patch": "delete"}])
+    patch_conditions(client.nodes, "node-a", [{"type": "KuryrNetworkHealthy",
+                                               "$patch": "delete"}])
     assert api.condition("node-a", "KuryrNetworkHealthy") is None
     assert api.condition("node-a", "NetworkUnavailable") is not None
-    assert client.get_named_node("nope") is None
+    assert client.nodes.get("nope") is None
 
 
 def test_nodes_listed_in_pages(api: FakeAPI) -> None:
     client = api.client()
     for i in range(3):
         api.add_node(f"node-x{i}")
-    page, token = client.page_nodes(limit=2)
+    page, _, token = client.nodes.page(limit=2)
     names = [n["metadata"]["name"] for n in page]
     while token:
-        page, token = client.page_nodes(limit=2, token=token)
+        page, _, token = client.nodes.page(limit=2, token=token)
         names += [n["metadata"]["name"] for n in page]
     assert names == sorted(["node-a", "node-b", "node-x0", "node-x1",
                             "node-x2"])

@@ -55,7 +55,7 @@ def write_later(api: FakeAPI, obj: dict[str, Any], delay: float) -> threading.Th
 def test_waiter_sees_the_podport_when_written(api: FakeAPI) -> None:
     pod = api.add_pod("ns", "web", "node-a")
     uid = pod["metadata"]["uid"]
-    wait = podport.waiter(api.client())
+    wait = podport.waiter(api.client().podports)
     assert wait("ns", "web", uid, 0.3) is None            # not yet: time up
     # an earlier pod's PodPort of the same name is waited past
     api.put_podport(podport.body("ns", "web", data("old-uid")))
@@ -79,34 +79,41 @@ def test_waiter_refuses_a_podport_that_claims_the_pod_but_is_wrong(
     obj["spec"]["mac"] = "00:00:00:00:00:00"
     api.put_podport(obj)
     with pytest.raises(podport.Invalid, match="MAC"):
-        podport.waiter(api.client())("ns", "web", uid, 1.0)
+        podport.waiter(api.client().podports)("ns", "web", uid, 1.0)
     # podUid edited to this pod, owner left as another
     obj = podport.body("ns", "web", data(uid))
     obj["metadata"]["ownerReferences"][0]["uid"] = "victim"
     api.put_podport(obj)
     with pytest.raises(podport.Invalid, match="owner"):
-        podport.waiter(api.client())("ns", "web", uid, 1.0)
+        podport.waiter(api.client().podports)("ns", "web", uid, 1.0)
 
 
 def test_client_create_replace_delete(api: FakeAPI) -> None:
     client = api.client()
     obj = podport.body("ns", "web", data("u1"))
-    client.create_podport("ns", obj)
+    client.podports.create(obj, namespace="ns")
     from kuryr_supervisor.kubernetes import client as k8s
     with pytest.raises(k8s.K8sPermanent) as info:
-        client.create_podport("ns", obj)
+        client.podports.create(obj, namespace="ns")
     assert info.value.status == 409
-    current = client.get_podport("ns", "web")
+    current = client.podports.get("web", namespace="ns")
     assert current is not None
     stale = dict(obj, metadata=dict(obj["metadata"], resourceVersion="1"))
     with pytest.raises(k8s.K8sPermanent):
-        client.replace_podport("ns", "web", stale)
+        client.podports.replace("web", stale, namespace="ns")
     with pytest.raises(k8s.K8sPermanent) as info:
-        client.delete_podport("ns", "web", uid="not-its-uid")
+        client.podports.delete("web", namespace="ns", uid="not-its-uid")
     assert info.value.status == 409
-    assert client.delete_podport("ns", "web", uid=current["metadata"]["uid"])
-    assert client.get_podport("ns", "web") is None
-    assert client.delete_podport("ns", "web") is False
+    assert client.podports.delete("web", namespace="ns",
+                                  uid=current["metadata"]["uid"])
+    assert client.podports.get("web", namespace="ns") is None
+    assert client.podports.delete("web", namespace="ns") is False
+
+
+def say(client: Any, port_status: str) -> None:
+    """The controller's word on the port (the PodPort's status)."""
+    client.podports.patch("web", podport.status_patch(
+        {"portStatus": port_status}), namespace="ns", subresource="status")
 
 
 def test_lookup_waits_for_an_active_port_and_refuses_a_failed_one(api: FakeAPI) -> None:
@@ -124,20 +131,20 @@ def test_lookup_waits_for_an_active_port_and_refuses_a_failed_one(api: FakeAPI) 
                           address=ipaddress.IPv4Interface("10.0.0.5/24"),
                           gateway=ipaddress.IPv4Address("10.0.0.1"))
     client = api.client()
-    client.create_podport("ns", podport.body("ns", "web", data))
+    client.podports.create(podport.body("ns", "web", data), namespace="ns")
     active = [True]
     lookup = podport_lookup(client, active=lambda: active[0])
     ref = PodRef(namespace="ns", name="web", uid=uid)
     assert lookup(ref, 0.3) is None                     # no status yet
-    client.patch_podport_status("ns", "web", {"portStatus": "DOWN"})
+    say(client, "DOWN")
     assert lookup(ref, 0.3) is None
-    client.patch_podport_status("ns", "web", {"portStatus": "ACTIVE"})
+    say(client, "ACTIVE")
     found = lookup(ref, 0.3)
     assert found is not None and found.address == data.address
-    client.patch_podport_status("ns", "web", {"portStatus": "BINDING_FAILED"})
+    say(client, "BINDING_FAILED")
     with pytest.raises(errors.PortBindingFailed, match="failed to bind port p1"):
         lookup(ref, 0.3)
     assert not errors.PortBindingFailed("x").wire.counts_as_failure
     active[0] = False                                    # the option off
-    client.patch_podport_status("ns", "web", {"portStatus": "DOWN"})
+    say(client, "DOWN")
     assert lookup(ref, 0.3) is not None

@@ -100,7 +100,7 @@ def test_a_pod_is_lost_until_its_port_is_pointed_at_or_its_podport_goes(
         broken.discard("q2")        # pointed at once the MAC agrees
         api.put_podport(podport_of("b", "node-1", "q2"))
         wait_for(lambda: lost() == [("a", "p2")])
-        api.client().delete_podport("ns", "a")      # the pod is gone
+        api.client().podports.delete("a", namespace="ns")      # the pod is gone
         wait_for(lambda: published[-1].count == 0)
         assert lost() == []
     finally:

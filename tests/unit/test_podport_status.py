@@ -20,8 +20,9 @@ def test_a_new_pod_of_an_old_name_starts_with_no_status(
         handler = start(w, pods)
         drive(handler, lambda: w.ported(pods), 10)
         client = w.api.client()
-        client.patch_podport_status("ns", "p0", {
-            "boundAt": "2026-11-26T00:00:00Z", "portStatus": "ACTIVE"})
+        client.podports.patch("p0", {"status": {
+            "boundAt": "2026-11-26T00:00:00Z", "portStatus": "ACTIVE"}},
+            namespace="ns", subresource="status")
         # The pod is deleted and made again under its name while no
         # controller runs (its PodPort not collected yet).
         w.api.delete_pod("ns", "p0")

@@ -142,7 +142,7 @@ def test_a_new_handler_releases_what_finished_pods_hold(world: World) -> None:
     assert first.cloud is not None
     for pod in (portless, bare):      # an admin deleted the port
         first.cloud.delete_port(world.ports_for(pod["metadata"]["uid"])[0]["id"])
-    world.api.client().delete_podport("ns", bare["metadata"]["name"])
+    world.api.client().podports.delete(bare["metadata"]["name"], namespace="ns")
     finish(world, both)
     finish(world, failed, "Failed")
     finish(world, portless)

@@ -142,9 +142,9 @@ def bind(w: World, pods: list[dict[str, Any]]) -> None:
     """What the CNI role does once a pod holds its address."""
     client = w.api.client()
     for pod in pods:
-        client.patch_podport_status(pod["metadata"]["namespace"],
-                                    pod["metadata"]["name"],
-                                    {"boundAt": "2026-11-26T00:00:00Z"})
+        client.podports.patch(pod["metadata"]["name"], {"status": {
+            "boundAt": "2026-11-26T00:00:00Z"}},
+            namespace=pod["metadata"]["namespace"], subresource="status")
 
 
 def specs(w: World) -> dict[tuple[str, str], dict[str, Any]]:

@@ -112,7 +112,7 @@ def test_pod_deleted_in_the_api_has_its_allocation_released(
         uid = api.add_pod("ns", name, "node-a")["metadata"]["uid"]
         store.allocate(f"cid-{name}", "eth0", netns="/proc/1/ns/net",
                        pod=PodRef("ns", name, uid))
-    registry.replace_all(client.list_pods()[0])
+    registry.replace_all(client.node_pods.list()[0])
 
     def release(alloc: AllocationLike) -> None:
         store.release(alloc.container_id, alloc.ifname)

@@ -11,6 +11,7 @@ from kuryr_supervisor import errors
 from kuryr_supervisor.cni.ipam import PodRef
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.registry import Pod, PodChecker, PodRegistry, registry_path
+from kuryr_supervisor.kubernetes.resource import getter
 from tests.fixtures.fakeapi import FakeAPI
 
 
@@ -106,7 +107,7 @@ def test_check_pod_against_the_api(api: FakeAPI, registry: PodRegistry) -> None:
     client = api.client("node-a")
     real = api.add_pod("ns", "real", "node-a")["metadata"]["uid"]
     registry.replace_all([])                     # synced, but lagging
-    checker = PodChecker(registry, client.get_pod)
+    checker = PodChecker(registry, getter(client.pods, k8s.pod_from_json))
     checker.check_pod(PodRef("ns", "real", real))
     with pytest.raises(errors.PodGone, match="gone"):
         checker.check_pod(PodRef("ns", "never-existed", "x"))

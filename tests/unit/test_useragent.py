@@ -117,7 +117,7 @@ def test_the_api_server_sees_the_replica(
     api = FakeAPI().start()
     try:
         client = k8s_client(api, role)
-        client.list_pods()
+        client.node_pods.list()
         client.close()
     finally:
         api.stop()

@@ -53,24 +53,24 @@ def test_close_after_the_server_ended_the_watch(api: FakeAPI, quiet: None) -> No
     end and its connection went back to the pool; the caller's close()
     that follows does nothing, and the connection serves the next call."""
     client = client_for(api, watch_timeout=1)
-    rv = client.list_pods()[1]
+    rv = client.node_pods.list()[1]
     api.add_pod("ns", "p", "node-a")
-    stream = client.watch_pods(rv)
+    stream = client.node_pods.watch(rv)
     conn = stream._response.connection
     assert [e.type for e in stream] == ["ADDED"]
     stream.close()
     stream.close()
     assert conn in pooled(client) and conn.sock is not None
-    assert client.list_pods()[0] and conn in pooled(client)
+    assert client.node_pods.list()[0] and conn in pooled(client)
 
 
 def test_close_mid_stream_from_another_thread(api: FakeAPI, quiet: None) -> None:
     """The reader, blocked on a silent watch, wakes and ends without an
     error; its connection, half read, is closed, never pooled."""
     client = client_for(api, watch_timeout=30)
-    rv = client.list_pods()[1]
+    rv = client.node_pods.list()[1]
     for _ in range(5):
-        stream = client.watch_pods(rv)
+        stream = client.node_pods.watch(rv)
         conn = stream._response.connection
         got: list[Any] = []
         reader = threading.Thread(
@@ -85,14 +85,14 @@ def test_close_mid_stream_from_another_thread(api: FakeAPI, quiet: None) -> None
         assert conn.sock is None     # closed: a slot the pool reconnects
         stream.close()
     api.add_pod("ns", "p", "node-a")
-    assert [p.name for p in client.list_pods()[0]] == ["p"]
+    assert [p.name for p in client.node_pods.list()[0]] == ["p"]
 
 
 def test_close_while_events_are_arriving(api: FakeAPI, quiet: None) -> None:
     """Closed while the server is still writing: however the read ends
     (EOF, a broken chunk), the reader stops quietly."""
     client = client_for(api, watch_timeout=30)
-    rv = client.list_pods()[1]
+    rv = client.node_pods.list()[1]
     stop = threading.Event()
 
     def churn() -> None:
@@ -105,7 +105,7 @@ def test_close_while_events_are_arriving(api: FakeAPI, quiet: None) -> None:
     writer.start()
     try:
         for _ in range(5):
-            stream = client.watch_pods(rv)
+            stream = client.node_pods.watch(rv)
             errors: list[BaseException] = []
 
             def read(s: Any = stream, out: list[BaseException] = errors
@@ -124,7 +124,7 @@ def test_close_while_events_are_arriving(api: FakeAPI, quiet: None) -> None:
     finally:
         stop.set()
         writer.join()
-    assert client.list_pods()[0]
+    assert client.node_pods.list()[0]
 
 
 def test_close_after_its_reader_gave_up(api: FakeAPI, quiet: None) -> None:
@@ -132,24 +132,24 @@ def test_close_after_its_reader_gave_up(api: FakeAPI, quiet: None) -> None:
     then closes: the rest of the response is never read, so the
     connection is closed rather than pooled."""
     client = client_for(api, watch_timeout=30)
-    rv = client.list_pods()[1]
+    rv = client.node_pods.list()[1]
     api.add_pod("ns", "a", "node-a")
     api.add_pod("ns", "b", "node-a")
-    stream = client.watch_pods(rv)
+    stream = client.node_pods.watch(rv)
     conn = stream._response.connection
     for event in stream:
-        assert event.pod is not None and event.pod.name == "a"
+        assert event.obj is not None and event.obj.name == "a"
         break
     stream.close()
     assert conn.sock is None     # closed: a slot the pool reconnects
-    assert len(client.list_pods()[0]) == 2
+    assert len(client.node_pods.list()[0]) == 2
 
 
 def test_close_before_reading(api: FakeAPI, quiet: None) -> None:
     """Given up before its first read (the watch loop stopping while the
     request was answered): closed, and reading it then brings nothing."""
     client = client_for(api, watch_timeout=30)
-    stream = client.watch_pods(client.list_pods()[1])
+    stream = client.node_pods.watch(client.node_pods.list()[1])
     conn = stream._response.connection
     stream.close()
     assert list(stream) == []

@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from kuryr_supervisor.kubernetes import leases
 from kuryr_supervisor.kubernetes import wire as k8s
 from kuryr_supervisor.state.creates import CreatesBoard
 
@@ -162,7 +163,7 @@ class CreateLease(Announcer):
         self._version: str | None = None
 
     def _load(self) -> tuple[float, dict[str, float] | None]:
-        lease = self.client.read_lease(self.namespace, self.name)
+        lease = leases.read_lease(self.client.leases, self.namespace, self.name)
         if lease is None:
             self._version = None
             return 0.0, {}
@@ -172,8 +173,8 @@ class CreateLease(Announcer):
 
     def _store(self, pods: dict[str, float], last: float,
                now: float) -> None:
-        record = self.client.write_lease(
-            self.namespace, self.name, holder=self.identity,
+        record = leases.write_lease(
+            self.client.leases, self.namespace, self.name, holder=self.identity,
             duration=max(1, math.ceil(last - now)), transitions=0,
             acquired=False, resource_version=self._version, renewed=now,
             annotations={ANNOTATION: _text(pods)})

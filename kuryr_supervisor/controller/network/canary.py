@@ -38,7 +38,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.network import peers, specrelease
@@ -49,7 +49,7 @@ from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.canaryspec import Assignment, CanaryPort
-from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 
 LOG = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def status_port(obj: Raw) -> str:
 
 
 class RawRecords:
-    """PodWatch's sink: every record as listed and watched, by node."""
+    """The informer's sink: every record as listed and watched, by node."""
 
     def __init__(self) -> None:
         self.objs: dict[str, Raw] = {}
@@ -158,9 +158,9 @@ class NetworkCanaryHandler:
             self.cloud, self.client, network_id=opts.pod_network_id,
             subnet_id=opts.pod_subnet_id, project_id=str(opts.project_id),
             cluster_id=opts.cluster_id, beat=beat)
-        PodWatch(
-            cast(PodSource, RecordSource(self.client, beat=beat)),
-            cast(PodSink, self.book), heartbeat=self.tick,
+        Informer(
+            RecordSource(self.client, beat=beat),
+            self.book, heartbeat=self.tick, what="NodeNetwork",
             heartbeat_interval=float(conf.supervisor.heartbeat_interval),
             backoff_max=float(conf.watcher.backoff_max),
             stall_timeout=self.client.watch_read_timeout + 5.0,
@@ -277,7 +277,7 @@ class NetworkCanaryHandler:
             body = dict(obj)
             body["spec"] = canaryspec.merged(obj.get("spec"), node, want)
             try:
-                self.book.objs[node] = self.client.replace_nodenetwork(
+                self.book.objs[node] = self.client.nodenetworks.replace(
                     node, body)
             except k8s.K8sPermanent as exc:
                 if exc.status not in (404, 409):

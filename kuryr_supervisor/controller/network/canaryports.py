@@ -36,6 +36,7 @@ from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.tagging import Tags
 from kuryr_supervisor.controller.openstack.wire import port_name
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import nodes as k8s_nodes
 from kuryr_supervisor.kubernetes.canaryspec import CanaryPort
 
 LOG = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class CanaryPorts:
         """``kuryr-supervisor:<cluster_id>``, by default the kube-system
         namespace's UID, as the pods' ports carry it."""
         if not self.tag:
-            uid = self.client.namespace_uid("kube-system")
+            uid = k8s_nodes.uid(self.client.namespaces.get("kube-system"))
             if not uid:
                 raise k8s.K8sTemporary("kube-system has no UID yet")
             self.tag = osa.cluster_tag(uid)

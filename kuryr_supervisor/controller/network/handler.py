@@ -32,7 +32,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import cast
 
 from oslo_config import cfg
 
@@ -48,7 +47,7 @@ from kuryr_supervisor.controller.network.verdictspecs import VerdictSpecs
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import clusterspec, events
 from kuryr_supervisor.kubernetes import netconditions as nc
-from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 
 LOG = logging.getLogger(__name__)
 
@@ -102,9 +101,9 @@ class NetworkHealthHandler:
             if not self.start(stopping, beat):
                 return
             assert self.client is not None
-            watch = PodWatch(
-                cast(PodSource, RecordSource(self.client, beat=beat)),
-                cast(PodSink, self.book), heartbeat=self.tick,
+            watch = Informer(
+                RecordSource(self.client, beat=beat),
+                self.book, heartbeat=self.tick, what="NodeNetwork",
                 heartbeat_interval=float(conf.supervisor.heartbeat_interval),
                 backoff_max=float(conf.watcher.backoff_max),
                 stall_timeout=self.client.watch_read_timeout + 5.0,

@@ -28,8 +28,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
+from kuryr_supervisor.kubernetes.resource import ResourceClient
 from kuryr_supervisor.kubernetes.wire import K8sError
 
 LOG = logging.getLogger(__name__)
@@ -44,9 +45,8 @@ RETRY = 60.0
 class NodeLookup(Protocol):
     """What it needs of the API (``K8sClient`` fits)."""
 
-    def get_named_node(self, name: str) -> dict[str, Any] | None: ...
-    def page_nodes(self, *, limit: int, token: str = ""
-                   ) -> tuple[list[dict[str, Any]], str]: ...
+    @property
+    def nodes(self) -> ResourceClient: ...
 
 
 class KnownNodes:
@@ -71,7 +71,8 @@ class KnownNodes:
         found: list[str] = []
         token = ""
         while True:
-            page, token = self.calls.page_nodes(limit=PAGE_SIZE, token=token)
+            page, _, token = self.calls.nodes.page(limit=PAGE_SIZE,
+                                                   token=token)
             found += [str((n.get("metadata") or {}).get("name") or "")
                       for n in page]
             beat()
@@ -95,7 +96,7 @@ class KnownNodes:
             asked += 1
             self.lookups += 1
             try:
-                node = self.calls.get_named_node(name)
+                node = self.calls.nodes.get(name)
             except K8sError as exc:
                 LOG.debug("cannot tell whether Node %s exists: %s", name, exc)
                 break                       # an outage: the next pass

@@ -25,6 +25,8 @@ from typing import Any, Protocol
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes.netconditions import Want
 from kuryr_supervisor.kubernetes.nodenetwork import epoch
+from kuryr_supervisor.kubernetes.nodes import patch_conditions
+from kuryr_supervisor.kubernetes.resource import ResourceClient
 from kuryr_supervisor.kubernetes.wire import K8sError, K8sPermanent
 
 LOG = logging.getLogger(__name__)
@@ -40,12 +42,8 @@ Conditions = list[Mapping[str, Any]]
 class NodeCalls(Protocol):
     """What it needs of the API (``K8sClient`` fits)."""
 
-    def page_nodes(self, *, limit: int, token: str = ""
-                   ) -> tuple[list[dict[str, Any]], str]: ...
-    def get_named_node(self, name: str) -> dict[str, Any] | None: ...
-    def patch_node_conditions(self, name: str,
-                              conditions: Sequence[Mapping[str, Any]], *,
-                              resource_version: str = "") -> Any: ...
+    @property
+    def nodes(self) -> ResourceClient: ...
 
 
 def _of(node: Mapping[str, Any]) -> tuple[str, Conditions, str]:
@@ -84,7 +82,8 @@ class NodeConditions:
         found: dict[str, tuple[Conditions, str]] = {}
         token = ""
         while True:
-            page, token = self.calls.page_nodes(limit=PAGE_SIZE, token=token)
+            page, _, token = self.calls.nodes.page(limit=PAGE_SIZE,
+                                                   token=token)
             for node in page:
                 name, conditions, rv = _of(node)
                 if name:
@@ -159,7 +158,7 @@ class NodeConditions:
     def _write(self, name: str) -> int:
         for attempt in (1, 2):
             if name not in self.nodes or attempt == 2:
-                node = self.calls.get_named_node(name)
+                node = self.calls.nodes.get(name)
                 if node is None:            # the Node is gone
                     self.nodes.pop(name, None)
                     self.want.pop(name, None)
@@ -170,8 +169,9 @@ class NodeConditions:
             if not patch:
                 return 0
             try:
-                node = self.calls.patch_node_conditions(
-                    name, patch, resource_version=self.nodes[name][1])
+                node = patch_conditions(
+                    self.calls.nodes, name, patch,
+                    resource_version=self.nodes[name][1])
             except K8sPermanent as exc:
                 if exc.status not in (404, 409) or attempt == 2:
                     raise

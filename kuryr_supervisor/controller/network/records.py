@@ -1,8 +1,8 @@
 """Every node's NodeNetwork record, as the judge observed it.
 
-:class:`RecordSource` is a :class:`~kuryr_supervisor.kubernetes.podwatch.PodWatch`
-source over the records (list in pages, then watch), so the judge shares
-the pods' resume, relist and backoff logic. :class:`RecordBook` is its
+:class:`RecordSource` is an :class:`~kuryr_supervisor.kubernetes.informer.
+Informer` source over the records (list in pages, then watch), so the judge
+shares the pods' resume, relist and backoff logic. :class:`RecordBook` is its
 sink: the latest valid record of each node with the judge's own time of
 the first observation of that version (:class:`~.judge.Seen`), and since
 when the node's daemon has said it is not ready.
@@ -37,7 +37,7 @@ from typing import Any
 from kuryr_supervisor.controller.network.judge import Seen
 from kuryr_supervisor.kubernetes import canaryspec, nodenetwork
 from kuryr_supervisor.kubernetes.client import K8sClient
-from kuryr_supervisor.kubernetes.wire import WatchStream
+from kuryr_supervisor.kubernetes.listing import Listing
 
 LOG = logging.getLogger(__name__)
 
@@ -50,30 +50,17 @@ def _identity(obj: Raw) -> Raw:
     return obj
 
 
-class RecordSource:
-    """PodWatch's source over every NodeNetwork."""
+class RecordSource(Listing[Raw]):
+    """The informer's source over every NodeNetwork (their JSON)."""
 
     def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
                  beat: Callable[[], None] = lambda: None) -> None:
-        self.client, self.page_size, self.beat = client, page_size, beat
-
-    def list_pods(self, resource_version: str = "") -> tuple[list[Raw], str]:
-        items, rv, token = self.client.page_nodenetworks(
-            resource_version, limit=self.page_size)
-        out: list[Raw] = list(items)
-        while token:
-            self.beat()
-            items, _, token = self.client.page_nodenetworks(
-                limit=self.page_size, token=token)
-            out += items
-        return out, rv
-
-    def watch_pods(self, resource_version: str) -> WatchStream:
-        return self.client.watch_nodenetworks(resource_version, _identity)
+        super().__init__(client.nodenetworks, _identity, page_size=page_size,
+                         beat=beat)
 
 
 class RecordBook:
-    """PodWatch's sink; ``seen`` is what the judge reads."""
+    """The informer's sink; ``seen`` is what the judge reads."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -86,7 +73,7 @@ class RecordBook:
         self.dirty = False
 
     def wake_in(self) -> float:
-        """Seconds until the judge should look (PodWatch's ``wake_in``):
+        """Seconds until the judge should look (the informer's ``wake_in``):
         at once when something changed."""
         return 0.0 if self.dirty else math.inf
 

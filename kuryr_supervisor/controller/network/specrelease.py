@@ -34,7 +34,7 @@ def release(client: K8sClient, keys: Collection[str], *,
     when the records cannot be listed."""
     written = 0
     for _ in range(ATTEMPTS):
-        items, _ = RecordSource(client, beat=beat).list_pods()
+        items, _ = RecordSource(client, beat=beat).list()
         left = False
         for obj in items:
             spec = obj.get("spec") or {}
@@ -44,7 +44,7 @@ def release(client: K8sClient, keys: Collection[str], *,
             body = dict(obj)
             body["spec"] = {k: v for k, v in spec.items() if k not in keys}
             try:
-                client.replace_nodenetwork(name, body)
+                client.nodenetworks.replace(name, body)
             except K8sPermanent as exc:
                 if exc.status == 409:
                     left = True

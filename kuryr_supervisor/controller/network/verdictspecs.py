@@ -43,6 +43,7 @@ from kuryr_supervisor.controller.network.records import RecordBook
 from kuryr_supervisor.kubernetes import clusterspec
 from kuryr_supervisor.kubernetes.clusterspec import ClusterVerdict, NodeVerdict
 from kuryr_supervisor.kubernetes.nodenetwork import epoch, rfc3339
+from kuryr_supervisor.kubernetes.resource import ResourceClient
 from kuryr_supervisor.kubernetes.wire import K8sError, K8sPermanent
 
 LOG = logging.getLogger(__name__)
@@ -61,8 +62,10 @@ def _bound(want: ClusterVerdict, obj: Mapping[str, Any]) -> ClusterVerdict:
 
 
 class SpecCalls(Protocol):
-    def replace_nodenetwork(self, name: str, obj: Mapping[str, Any]
-                            ) -> dict[str, Any]: ...
+    """What it needs of the API (``K8sClient`` fits)."""
+
+    @property
+    def nodenetworks(self) -> ResourceClient: ...
 
 
 class VerdictSpecs:
@@ -178,7 +181,7 @@ class VerdictSpecs:
             body = dict(obj)
             body["spec"] = clusterspec.merged(obj.get("spec"), node, want)
             try:
-                self.book.objects[node] = self.calls.replace_nodenetwork(
+                self.book.objects[node] = self.calls.nodenetworks.replace(
                     node, body)
             except K8sPermanent as exc:
                 if exc.status in (404, 409):

@@ -39,7 +39,7 @@ class Gone:
         """Of ``devices`` (pod UIDs whose ports the handler's list finds
         no pod for), those a consistent read confirms gone. Raises the
         API's error when it cannot be read: nothing is confirmed."""
-        pods, _ = ClusterPods(self.client, beat=self.beat).list_pods("")
+        pods, _ = ClusterPods(self.client, beat=self.beat).list("")
         present = {pod.uid for pod in pods} & devices
         del pods
         if present - self.lacking:

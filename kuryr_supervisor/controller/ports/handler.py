@@ -70,7 +70,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import cast
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership.announcer import Announcer, Inherited
@@ -95,7 +94,7 @@ from kuryr_supervisor.controller.ports.retry import Retries
 from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
-from kuryr_supervisor.kubernetes.podwatch import PodSink, PodSource, PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 from kuryr_supervisor.state import Fault, Mode
 
 LOG = logging.getLogger(__name__)
@@ -150,9 +149,9 @@ class NeutronPortHandler:
             self.held = self._inherited(self.ctx.announcer, stopping)
         refill.start(self.pools, self.cloud, self.maker, self.owned,
                      self.pace, stopping)
-        watch = PodWatch(
-            cast(PodSource, ClusterPods(self.client, beat=beat)),
-            cast(PodSink, self),
+        watch = Informer(
+            ClusterPods(self.client, beat=beat),
+            self,
             heartbeat=self.tick,
             heartbeat_interval=float(conf.supervisor.heartbeat_interval),
             backoff_max=float(conf.watcher.backoff_max),
@@ -283,7 +282,7 @@ class NeutronPortHandler:
             del inflight[uid]
         return any(u in self.retries.pending for u in over)
 
-    # -- PodWatch's sink -------------------------------------------------------------
+    # -- the informer's sink ---------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         book = self.book
         old, need, was = book.pods, set(), book.finished

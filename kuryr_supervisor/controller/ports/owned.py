@@ -30,6 +30,7 @@ from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import nodes as k8s_nodes
 from kuryr_supervisor.kubernetes import podport
 
 LOG = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class OwnedPorts:
         """``kuryr-supervisor:<cluster_id>``; by default the kube-system
         namespace's UID, read once (an API outage is retried)."""
         if not self.tag:
-            uid = self.client.namespace_uid("kube-system")
+            uid = k8s_nodes.uid(self.client.namespaces.get("kube-system"))
             if not uid:
                 raise k8s.K8sTemporary("kube-system has no UID yet")
             self.tag = osa.cluster_tag(uid)
@@ -115,9 +116,9 @@ class OwnedPorts:
         ports: ``ports`` (by id), and, with ``look_up`` (Neutron may hold
         ports unknown to the handler), those Neutron lists for the pod.
         A deleted pod's and a finished pod's (:mod:`.finished`) alike."""
-        current = self.client.get_podport(namespace, name)
+        current = self.client.podports.get(name, namespace=namespace)
         if current is not None and podport.owner_uid(current) == uid:
-            self.client.delete_podport(namespace, name, uid=str(
+            self.client.podports.delete(name, namespace=namespace, uid=str(
                 (current.get("metadata") or {}).get("uid") or ""))
         ids = list(dict.fromkeys(p for p in ports if p))
         if look_up:

@@ -91,13 +91,13 @@ def write(client: k8s.K8sClient, namespace: str, name: str,
     obj = podport.body(namespace, name, data, node)
     exists = False
     try:
-        client.create_podport(namespace, obj)
+        client.podports.create(obj, namespace=namespace)
     except k8s.K8sPermanent as exc:
         if exc.status != 409:
             raise
         exists = True
     if exists:
-        current = client.get_podport(namespace, name)
+        current = client.podports.get(name, namespace=namespace)
         if current is None:
             raise k8s.K8sTemporary("PodPort vanished while being written")
         if podport.same(current, data):
@@ -117,9 +117,9 @@ def _anew(client: k8s.K8sClient, namespace: str,
     its place: not a replace, which would keep the old status (the old
     pod's ``boundAt``, the old port's ``portStatus``)."""
     meta = current.get("metadata") or {}
-    client.delete_podport(namespace, str(meta.get("name") or ""),
-                          uid=str(meta.get("uid") or ""))
-    client.create_podport(namespace, obj)
+    client.podports.delete(str(meta.get("name") or ""), namespace=namespace,
+                           uid=str(meta.get("uid") or ""))
+    client.podports.create(obj, namespace=namespace)
 
 
 def repoint(client: k8s.K8sClient, namespace: str, name: str,
@@ -131,7 +131,7 @@ def repoint(client: k8s.K8sClient, namespace: str, name: str,
     (that node re-points the pod's interface); nothing else changes, its
     status (``boundAt``) included. A PodPort that says otherwise by now
     is left as it is (:class:`Kept`)."""
-    current = client.get_podport(namespace, name)
+    current = client.podports.get(name, namespace=namespace)
     mine = named(current) if current is not None else None
     if current is None or mine is None or mine[1] != named_now:
         raise Kept(mine[1] if mine else named_now)
@@ -142,7 +142,7 @@ def repoint(client: k8s.K8sClient, namespace: str, name: str,
         meta = obj["metadata"] = dict(obj["metadata"])
         meta["labels"] = {**(meta.get("labels") or {}),
                           podport.NODE_LABEL: podport.node_label(node)}
-    client.replace_podport(namespace, name, obj)
+    client.podports.replace(name, obj, namespace=namespace)
 
 
 class PodPortWriter:
@@ -225,8 +225,9 @@ class PodPortWriter:
                 uid, namespace, name, status = self._unsaid.popleft()
             self._idle.wait()
             try:
-                self.client.patch_podport_status(namespace, name,
-                                                 {"portStatus": status})
+                self.client.podports.patch(
+                    name, podport.status_patch({"portStatus": status}),
+                    namespace=namespace, subresource="status")
             except k8s.K8sError as exc:
                 LOG.info("status of PodPort %s/%s not written: %s",
                          namespace, name, exc)
@@ -251,8 +252,8 @@ class PodPortWriter:
         out: dict[str, tuple[tuple[str, str, str], str]] = {}
         token = ""
         while True:
-            page, token = self.client.page_podports(limit=PAGE_SIZE,
-                                                    token=token)
+            page, _, token = self.client.podports.page(limit=PAGE_SIZE,
+                                                       token=token)
             for obj in page:
                 found = named(obj)
                 if found is not None:
@@ -271,8 +272,8 @@ class PodPortWriter:
         token = ""
         try:
             while True:
-                page, token = self.client.page_podports(limit=PAGE_SIZE,
-                                                        token=token)
+                page, _, token = self.client.podports.page(limit=PAGE_SIZE,
+                                                           token=token)
                 for obj in page:
                     meta = obj.get("metadata") or {}
                     hit = wanted.get((str(meta.get("namespace")),

@@ -145,8 +145,9 @@ class PortReport:
         while len(self._told) > MEMORY:
             self._told.pop(next(iter(self._told)))
         try:
-            self.client.create_event(namespace, pod_event(
-                uid, namespace, name, reason, message, kind=kind))
+            self.client.events.create(pod_event(
+                uid, namespace, name, reason, message, kind=kind),
+                namespace=namespace)
         except k8s.K8sError as exc:
             LOG.info("Event %s on pod %s/%s not posted: %s", reason,
                      namespace, name, exc)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Collection, Iterable
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.kubernetes import podport
 
 LOG = logging.getLogger(__name__)
 
@@ -150,7 +151,9 @@ class PortStatus:
                state: str, port_id: str) -> None:
         namespace, name = where
         try:
-            client.patch_podport_status(namespace, name, {"portStatus": state})
+            client.podports.patch(
+                name, podport.status_patch({"portStatus": state}),
+                namespace=namespace, subresource="status")
         except k8s.K8sError as exc:
             LOG.info("status of PodPort %s/%s not written: %s", namespace,
                      name, exc)

@@ -85,7 +85,7 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
             again += plan.verify[i + 1:]
             break
         try:
-            current = client.get_podport(ns, name)
+            current = client.podports.get(name, namespace=ns)
         except k8s.K8sError as exc:
             LOG.warning("pod %s/%s: PodPort not read: %s", ns, name, exc)
             again.append(uid)

@@ -1,17 +1,19 @@
-"""The list+watch loop: its steps with a scripted source, and end to end
-against the fake API over HTTP."""
+"""The informer (the list+watch loop): its steps with a scripted source,
+and end to end against the fake API over HTTP."""
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kuryr_supervisor.health.checks.kubernetes import K8sApiCheck
-from kuryr_supervisor.kubernetes.podwatch import PodWatch
+from kuryr_supervisor.kubernetes.informer import Informer
 from kuryr_supervisor.kubernetes.registry import Pod, PodRegistry
 from kuryr_supervisor.kubernetes.wire import K8sGone, K8sTemporary, WatchEvent
 from tests.fixtures.fakeapi import FakeAPI
@@ -65,14 +67,14 @@ class ScriptedSource:
         self.watched_from: list[str] = []
         self.listed_at: list[str] = []
 
-    def list_pods(self, resource_version: str = "") -> tuple[list[Pod], str]:
+    def list(self, resource_version: str = "") -> tuple[list[Pod], str]:
         self.listed_at.append(resource_version)
         item = self.lists.pop(0)
         if isinstance(item, Exception):
             raise item
         return item
 
-    def watch_pods(self, resource_version: str) -> ScriptedStream:
+    def watch(self, resource_version: str) -> ScriptedStream:
         self.watched_from.append(resource_version)
         item = self.watches.pop(0)
         if isinstance(item, Exception):
@@ -90,7 +92,7 @@ def test_list_then_watch_from_its_version() -> None:
         ev("ADDED", "b", "11"), ev("BOOKMARK", None, "15"),
         ev("DELETED", "a", "16")])])
     sink = ListSink()
-    watch = PodWatch(source, sink, on_synced=lambda: synced.append(True))
+    watch = Informer(source, sink, on_synced=lambda: synced.append(True))
     stop = threading.Event()
     assert watch.step(stop) == 0.0 and watch.synced and synced == [True]
     assert watch.resource_version == "10"
@@ -104,11 +106,50 @@ def test_bad_object_is_skipped_and_version_moves_on() -> None:
     source = ScriptedSource([([], "1")], [ScriptedStream([
         ev("ADDED", "bad", "2"), ev("ADDED", "good", "3")])])
     sink = ListSink(fail_on="bad")
-    watch = PodWatch(source, sink)
+    watch = Informer(source, sink)
     stop = threading.Event()
     watch.step(stop)
     watch.step(stop)
     assert set(sink.pods) == {"good"} and watch.resource_version == "3"
+
+
+class RawSink:
+    """A sink of raw JSON, as the NodeNetwork records' are."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def replace_all(self, objs: Iterable[dict[str, Any]], rv: str) -> None:
+        self.names = [o["metadata"]["name"] for o in objs]
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "bad":
+            raise ValueError("not a record")
+        self.names.append(obj["metadata"]["name"])
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.names.remove(obj["metadata"]["name"])
+
+
+def test_a_bad_object_of_any_type_is_skipped_and_named(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Raw JSON as well as decoded pods: the object the sink refused is
+    named in the log (namespace/name from its metadata), the loop goes
+    on and the version moves."""
+    def raw(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ns"}}
+    source = ScriptedSource([([], "1")], [ScriptedStream([  # type: ignore[list-item]
+        WatchEvent("ADDED", raw("bad"), "2"),
+        WatchEvent("ADDED", raw("good"), "3")])])
+    sink = RawSink()
+    watch = Informer(source, sink, what="NodeNetwork")  # type: ignore[arg-type]
+    stop = threading.Event()
+    watch.step(stop)
+    with caplog.at_level(logging.ERROR):
+        assert watch.step(stop) == 0.0
+    assert sink.names == ["good"] and watch.resource_version == "3"
+    assert watch.failures == 0
+    assert "skipping ADDED event of NodeNetwork ns/bad" in caplog.text
 
 
 def test_gone_relists_soon_from_the_cache() -> None:
@@ -116,7 +157,7 @@ def test_gone_relists_soon_from_the_cache() -> None:
                             [ScriptedStream([ev("ADDED", "a", "7"),
                                              K8sGone("old", 410)])])
     sink = ListSink()
-    watch = PodWatch(source, sink, backoff_initial=0.5)
+    watch = Informer(source, sink, backoff_initial=0.5)
     stop = threading.Event()
     watch.step(stop)
     assert 0.0 <= watch.step(stop) <= 0.5 and watch.resource_version is None
@@ -130,7 +171,7 @@ def test_gone_relists_soon_from_the_cache() -> None:
 def test_a_list_refused_with_410_falls_back_to_a_consistent_read() -> None:
     source = ScriptedSource([([], "5"), K8sGone("expired", 410), ([], "90")],
                             [K8sGone("old", 410)])
-    watch = PodWatch(source, ListSink())
+    watch = Informer(source, ListSink())
     stop = threading.Event()
     watch.step(stop)                     # list at "0"
     watch.step(stop)                     # watch: 410
@@ -142,7 +183,7 @@ def test_a_list_refused_with_410_falls_back_to_a_consistent_read() -> None:
 
 def test_without_cache_relists_every_list_is_consistent() -> None:
     source = ScriptedSource([([], "5"), ([], "6")], [K8sGone("old", 410)])
-    watch = PodWatch(source, ListSink(), cache_relist=False)
+    watch = Informer(source, ListSink(), cache_relist=False)
     stop = threading.Event()
     for _ in range(3):
         watch.step(stop)
@@ -162,7 +203,7 @@ def test_relists_and_errors_are_reported_by_kind() -> None:
     source = ScriptedSource(
         [([], "1"), K8sTemporary("down"), ([], "2")],
         [K8sGone("old", 410)])
-    watch = PodWatch(source, ListSink(), on_relist=lambda: relists.append(1),
+    watch = Informer(source, ListSink(), on_relist=lambda: relists.append(1),
                      on_error=errors.append)
     stop = threading.Event()
     for _ in range(4):
@@ -174,7 +215,7 @@ def test_errors_back_off_exponentially_up_to_the_cap() -> None:
     errors: list[tuple[list[Pod], str] | Exception] = [
         K8sTemporary("down") for _ in range(6)]
     source = ScriptedSource(errors + [([], "1")], [])
-    watch = PodWatch(source, ListSink(), backoff_initial=0.5, backoff_max=4,
+    watch = Informer(source, ListSink(), backoff_initial=0.5, backoff_max=4,
                      rng=Upper())  # type: ignore[arg-type]
     stop = threading.Event()
     delays = [watch.step(stop) for _ in range(6)]
@@ -189,7 +230,7 @@ def test_every_backoff_has_jitter() -> None:
     seen: list[list[float]] = []
     for seed in range(20):
         source = ScriptedSource([K8sTemporary("down") for _ in range(6)], [])
-        watch = PodWatch(source, ListSink(), backoff_initial=0.5,
+        watch = Informer(source, ListSink(), backoff_initial=0.5,
                          backoff_max=4, rng=random.Random(seed))
         stop = threading.Event()
         delays = [watch.step(stop) for _ in range(6)]
@@ -203,7 +244,7 @@ def test_heartbeats_while_the_watch_is_idle() -> None:
     beats: list[float] = []
     source = ScriptedSource([([], "1")], [ScriptedStream([
         1.0, ev("ADDED", "a", "2")])])
-    watch = PodWatch(source, ListSink(), heartbeat=lambda: beats.append(1),
+    watch = Informer(source, ListSink(), heartbeat=lambda: beats.append(1),
                      heartbeat_interval=0.1)
     stop = threading.Event()
     watch.step(stop)
@@ -213,7 +254,7 @@ def test_heartbeats_while_the_watch_is_idle() -> None:
 
 def test_a_stalled_stream_is_abandoned() -> None:
     source = ScriptedSource([([], "1")], [ScriptedStream([30.0])])
-    watch = PodWatch(source, ListSink(), heartbeat_interval=0.05,
+    watch = Informer(source, ListSink(), heartbeat_interval=0.05,
                      stall_timeout=0.3)
     stop = threading.Event()
     watch.step(stop)
@@ -230,12 +271,12 @@ def test_beats_while_a_watch_request_is_unanswered() -> None:
     late = ScriptedStream([ev("ADDED", "a", "2")])
 
     class Hung(ScriptedSource):
-        def watch_pods(self, resource_version: str) -> ScriptedStream:
+        def watch(self, resource_version: str) -> ScriptedStream:
             answered.wait(10)
             return late
 
     beats: list[float] = []
-    watch = PodWatch(Hung([([], "1")], []), ListSink(),
+    watch = Informer(Hung([([], "1")], []), ListSink(),
                      heartbeat=lambda: beats.append(time.monotonic()),
                      heartbeat_interval=0.05, stall_timeout=0.5)
     stop = threading.Event()
@@ -252,7 +293,7 @@ def test_beats_while_a_watch_request_is_unanswered() -> None:
 
 def test_wait_beats_and_stops() -> None:
     beats: list[int] = []
-    watch = PodWatch(ScriptedSource([], []), ListSink(),
+    watch = Informer(ScriptedSource([], []), ListSink(),
                      heartbeat=lambda: beats.append(1), heartbeat_interval=0.05)
     stop = threading.Event()
     watch.wait(0.3, stop)
@@ -267,7 +308,7 @@ def test_wait_beats_and_stops() -> None:
 
 
 class Running:
-    """A PodWatch into a real registry, run in a thread against FakeAPI."""
+    """An informer of this node's pods into a real registry, run in a thread against FakeAPI."""
 
     def __init__(self, api: FakeAPI, tmp: Path, **kw: object) -> None:
         self.client = api.client("node-a", request_timeout=1, watch_timeout=2)
@@ -277,7 +318,8 @@ class Running:
 
         def beat() -> None:
             self.beats += 1
-        self.watch = PodWatch(self.client, _RegistrySink(self.registry),
+        self.watch = Informer(self.client.node_pods,
+                              _RegistrySink(self.registry),
                               heartbeat=beat, heartbeat_interval=0.05,
                               backoff_initial=0.1, backoff_max=0.4,
                               stall_timeout=10, **kw)  # type: ignore[arg-type]
@@ -406,7 +448,7 @@ def k8s_probe(api: FakeAPI) -> tuple[bool, str]:
 
 def test_empty_watches_that_end_at_once_are_not_a_hot_loop() -> None:
     source = ScriptedSource([([], "1")], [ScriptedStream([])])
-    watch = PodWatch(source, ListSink(), backoff_initial=0.5)
+    watch = Informer(source, ListSink(), backoff_initial=0.5)
     stop = threading.Event()
     watch.step(stop)
     assert 0.25 <= watch.step(stop) <= 0.5 and watch.failures == 0

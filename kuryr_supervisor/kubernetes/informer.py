@@ -1,4 +1,12 @@
-"""The list+watch loop over this node's pods, as a plain object.
+"""The informer: one list+watch loop, generic over the objects it follows.
+
+An :class:`Informer` lists what its :class:`Source` serves, then watches
+from the list's resourceVersion, and hands every object to its
+:class:`Sink`; the same engine follows this node's pods (the Watcher),
+every pod of the cluster (the port handler), the NodeNetwork records (the
+network judge, the canaries, a node's own record) and a node's PodPorts.
+A source decodes the objects (a pod into a slotted record, a record left
+as its JSON), so the loop never looks inside one.
 
 The loop lists, then watches from the list's resourceVersion; every event
 and bookmark moves the resourceVersion on, so a watch that ends or breaks
@@ -40,10 +48,9 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
-from kuryr_supervisor.kubernetes.registry import Pod
 from kuryr_supervisor.kubernetes.wire import (
     K8sError,
     K8sGone,
@@ -54,36 +61,43 @@ from kuryr_supervisor.kubernetes.wire import (
 
 LOG = logging.getLogger(__name__)
 
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
 _END = object()
 _FOREVER = float("inf")
 #: A watch that ends sooner than this without any event is not reopened at once.
 _MIN_EMPTY_WATCH = 1.0
 
 
-class Stream(Protocol):
-    def __iter__(self) -> Iterator[WatchEvent]: ...
+class Stream(Protocol[T]):
+    """An open watch (:class:`~.wire.WatchStream` fits)."""
+
+    def __iter__(self) -> Iterator[WatchEvent[T]]: ...
     def close(self) -> None: ...
 
 
-class PodSource(Protocol):
-    """What the loop needs of the API (``k8s.K8sClient`` fits)."""
+class Source(Protocol[T]):
+    """What the loop lists and watches (:class:`~.listing.Listing` fits):
+    the objects decoded, and the list's resourceVersion."""
 
-    def list_pods(self, resource_version: str = "") -> tuple[list[Pod], str]: ...
-    def watch_pods(self, resource_version: str) -> Stream: ...
-
-
-class PodSink(Protocol):
-    """Where pods go (the registry, plus whatever reacts to changes)."""
-
-    def replace_all(self, pods: Iterable[Pod], resource_version: str) -> None: ...
-    def upsert(self, pod: Pod) -> None: ...
-    def delete(self, pod: Pod) -> None: ...
+    def list(self, resource_version: str = "") -> tuple[Sequence[T], str]: ...
+    def watch(self, resource_version: str) -> Stream[T]: ...
 
 
-class PodWatch:
+class Sink(Protocol[T_contra]):
+    """Where the objects go (a registry, a book, whatever reacts)."""
+
+    def replace_all(self, items: Iterable[T_contra],
+                    resource_version: str) -> None: ...
+    def upsert(self, item: T_contra) -> None: ...
+    def delete(self, item: T_contra) -> None: ...
+
+
+class Informer(Generic[T]):
     """List, then watch, forever; see the module docstring."""
 
-    def __init__(self, source: PodSource, sink: PodSink, *,
+    def __init__(self, source: Source[T], sink: Sink[T], *,
                  heartbeat: Callable[[], None] = lambda: None,
                  heartbeat_interval: float = 0.5,
                  backoff_initial: float = 0.5, backoff_max: float = 30.0,
@@ -94,12 +108,13 @@ class PodWatch:
                  rng: random.Random | None = None,
                  cache_relist: bool = True,
                  wake_in: Callable[[], float] = lambda: _FOREVER,
-                 what: str = "") -> None:
+                 what: str = "pod") -> None:
         """``on_relist`` hears of every complete list, ``on_error`` of every
         failed list or watch by kind (gone, temporary, permanent, other):
         the Watcher counts them for ``/metrics``. ``rng`` and
-        ``cache_relist`` are hooks for tests and the fleet benchmark;
-        ``what`` names what is watched in the log (this node's pods)."""
+        ``cache_relist`` are hooks for tests and the fleet benchmark
+        (``cache_relist=False``: every list a consistent read); ``what``
+        names what is watched in the log ("pod", "NodeNetwork")."""
         self.source, self.sink = source, sink
         self.on_relist, self.on_error = on_relist, on_error
         self.heartbeat, self.heartbeat_interval = heartbeat, heartbeat_interval
@@ -130,34 +145,32 @@ class PodWatch:
     # -- steps -------------------------------------------------------------------
     def relist(self) -> None:
         try:
-            pods, rv = self.source.list_pods(self.list_version())
+            items, rv = self.source.list(self.list_version())
         except K8sGone:
             self._list_expired = True       # next time: a consistent read
             raise
         self._list_expired = False
-        self.sink.replace_all(pods, rv)
+        self.sink.replace_all(items, rv)
         self.resource_version = self._last_seen = rv
         self.on_relist()
         if not self.synced:
             self.synced = True
-            if self.what:
-                LOG.info("%s watch synced: %d listed", self.what, len(pods))
-            else:
-                LOG.info("pod watch synced: %d pods on this node", len(pods))
+            LOG.info("%s watch synced: %d listed", self.what, len(items))
             self.on_synced()
         else:
-            LOG.debug("relisted %d pods at %s", len(pods), rv)
+            LOG.debug("%s watch relisted %d at %s", self.what, len(items), rv)
 
-    def apply(self, event: WatchEvent) -> None:
+    def apply(self, event: WatchEvent[T]) -> None:
         """Apply one event; a failing object is skipped, the RV still moves."""
+        obj = event.obj
         try:
-            if event.pod is not None and event.type in ("ADDED", "MODIFIED"):
-                self.sink.upsert(event.pod)
-            elif event.pod is not None and event.type == "DELETED":
-                self.sink.delete(event.pod)
+            if obj is not None and event.type in ("ADDED", "MODIFIED"):
+                self.sink.upsert(obj)
+            elif obj is not None and event.type == "DELETED":
+                self.sink.delete(obj)
         except Exception:  # noqa: BLE001 - one bad object never stops the loop
-            LOG.exception("skipping %s event of pod %s", event.type,
-                          event.pod and f"{event.pod.namespace}/{event.pod.name}")
+            LOG.exception("skipping %s event of %s %s", event.type, self.what,
+                          named(obj))
         if event.resource_version:
             self.resource_version = self._last_seen = event.resource_version
 
@@ -166,10 +179,10 @@ class PodWatch:
         how many events it brought."""
         version = self.resource_version
         assert version is not None
-        stream = _Opened()
+        stream: _Opened[T] = _Opened()
         events: queue.Queue[object] = queue.Queue()
         pump = threading.Thread(
-            target=_pump, args=(lambda: self.source.watch_pods(version),
+            target=_pump, args=(lambda: self.source.watch(version),
                                 stream, events),
             name="watch-pump", daemon=True)
         pump.start()
@@ -222,7 +235,7 @@ class PodWatch:
         except Exception as exc:  # noqa: BLE001 - API or sink: back off, go on
             self.on_error(_error_kind(exc))
             if not isinstance(exc, K8sError):
-                LOG.exception("pod watch step failed")
+                LOG.exception("%s watch step failed", self.what)
             self.failures += 1
             delay = self.jittered(min(
                 self.backoff_max,
@@ -260,6 +273,21 @@ class PodWatch:
             self.wait(self.step(stopping), stopping)
 
 
+def named(obj: Any) -> str:
+    """``namespace/name`` (or ``name``) of a decoded object or of raw
+    JSON, for the log."""
+    if isinstance(obj, Mapping):
+        meta = obj.get("metadata")
+        namespace, name = (meta.get("namespace"), meta.get("name")) \
+            if isinstance(meta, Mapping) else (None, None)
+    else:
+        namespace = getattr(obj, "namespace", None)
+        name = getattr(obj, "name", None)
+    if name is None:
+        return repr(obj)[:100]
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
 def _error_kind(exc: BaseException) -> str:
     if isinstance(exc, K8sTemporary):
         return "temporary"
@@ -268,16 +296,16 @@ def _error_kind(exc: BaseException) -> str:
     return "other"
 
 
-class _Opened:
+class _Opened(Generic[T]):
     """The pump's stream, once its request is answered; closing it before
     then makes the pump close it as soon as it is."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._stream: Stream | None = None
+        self._stream: Stream[T] | None = None
         self._closed = False
 
-    def set(self, stream: Stream) -> bool:
+    def set(self, stream: Stream[T]) -> bool:
         """Keep ``stream``; False (and it is closed) if already given up."""
         with self._lock:
             if not self._closed:
@@ -294,7 +322,7 @@ class _Opened:
             stream.close()
 
 
-def _pump(open_stream: Callable[[], Stream], opened: _Opened,
+def _pump(open_stream: Callable[[], Stream[T]], opened: _Opened[T],
           events: queue.Queue[object]) -> None:
     """Open the watch, then move its blocking stream into a queue: events,
     then _END or an error."""
