@@ -14,11 +14,19 @@ tests/functional, is ``functional``; else one marked ``build``, or using
 a fixture that builds with Go (``go_shim``, ``cnitool``), is ``build``;
 else one marked ``manifests`` is ``manifests``; the rest is ``unit``: it
 needs no root, no network, no package index and no Go build, so it runs
-as any user in a namespace with no network (``unshare -rn``).
+as any user in a namespace with no network but loopback (``unshare -rn sh
+-c 'ip link set lo up && ...'``).
+
+Every tier serves and calls on loopback (fake APIs, probes, daemons): a
+run where 127.0.0.1 cannot be reached (a new namespace's ``lo`` is down)
+stops before the first test with one line saying so
+(:func:`loopback_problem`), rather than failing test after test and
+waiting out each one's deadline.
 """
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Generator
 from typing import Any
@@ -60,6 +68,37 @@ def tier(item: pytest.Item) -> str:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tier", choices=TIERS, default=None,
                      help="run only this tier's tests (default: every tier)")
+
+
+def loopback_problem(host: str = "127.0.0.1", timeout: float = 2.0) -> str:
+    """Why a client cannot connect to a server listening on ``host`` (the
+    error), or "" when it can."""
+    try:
+        with socket.socket() as server:
+            server.bind((host, 0))
+            server.listen(1)
+            with socket.create_connection(server.getsockname(),
+                                          timeout=timeout):
+                pass
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+    return ""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run without loopback stops here, one line, exit status 4 (module
+    docstring); with xdist, the controller alone asks, before it starts
+    the workers. Listing tests or options needs no loopback."""
+    if config.option.collectonly or config.option.help or \
+            hasattr(config, "workerinput"):
+        return
+    problem = loopback_problem()
+    if problem:
+        raise pytest.UsageError(
+            f"loopback unusable: a connection to 127.0.0.1 failed "
+            f"({problem}); the tests serve and call on it. Bring it up: "
+            f"ip link set lo up (a namespace made by unshare -rn has it "
+            f"down)")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
