@@ -36,13 +36,13 @@ from kuryr_supervisor.state.counters import (
     TIMED_COMMANDS,
     WATCH_ERRORS,
 )
-from kuryr_supervisor.state.shared import Clock, SharedState
+from kuryr_supervisor.state.shared import ALL_SECTIONS, Clock, Section, SharedState
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Mode, Overall
 
 __all__ = [
-    "CNI_CODES", "CNI_COMMANDS", "CNI_COMPONENTS", "Clock", "Component",
+    "ALL_SECTIONS", "CNI_CODES", "CNI_COMMANDS", "CNI_COMPONENTS", "Clock", "Component",
     "ComponentStatus", "Fault", "LATENCY_BUCKETS", "LiveCause", "MAX_HANDLERS",
-    "Mode", "Overall", "RESTART_CAUSES", "Reason", "SharedState", "StatusCause",
+    "Mode", "Overall", "RESTART_CAUSES", "Reason", "Section", "SharedState", "StatusCause",
     "TIMED_COMMANDS",
     "WATCH_ERRORS", "WorkerKind", "controller_components",
 ]

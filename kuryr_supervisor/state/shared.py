@@ -2,6 +2,7 @@
 the shared memory (see the package's invariant)."""
 from __future__ import annotations
 
+import enum
 import multiprocessing.context
 import threading
 import time
@@ -36,6 +37,21 @@ _CNI_FAILURES, _DRAINING, _EVER_READY, _BUDGET_EXCEEDED, _LIVE, _OVERALL_READY, 
 _SUMMARY_BYTES = 256
 
 
+class Section(enum.Enum):
+    """A board of one role's workers: allocated in shared memory only for
+    the role that declares it (:class:`SharedState`'s ``sections``)."""
+
+    POOLS = "pools"
+    CREATES = "creates"
+    CNI_STATUS = "cni_status"
+    VERDICTS = "verdicts"
+    LOST_PORTS = "lost_ports"
+
+
+#: Every section (a state made without a role, as tests make it).
+ALL_SECTIONS = frozenset(Section)
+
+
 class SharedState(Counters):
     """Named access to the shared health flags (see the module invariant)."""
 
@@ -49,6 +65,9 @@ class SharedState(Counters):
                  verdicts: VerdictBoard | None = None,
                  lost_ports: LostPortBoard | None = None) -> None:
         self.active = active
+        #: The role's boards (:meth:`create`'s ``sections``; all of them
+        #: for a state made without a role).
+        self.sections = ALL_SECTIONS
         #: Port pools' figures (written by the neutron_port handler).
         self.pools = pools or PoolBoard()
         #: Its port creates at Neutron, for the process restarted in its
@@ -73,10 +92,16 @@ class SharedState(Counters):
     @classmethod
     def create(cls, ctx: multiprocessing.context.BaseContext, *,
                clock: Clock = time.monotonic,
-               active: tuple[Component, ...] = CNI_COMPONENTS) -> SharedState:
+               active: tuple[Component, ...] = CNI_COMPONENTS,
+               sections: frozenset[Section] = ALL_SECTIONS) -> SharedState:
         """Allocate the shared memory; call once, in the master, before forking.
 
-        ``active`` is the role's set of workers (the other slots stay unused).
+        ``active`` is the role's set of workers (the other slots stay unused);
+        ``sections`` the role's boards: each is allocated here, shared with
+        every worker. A board the role does not declare is the process's
+        own, empty one (what a reader of the other role, /metrics, /status,
+        reads), never None: no reader probes whether it exists, and no
+        shared memory is spent on it.
         """
         slots = ctx.RawArray("d", SLOTS * _SLOT_SIZE)
         globals_ = ctx.RawArray("d", _GLOBAL_SIZE)
@@ -86,12 +111,17 @@ class SharedState(Counters):
         globals_[_LIVE] = 1.0
         metrics = ctx.RawArray("d", METRICS_SIZE)
         metrics[M_IPAM_SIZE] = -1.0
-        return cls(slots, globals_, summary, metrics, clock=clock,
-                   active=active, pools=PoolBoard.create(ctx),
-                   creates=CreatesBoard.create(ctx),
-                   cni_status=StatusBoard.create(ctx),
-                   verdicts=VerdictBoard.create(ctx),
-                   lost_ports=LostPortBoard.create(ctx))
+        boards: dict[Section, Callable[[Any], Any]] = {
+            Section.POOLS: PoolBoard.create,
+            Section.CREATES: CreatesBoard.create,
+            Section.CNI_STATUS: StatusBoard.create,
+            Section.VERDICTS: VerdictBoard.create,
+            Section.LOST_PORTS: LostPortBoard.create}
+        shared = {s.value: boards[s](ctx) for s in sections}
+        state = cls(slots, globals_, summary, metrics, clock=clock,
+                    active=active, **shared)
+        state.sections = frozenset(sections)
+        return state
 
     def now(self) -> float:
         return self._clock()
