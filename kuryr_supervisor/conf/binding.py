@@ -6,6 +6,8 @@ import re
 
 from oslo_config import cfg
 
+from kuryr_supervisor.conf import controller
+
 GROUP = "binding"
 # What the kernel accepts as an interface name (dev_valid_name), minus ':'
 # which the ip tool treats as an alias separator and '%' (a name template).
@@ -116,8 +118,8 @@ def validate(conf: cfg.ConfigOpts) -> None:
                          f"{group.ovsdb_connection!r} is not "
                          "unix:<absolute path> or tcp:<host>:<port>")
     source = getattr(conf.cni_daemon, "address_source", "podport")
-    role = getattr(conf, "role", "cni")
-    if role == "cni" and source not in ("podport", "annotation"):
+    if controller.needs(conf).plumbs and \
+            source not in ("podport", "annotation"):
         raise ValueError("[binding] driver = ovs needs [cni_daemon] "
                          "address_source = podport: the OVS port's iface-id "
                          "is the pod's Neutron port")

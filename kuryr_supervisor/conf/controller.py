@@ -12,6 +12,7 @@ refuses to start with one line naming the extra.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any
@@ -23,7 +24,37 @@ from kuryr_supervisor.state import MAX_HANDLERS
 
 GROUP = "controller"
 NEUTRON_GROUP = "neutron"
-ROLES = ("cni", "controller")
+
+
+@dataclasses.dataclass(frozen=True)
+class Needs:
+    """What a role asks of the configuration. The options' checks run as
+    the files are loaded (the start, ``check-config``, a reload), below the
+    role objects that assemble the rest
+    (:mod:`kuryr_supervisor.master.roles`): they read these flags, never
+    the role's name."""
+
+    #: Runs ``[controller] handlers``: needs the Kubernetes API,
+    #: keystoneauth (``[neutron]``) and what each handler needs, and talks
+    #: to Keystone and Neutron itself.
+    handlers: bool
+    #: Plumbs pods on its host: the OVS binding needs the pods' Neutron
+    #: ports (``[cni_daemon] address_source = podport``).
+    plumbs: bool
+
+
+#: Each role's needs, by the value of ``role``.
+NEEDS = {"cni": Needs(handlers=False, plumbs=True),
+         "controller": Needs(handlers=True, plumbs=False)}
+ROLES = tuple(NEEDS)
+
+
+def needs(conf: cfg.ConfigOpts) -> Needs:
+    """The configured role's needs (the CNI role's, the default, where
+    ``role`` is not registered or not a role: :func:`validate` refuses
+    that)."""
+    role = getattr(conf, "role", "cni")
+    return NEEDS.get(str(role), NEEDS["cni"])
 
 ROLE_OPT = cfg.StrOpt(
     "role", default="cni",
@@ -174,7 +205,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
 def uses_openstack(conf: cfg.ConfigOpts) -> bool:
     """Whether this daemon talks to Keystone and Neutron at all."""
-    return conf.role == "controller" or bool(conf.controller.openstack_checks)
+    return needs(conf).handlers or bool(conf.controller.openstack_checks)
 
 
 def register_late(conf: cfg.ConfigOpts) -> None:
@@ -285,7 +316,7 @@ def validate(conf: cfg.ConfigOpts) -> None:
                          f"'.', '_', '-', at most 64)")
     if NEUTRON_GROUP in conf:       # the CNI role's OpenStack checks too
         _validate_endpoint(conf[NEUTRON_GROUP])
-    if role != "controller":
+    if not needs(conf).handlers:
         return
     if not _kubernetes_configured(conf):
         raise ValueError("role controller needs the Kubernetes API "
