@@ -1,6 +1,7 @@
 """``kuryr-supervisor``: parse and validate the configuration, set up logging,
-check in the master what the workers will need (:mod:`.master.preflight`),
-run the master. Invalid configuration exits 78 with one line naming the
+take the configured role's object (:mod:`.master.roles`), check in the
+master what its workers will need (:mod:`.master.preflight`), run the
+master with it. Invalid configuration exits 78 with one line naming the
 option; so does Kubernetes mode without the optional ``kubernetes`` client
 library (the ``[kubernetes]`` extra), with the command that installs it into
 this environment (:func:`kuryr_supervisor.version.install_hint`). Groups and
@@ -59,10 +60,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     notifier = Notifier.from_environment()
     # Imported after logging is set up; the heavy client libraries are
     # imported by the master before it forks, so the workers share them.
-    from kuryr_supervisor.cni.install import InstallOnFirstReady
     from kuryr_supervisor.kubernetes import config as k8s_config
-    from kuryr_supervisor.master import preflight
+    from kuryr_supervisor.master import preflight, roles
     from kuryr_supervisor.master.manager import Manager
+    role = roles.named(conf.role)
     if k8s_config.is_configured(conf):     # a fact of the install: before the world
         try:
             k8s_config.preload()
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(ExitCode.CONFIG) from None
     try:
         # Held (open) for the master's life, inherited by every worker.
-        lock = preflight.run(conf)
+        lock = role.preflight(conf)
     except preflight.PreflightError as exc:
         what = "address in use" if isinstance(exc, preflight.AddressTaken) \
             else "configuration error"
@@ -81,18 +82,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     except preflight.AlreadyRunning as exc:
         print(f"kuryr-supervisor: already running: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.ALREADY_RUNNING) from None
-    from kuryr_supervisor.cni.install import uninstall_on_stop
-    # The controller role plumbs nothing on this host: no shim to install.
-    installer = InstallOnFirstReady(conf)
-    hooks = [installer] if conf.role == "cni" else []
+    hooks = role.hooks(conf)      # the CNI role's: the shim installed once ready
     master = os.getpid()
     try:
-        Manager(conf, notifier=notifier, ready_hooks=hooks).run()
+        Manager(conf, role, notifier=notifier, hooks=hooks).run()
     except SystemExit as exc:
-        if os.getpid() == master and conf.role == "cni":  # never in a worker
-            uninstall_on_stop(conf, exc.code, installer.installed)
-            from kuryr_supervisor.health.netrecord import release_on_stop
-            release_on_stop(conf, exc.code)
+        if os.getpid() == master:           # never in a worker
+            for hook in hooks.exited:
+                hook(exc.code)
         raise
     finally:
         if os.getpid() == master:

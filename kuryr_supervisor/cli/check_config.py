@@ -7,8 +7,10 @@ an upgrade script can refuse a bad file before the running daemon reads it.
 It runs every check the daemon makes before forking that takes nothing:
 configuration paths that are regular files of UTF-8 text, option
 values and the cross-option rules (:func:`kuryr_supervisor.conf.load`),
-:func:`kuryr_supervisor.master.preflight.validate` (probe address, socket
-path trust, handlers installed, state directory shape and store version),
+:func:`kuryr_supervisor.master.preflight.validate` with the configured
+role's checks (probe address, socket path trust, handlers installed, state
+directory shape and store version: the role's object,
+:meth:`~kuryr_supervisor.master.roles.base.Role.validate`),
 the ``kubernetes`` extra's libraries in Kubernetes mode (and, through
 ``validate``, the API's endpoint and the files it trusts), and what the start would
 meet when it creates, locks and binds (:mod:`.checks`: a state directory
@@ -35,7 +37,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cli import checks, configuration, usage
 from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.kubernetes import config as k8s_config
-from kuryr_supervisor.master import preflight
+from kuryr_supervisor.master import preflight, roles
 
 _ERRORS = (conf_mod.ConfigError, preflight.PreflightError, checks.Refused)
 
@@ -63,8 +65,9 @@ def check(args: list[str]) -> cfg.ConfigOpts:
     """Every check, or the first failure as an exception."""
     conf = configuration.load_conf(args)
     _kubernetes_library(conf)       # the install, before the world (as a start)
-    preflight.validate(conf)
-    checks.run(conf)
+    role = roles.named(conf.role)
+    role.validate(conf)
+    checks.run(conf, role.listeners)
     return conf
 
 

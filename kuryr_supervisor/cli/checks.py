@@ -14,7 +14,8 @@ running on that very configuration). So, for each:
 * the probe listener: its address can be bound (bound for an instant with
   ``SO_REUSEADDR``, never listened on); a port in use is a start's
   question (exit 77), not the configuration's;
-* the CNI role's Unix socket: the path fits ``sun_path`` with the
+* the CNI socket, for a role that serves it (its listeners are handed
+  in): the path fits ``sun_path`` with the
   temporary name the daemon binds first, and its directory can be made
   or written as the state directory's.
 
@@ -25,11 +26,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Collection
 
 from oslo_config import cfg
 
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.master import statedir
+from kuryr_supervisor.master.activation import ALL, CNI
 
 KERNEL_FS = ("/proc", "/sys")
 #: sun_path holds 108 bytes with its NUL; the daemon binds
@@ -119,8 +122,6 @@ def _tcp(what: str, host: str, port: int) -> None:
 
 
 def cni_socket(conf: cfg.ConfigOpts) -> None:
-    if conf.role != "cni":
-        return                      # the controller binds no CNI socket
     address = conf.cni_daemon.bind_address
     path, port = sockets.parse_address(address)
     what = f"[cni_daemon] bind_address {address}"
@@ -134,8 +135,10 @@ def cni_socket(conf: cfg.ConfigOpts) -> None:
     writable_place(what, os.path.dirname(path))
 
 
-def run(conf: cfg.ConfigOpts) -> None:
-    """Every check above, or the first refusal."""
+def run(conf: cfg.ConfigOpts, serves: Collection[str] = ALL) -> None:
+    """Every check above, or the first refusal; ``serves``: the role's
+    listeners (the controller's has no CNI socket)."""
     state_dir(conf)
     probe_listener(conf)
-    cni_socket(conf)
+    if CNI in serves:
+        cni_socket(conf)

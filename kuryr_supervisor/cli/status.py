@@ -32,6 +32,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cli import configuration, shim, usage
+from kuryr_supervisor.master import roles
 
 READY, NOT_READY, NOT_LIVE = 0, 1, 2
 #: The whole exchange, connect to last byte.
@@ -310,7 +311,8 @@ def show(conf: cfg.ConfigOpts, *, as_json: bool = False) -> int:
         doc = fetch(opts.host, opts.port)
         text = json.dumps(doc, indent=2) + "\n" if as_json else None
         if text is None:
-            installed = shim.installed(conf) if conf.role == "cni" else None
+            installs = roles.named(conf.role).installs_shim
+            installed = shim.installed(conf) if installs else None
             text = _render_checked(doc, installed, shim.packaged_kind())
     except NotOurs as exc:
         print(f"kuryr-supervisor: {where} is not a kuryr-supervisor probe "

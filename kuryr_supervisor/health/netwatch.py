@@ -177,25 +177,22 @@ def canary_from_conf(monitor: HealthMonitor,
 
 
 def cluster_view(conf: cfg.ConfigOpts) -> ClusterView | None:
-    """The judge's word on this node: for the CNI role with the record
-    (Kubernetes mode, ``[network_health] record``); None otherwise (no
-    judge is heard: STATUS says what the checks say)."""
+    """The judge's word on this node (built for the CNI role, by its
+    object's choice) with the record (Kubernetes mode, ``[network_health]
+    record``); None otherwise (no judge is heard: STATUS says what the
+    checks say)."""
     from kuryr_supervisor.kubernetes import config
-    if conf.role != "cni" or not conf.network_health.record or \
-            not config.is_configured(conf):
+    if not conf.network_health.record or not config.is_configured(conf):
         return None
     return ClusterView(config.node_name(conf))
 
 
 def from_conf(monitor: HealthMonitor, state: SharedState,
               conf: cfg.ConfigOpts, view: ClusterView | None, *,
-              master_pid: int | None = None) -> NetworkWatch | None:
-    """Started network duties for the CNI role (``view``: its
-    :func:`cluster_view`, None without the record; ``master_pid``: the
-    daemon's, named in its client's User-Agent); None in the
-    controller's."""
-    if conf.role != "cni":
-        return None
+              master_pid: int | None = None) -> NetworkWatch:
+    """Started network duties, built for the CNI role by its object's
+    choice (``view``: its :func:`cluster_view`, None without the record;
+    ``master_pid``: the daemon's, named in its client's User-Agent)."""
     results = snapshot_results(monitor)
     loops: list[Loop] = []
     canary = hold = None

@@ -222,13 +222,13 @@ class NodeEvents:
 
 def from_conf(state: SharedState, conf: cfg.ConfigOpts, *,
               master_pid: int | None = None) -> NodeEvents | None:
-    """Started node events for this daemon; None standalone or when off
-    (``master_pid``: the daemon's, named in its client's User-Agent)."""
+    """Started node events for this daemon (built for the CNI role, by its
+    object's choice: the controller is no node agent, its events are not
+    the Node's); None standalone or when off (``master_pid``: the
+    daemon's, named in its client's User-Agent)."""
     from kuryr_supervisor.kubernetes import client as k8s
     from kuryr_supervisor.kubernetes import events
-    # The controller role is no node agent: its events are not the Node's.
-    if conf.role != "cni" or not conf.health.node_events or \
-            not k8s.is_configured(conf):
+    if not conf.health.node_events or not k8s.is_configured(conf):
         return None
     recorder = events.recorder(k8s.K8sClient.from_conf(
         conf, master_pid=master_pid))

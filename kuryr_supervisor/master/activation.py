@@ -26,7 +26,7 @@ import ipaddress
 import os
 import resource
 import socket
-from collections.abc import MutableMapping
+from collections.abc import Collection, MutableMapping
 
 from oslo_config import cfg
 
@@ -123,6 +123,9 @@ def take(environ: MutableMapping[str, str] | None = None, *,
 
 
 CNI, PROBES, METRICS = "cni", "probes", "metrics"
+#: Every listener a daemon may have; a role names those it serves
+#: (:attr:`kuryr_supervisor.master.roles.base.Role.listeners`).
+ALL = (CNI, PROBES, METRICS)
 
 
 class ListenerError(Exception):
@@ -137,15 +140,18 @@ def _same_tcp(address: object, host: str, port: int) -> bool:
     return str(address[0]) == host
 
 
-def wanted(conf: cfg.ConfigOpts) -> dict[str, str | tuple[str, int]]:
-    """Role name -> configured address (a Unix path or (host, port))."""
+def wanted(conf: cfg.ConfigOpts, serves: Collection[str] = ALL
+           ) -> dict[str, str | tuple[str, int]]:
+    """Listener name -> configured address (a Unix path or (host, port)),
+    for each of ``serves`` the configuration enables (the probe listener
+    is every role's; metrics only with a port)."""
     wanted: dict[str, str | tuple[str, int]] = {}
-    if conf.role == "cni":
+    if CNI in serves:
         path, port = sockets.parse_address(conf.cni_daemon.bind_address)
         wanted[CNI] = path if port < 0 else (path, port)
     opts = conf.cni_health_server
     wanted[PROBES] = (opts.host, opts.port)
-    if conf.metrics.port:
+    if METRICS in serves and conf.metrics.port:
         wanted[METRICS] = (conf.metrics.host, conf.metrics.port)
     return wanted
 
@@ -156,9 +162,10 @@ def _matches(address: object, want: str | tuple[str, int]) -> bool:
     return _same_tcp(address, *want)
 
 
-def match(passed: Passed, conf: cfg.ConfigOpts) -> str | None:
-    """The role of a passed socket, by name, else by address."""
-    roles = wanted(conf)
+def match(passed: Passed, conf: cfg.ConfigOpts,
+          serves: Collection[str] = ALL) -> str | None:
+    """Which of ``serves`` a passed socket is, by name, else by address."""
+    roles = wanted(conf, serves)
     if passed.name in roles:
         want = roles[passed.name]
         if not _matches(passed.address, want):
@@ -172,13 +179,14 @@ def match(passed: Passed, conf: cfg.ConfigOpts) -> str | None:
     return None
 
 
-def passed_roles(conf: cfg.ConfigOpts) -> set[str]:
-    """Roles systemd passes a socket for (without taking them): a port or
-    path held by systemd for us is not another daemon's."""
+def passed_roles(conf: cfg.ConfigOpts,
+                 serves: Collection[str] = ALL) -> set[str]:
+    """Listeners of ``serves`` systemd passes a socket for (without taking
+    them): a port or path held by systemd for us is not another daemon's."""
     roles = set()
     for item in peek():
         with contextlib.suppress(ListenerError):
-            role = match(item, conf)
+            role = match(item, conf, serves)
             if role is not None:
                 roles.add(role)
     return roles

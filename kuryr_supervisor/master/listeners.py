@@ -37,6 +37,7 @@ import os
 import socket
 import stat
 import sys
+from collections.abc import Collection
 
 from oslo_config import cfg
 
@@ -45,6 +46,7 @@ from kuryr_supervisor.exitcodes import ExitCode
 from kuryr_supervisor.health import httpserver
 from kuryr_supervisor.master import activation, portholder
 from kuryr_supervisor.master.activation import (
+    ALL,
     CNI,
     METRICS,
     PROBES,
@@ -57,7 +59,7 @@ from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
-__all__ = ["CNI", "METRICS", "PROBES", "ListenerError", "Listeners",
+__all__ = ["ALL", "CNI", "METRICS", "PROBES", "ListenerError", "Listeners",
            "match", "open_all", "open_or_exit", "passed_roles"]
 
 
@@ -200,23 +202,26 @@ def _bind(role: str, conf: cfg.ConfigOpts) -> socket.socket:
     return httpserver.listen(opts.host, opts.port)
 
 
-def _holder(role: str, conf: cfg.ConfigOpts, exc: Exception) -> str:
+def _holder(role: str, conf: cfg.ConfigOpts, exc: Exception,
+            serves: Collection[str]) -> str:
     """``; held by pid N (comm), uid U`` for an address in use, else "".
     The state directory's lock is ours (taken first): whatever holds the
     address is not this daemon, so it is named, never "already running"."""
     if isinstance(exc, OSError) and exc.errno != errno.EADDRINUSE:
         return ""
-    address = wanted(conf)[role]
+    address = wanted(conf, serves)[role]
     if isinstance(address, str):
         return f"; {portholder.describe_unix(address)}"
     return f"; {portholder.describe_tcp(address[1])}"
 
 
-def open_all(conf: cfg.ConfigOpts) -> Listeners:
-    """Bind (or take from systemd) every listener the role serves."""
+def open_all(conf: cfg.ConfigOpts, serves: Collection[str] = ALL
+             ) -> Listeners:
+    """Bind (or take from systemd) every listener of ``serves`` (the
+    role's: :attr:`~kuryr_supervisor.master.roles.base.Role.listeners`)."""
     taken: dict[str, socket.socket] = {}
     for item, sock in activation.take():
-        role = match(item, conf) if item.listening else None
+        role = match(item, conf, serves) if item.listening else None
         if role is None or role in taken:
             LOG.warning("ignoring socket %s passed by systemd (fd %d, name "
                         "%r)", item.address, item.fd, item.name)
@@ -228,7 +233,7 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
         LOG.info("%s socket %s taken from systemd", role, item.address)
     made: dict[str, socket.socket] = {}
     try:
-        for role in wanted(conf):
+        for role in wanted(conf, serves):
             if role in taken:
                 continue
             try:
@@ -238,12 +243,13 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
             except (sockets.AddressInUse, OSError) as exc:
                 if role != METRICS:
                     raise ListenerError(f"{role} listener: {exc}"
-                                        f"{_holder(role, conf, exc)}"
+                                        f"{_holder(role, conf, exc, serves)}"
                                         ) from exc
                 # Metrics are not health: the probes stay up.
                 LOG.error("metrics listener %s:%d cannot bind (%s%s); "
                           "/metrics stays on the probe port", conf.metrics.host,
-                          conf.metrics.port, exc, _holder(role, conf, exc))
+                          conf.metrics.port, exc,
+                          _holder(role, conf, exc, serves))
     except BaseException:
         for sock in [*made.values(), *taken.values()]:
             sock.close()
@@ -261,12 +267,13 @@ def open_all(conf: cfg.ConfigOpts) -> Listeners:
     return listeners
 
 
-def open_or_exit(conf: cfg.ConfigOpts) -> Listeners:
+def open_or_exit(conf: cfg.ConfigOpts, serves: Collection[str] = ALL
+                 ) -> Listeners:
     """:func:`open_all`, or one line on stderr and exit 78 (an address
     in use names its holder: the state directory's lock, taken before,
     is ours, so it is not a second daemon of this node)."""
     try:
-        return open_all(conf)
+        return open_all(conf, serves)
     except ListenerError as exc:
         print(f"kuryr-supervisor: cannot listen: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.CONFIG) from None

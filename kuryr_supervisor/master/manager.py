@@ -1,9 +1,13 @@
 """The master process: a cotyledon ServiceManager that governs the workers.
 
-It creates the shared state once (from its explicit ``fork`` context), starts
-the role's workers (``role = cni``: Watcher, Server and HealthManager;
-``role = controller``: one Handler process per configured handler, and the
-HealthManager), and runs a governor thread that carries
+It is the same for every role: it is handed a
+:class:`~kuryr_supervisor.master.roles.base.Role`, which names the
+listeners, the shared-state slots and sections, the workers with their
+arguments, and the hooks (:mod:`kuryr_supervisor.master.roles`). It creates
+the shared state once (from its explicit ``fork`` context), adds each of the
+role's workers to cotyledon (``role = cni``: Watcher, Server and
+HealthManager; ``role = controller``: one Handler process per configured
+handler, and the HealthManager), and runs a governor thread that carries
 out :func:`kuryr_supervisor.master.supervisor.inspect`'s decisions and feeds the
 :class:`~kuryr_supervisor.master.reporting.Reporter`. Worker deaths arrive through
 cotyledon's own ``dead_worker`` hook: the master reaps nothing itself, so it
@@ -13,10 +17,9 @@ It owns every listening socket (:mod:`kuryr_supervisor.master.listeners`):
 they are bound before the first fork and passed to the Server and the
 HealthManager as arguments, so every incarnation of a worker serves the
 same socket; the governor watches the CNI socket file; the sockets are
-closed after the last worker has stopped, and the IPAM store and the pod
-registry are checkpointed then
-(:func:`~kuryr_supervisor.cni.ipam.database.settle`), so a graceful stop
-leaves no ``-wal`` behind whichever worker was cut off while it used one.
+closed after the last worker has stopped, and the role's ``stopped``
+hooks run then (the CNI role's checkpoints the IPAM store and the pod
+registry, so a graceful stop leaves no ``-wal`` behind).
 """
 from __future__ import annotations
 
@@ -27,21 +30,17 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import cotyledon
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.cni.ipam import database
-from kuryr_supervisor.conf import ipam as ipam_conf
 from kuryr_supervisor.exitcodes import ExitCode
-from kuryr_supervisor.health.checks import controller, kubernetes
-from kuryr_supervisor.kubernetes.registry import registry_path
 from kuryr_supervisor.master import interrupt
 from kuryr_supervisor.master import listeners as listeners_mod
 from kuryr_supervisor.master.reporting import Reporter
+from kuryr_supervisor.master.roles import Hooks, Role
 from kuryr_supervisor.master.sdnotify import Notifier
 from kuryr_supervisor.master.supervisor import (
     Action,
@@ -51,32 +50,11 @@ from kuryr_supervisor.master.supervisor import (
     classify_death,
     inspect,
 )
-from kuryr_supervisor.state import (
-    CNI_COMPONENTS,
-    Component,
-    Reason,
-    SharedState,
-    controller_components,
-)
-from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL, Worker
-from kuryr_supervisor.workers.handler import HandlerWorker
-from kuryr_supervisor.workers.health import HealthManagerWorker
-from kuryr_supervisor.workers.server import ServerWorker
-from kuryr_supervisor.workers.watcher import WatcherWorker
+from kuryr_supervisor.state import Component, Reason, SharedState
+from kuryr_supervisor.workers.base import STACK_DUMP_SIGNAL
 
 LOG = logging.getLogger(__name__)
 
-#: A role is the set of workers the master runs, and their extra arguments.
-ROLES: dict[str, tuple[type[Worker], ...]] = {
-    "cni": (WatcherWorker, ServerWorker, HealthManagerWorker),
-    "controller": (HandlerWorker, HealthManagerWorker),
-}
-WORKERS = ROLES["cni"]
-_HEALTH_ARGS: dict[str, dict[str, Any]] = {
-    "cni": {"check_factory": kubernetes.extra_checks},
-    "controller": {"check_factory": controller.dependency_checks,
-                   "base_checks": controller.controller_checks},
-}
 _STACK_DUMP_GRACE = 0.3
 
 
@@ -97,19 +75,22 @@ def freeze_before_fork() -> None:
 
 
 class Manager(cotyledon.ServiceManager):
-    def __init__(self, conf: cfg.ConfigOpts, *, notifier: Notifier,
-                 ready_hooks: Sequence[Callable[[bool], object]] = ()) -> None:
-        self.listeners = listeners_mod.open_or_exit(conf)
+    """The master of ``role``'s workers (see the module); ``hooks``: the
+    role's for this start (:meth:`Role.hooks`)."""
+
+    def __init__(self, conf: cfg.ConfigOpts, role: Role, *,
+                 notifier: Notifier, hooks: Hooks | None = None) -> None:
+        self.listeners = listeners_mod.open_or_exit(conf, role.listeners)
         ctx = multiprocessing.get_context("fork")
         super().__init__(
             graceful_shutdown_timeout=conf.supervisor.graceful_shutdown_timeout,
             mp_context=ctx)
         self.conf = conf
-        workers = ROLES[conf.role]
-        active = (controller_components(conf.controller.handlers)
-                  if conf.role == "controller" else CNI_COMPONENTS)
-        self.state = SharedState.create(ctx, active=active)
-        self._reporter = Reporter(notifier, ready_hooks=ready_hooks)
+        self.role = role
+        self.hooks = hooks if hooks is not None else role.hooks(conf)
+        self.state = SharedState.create(ctx, active=role.components(conf),
+                                        sections=role.sections)
+        self._reporter = Reporter(notifier, ready_hooks=self.hooks.ready)
         self._ledger = RestartLedger()
         self._lock = threading.Lock()
         self._pending: dict[int, Reason] = {}
@@ -119,19 +100,12 @@ class Manager(cotyledon.ServiceManager):
         #: cotyledon's (service, worker id) -> the worker's slot.
         self._by_service: dict[tuple[Any, int], Component] = {}
         master_pid = os.getpid()
-        sockets = self.listeners
-        extras: dict[type[Worker], dict[str, Any]] = {
-            HealthManagerWorker: {**_HEALTH_ARGS[conf.role],
-                                  "probe_listener": sockets.probe,
-                                  "metrics_listener": sockets.metrics},
-            ServerWorker: {"listener": sockets.cni,
-                           "handoff": sockets.handoff}}
-        for worker in workers:
+        for worker, kwargs in role.workers(conf, self.listeners):
             # One process per slot of the worker's kind (a handler each).
             slots = self.state.of_kind(worker.kind)
             sid = self.add(worker, workers=len(slots),
                            args=(self.state, conf, master_pid),
-                           kwargs=extras.get(worker))
+                           kwargs=kwargs)
             for worker_id, comp in enumerate(slots):
                 self._by_service[sid, worker_id] = comp
         self.register_hooks(on_terminate=self._on_terminate,
@@ -153,16 +127,9 @@ class Manager(cotyledon.ServiceManager):
         finally:
             if os.getpid() == master:     # last: the workers are gone
                 self.listeners.close()
-                if self.conf.role == "cni":
-                    self._settle_stores()
+                for hook in self.hooks.stopped:
+                    hook()
         raise SystemExit(ExitCode.OK)  # pragma: no cover - run() never returns
-
-    def _settle_stores(self) -> None:
-        """Checkpoint the node's SQLite files as their last user: a graceful
-        stop leaves neither ``-wal`` nor ``-shm`` beside them."""
-        for path in (ipam_conf.settings(self.conf).db_path,
-                     registry_path(self.conf.ipam.state_dir)):
-            database.settle(path)
 
     def _slowdown_respawn_if_needed(self) -> None:
         """Replace cotyledon's 5 s fork throttle with the restart ledger's

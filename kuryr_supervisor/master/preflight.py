@@ -12,7 +12,10 @@ is taken without following or truncating anything (:mod:`.statedir`); a
 daemon run as a non-root uid (the controller role) trusts its own uid's
 directories besides root's. Nothing else here needs root: the default
 probe and metrics ports are above 1024, and the CNI socket's checks apply
-to the CNI role only.
+to the role that serves it. Each role adds its own checks (its object's
+:meth:`~kuryr_supervisor.master.roles.base.Role.checks`: the CNI socket's
+path, the handlers' entry points) and names its listeners: they are
+handed in here, never the role's name.
 A configuration file that holds a secret and is not private to the daemon
 gets a warning line here (:mod:`kuryr_supervisor.conf.secretfiles`), and
 so does each group or option of the files that nothing registers, with
@@ -37,6 +40,7 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Callable, Collection, Iterable
 from typing import IO
 
 from oslo_config import cfg
@@ -45,7 +49,6 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.cni import sockets
 from kuryr_supervisor.cni.ipam import schema
 from kuryr_supervisor.conf.ipam import DB_FILE
-from kuryr_supervisor.controller import handlers
 from kuryr_supervisor.kubernetes import config as k8s_config
 from kuryr_supervisor.kubernetes.wire import K8sPermanent
 from kuryr_supervisor.master import listeners, portholder, statedir
@@ -69,23 +72,32 @@ class AlreadyRunning(Exception):
     """Another daemon holds the state directory's lock (exit 77)."""
 
 
-def run(conf: cfg.ConfigOpts) -> IO[str]:
-    """Every check; returns the held state-directory lock (keep it open)."""
+#: A role's own check that takes nothing (raises PreflightError).
+Check = Callable[[cfg.ConfigOpts], None]
+
+
+def run(conf: cfg.ConfigOpts, *, serves: Collection[str],
+        checks: Iterable[Check] = ()) -> IO[str]:
+    """Every check; returns the held state-directory lock (keep it open).
+    ``serves``: the role's listeners (:mod:`.activation`'s names), each
+    checked free unless systemd holds it for us; ``checks``: the role's
+    own, run by :func:`validate`."""
     for line in conf_mod.secret_file_warnings(conf):
         LOG.warning("%s", line)
     for line in conf_mod.unknown_names(conf):
         LOG.warning("%s", line)
-    validate(conf)
+    validate(conf, checks)
     lock = _state_dir_lock(conf.ipam.state_dir)
     try:
-        passed = listeners.passed_roles(conf)   # systemd holds them for us
+        # systemd holds them for us
+        passed = listeners.passed_roles(conf, serves)
     except listeners.ListenerError as exc:
         lock.close()
         raise PreflightError(str(exc)) from exc
     try:
         if listeners.PROBES not in passed:
             _probe_port_free(conf)
-        if conf.role == "cni" and listeners.CNI not in passed:
+        if listeners.CNI in serves and listeners.CNI not in passed:
             _socket_free(conf)
     except BaseException:
         lock.close()
@@ -93,13 +105,14 @@ def run(conf: cfg.ConfigOpts) -> IO[str]:
     return lock
 
 
-def validate(conf: cfg.ConfigOpts) -> None:
-    """The checks that take nothing: no lock, no bind, nothing created.
-    ``kuryr-supervisor check-config`` runs them beside a running daemon."""
-    _handlers_installed(conf)
+def validate(conf: cfg.ConfigOpts, checks: Iterable[Check] = ()) -> None:
+    """The checks that take nothing: no lock, no bind, nothing created,
+    the role's ``checks`` among them. ``kuryr-supervisor check-config``
+    runs them beside a running daemon."""
     _kubernetes_endpoint(conf)
     _probe_address(conf)
-    _socket_path(conf)
+    for check in checks:
+        check(conf)
     state_dir = conf.ipam.state_dir
     try:
         statedir.check(state_dir)
@@ -173,23 +186,10 @@ def _probe_address(conf: cfg.ConfigOpts) -> None:
                              "is not a directory")
 
 
-def _handlers_installed(conf: cfg.ConfigOpts) -> None:
-    """Each handler process loads its own entry point after the fork: one
-    that is not installed would be a crash loop, not a start-up error."""
-    if conf.role != "controller":
-        return
-    missing = handlers.missing(conf.controller.handlers)
-    if missing:
-        raise PreflightError(f"[controller] handlers: no entry point named "
-                             f"{', '.join(missing)} in {handlers.NAMESPACE}")
-
-
-def _socket_path(conf: cfg.ConfigOpts) -> None:
-    """The CNI socket's rules, for the role that serves it: the controller
-    role binds no CNI socket (:func:`.activation.wanted`), so its
+def cni_socket_path(conf: cfg.ConfigOpts) -> None:
+    """The CNI socket's rules, a check of the role that serves it (the CNI
+    role's): the controller role binds no CNI socket, so its
     ``bind_address`` is neither checked nor probed."""
-    if conf.role != "cni":
-        return
     address = conf.cni_daemon.bind_address
     try:
         path, port = sockets.parse_address(address)

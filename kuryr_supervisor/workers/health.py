@@ -85,7 +85,11 @@ BaseChecks = Callable[..., list[Check]]
 class HealthManagerWorker(Worker):
     """The HealthManager; other subsystems add checks (e.g. ``k8s-api``
     readiness) with ``extra_checks`` or, for checks holding connections,
-    ``check_factory``."""
+    ``check_factory``. ``node_network``: it speaks for the node (the CNI
+    role's): STATUS flags, the node's record and the judge's word on it
+    (:mod:`~kuryr_supervisor.health.netwatch`), the node's Events
+    (:mod:`~kuryr_supervisor.health.nodeevents`); the controller role's
+    speaks for no node."""
 
     name = "HealthManager"
     kind = WorkerKind.HEALTH
@@ -97,6 +101,7 @@ class HealthManagerWorker(Worker):
                  extra_checks: Iterable[Check] = (),
                  check_factory: CheckFactory | None = None,
                  base_checks: BaseChecks = default_checks,
+                 node_network: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(worker_id, state, conf, master_pid)
         self._probe_listener = probe_listener
@@ -104,6 +109,7 @@ class HealthManagerWorker(Worker):
         self._base_checks = base_checks
         self._extra = tuple(extra_checks)
         self._factory = check_factory
+        self._node_network = node_network
         self._clock = clock
         self._closed = threading.Event()
         self._wake = threading.Event()
@@ -125,7 +131,8 @@ class HealthManagerWorker(Worker):
                                        self._master_pid))
         # The judge's word on this node (the CNI role with the record):
         # its check among the others, its feeds started with the rest.
-        view = netwatch.cluster_view(self.conf)
+        node = self._node_network
+        view = netwatch.cluster_view(self.conf) if node else None
         if view is not None:
             extra.append(VerdictCheck(view))
         checks = self._base_checks(self.state, self.conf, self._master_pid,
@@ -137,14 +144,16 @@ class HealthManagerWorker(Worker):
         if self._condition is not None:
             self._patcher = Offloaded(self._condition.update,
                                       "node-condition")
-        self._events = nodeevents.from_conf(self.state, self.conf,
-                                            master_pid=self._master_pid)
+        self._events = nodeevents.from_conf(
+            self.state, self.conf, master_pid=self._master_pid) \
+            if node else None
         # The first snapshot before the first request: no probe sees "not
         # checked yet" for an I/O check that answers within a heartbeat.
         self.monitor.tick(wait=self.heartbeat_interval)
         # STATUS flags and the node's record, off this loop's thread.
-        self._network = netwatch.from_conf(self.monitor, self.state, self.conf,
-                                           view, master_pid=self._master_pid)
+        self._network = netwatch.from_conf(
+            self.monitor, self.state, self.conf, view,
+            master_pid=self._master_pid) if node else None
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         network = self._network.status if self._network is not None \

@@ -144,8 +144,8 @@ def test_openstack_check_bounded_by_its_deadline(conf: cfg.ConfigOpts
     import threading
     import time as _time
 
-    from kuryr_supervisor.health.checks.openstack import KeystoneCheck
     from kuryr_supervisor.health.monitor import HealthMonitor
+    from kuryr_supervisor.master.roles.dependencies import KeystoneCheck
 
     release = threading.Event()
     calls: list[int] = []

@@ -29,10 +29,10 @@ from kuryr_supervisor.controller.openstack.pace import COMMIT_WAIT
 from kuryr_supervisor.controller.pools.refill import Refill
 from kuryr_supervisor.controller.ports.batch import Batch
 from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
-from kuryr_supervisor.health.checks.openstack import KeystoneCheck, NeutronCheck
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from kuryr_supervisor.kubernetes.leases import read_lease, write_lease
+from kuryr_supervisor.master.roles.dependencies import KeystoneCheck, NeutronCheck
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.poolcloud import PooledNeutron
 from tests.unit import test_portpool as pool_base

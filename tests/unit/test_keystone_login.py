@@ -13,7 +13,7 @@ import pytest
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.login import LoginPolicy
-from kuryr_supervisor.health.checks.openstack import openstack_checks
+from kuryr_supervisor.master.roles.dependencies import openstack_checks
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_openstack import neutron_conf
 

@@ -198,13 +198,13 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
                                           cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
     """Nested deployments: [controller] openstack_checks adds the keystone and
     neutron readiness checks to the CNI role's HealthManager."""
-    from kuryr_supervisor.health.checks import kubernetes as k8s_checks
     from kuryr_supervisor.health.checks.base import Kind, Sort
+    from kuryr_supervisor.master.roles.cni import node_checks
     keystone, neutron = cloud
     conf = neutron_conf(tmp_path, keystone, openstack_checks="true",
                         openstack_check_interval=60)
     conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
-    checks = {c.name: c for c in k8s_checks.extra_checks(None, conf, os.getpid())}  # type: ignore[arg-type]
+    checks = {c.name: c for c in node_checks(None, conf, os.getpid())}  # type: ignore[arg-type]
     assert set(checks) == {"k8s-api", "keystone", "neutron", "bridge"}
     for name in ("keystone", "neutron"):
         assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
@@ -219,7 +219,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     assert not result.ok and "port quota exhausted" in result.message
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
-    assert [c.name for c in k8s_checks.extra_checks(None, conf, os.getpid())] == [  # type: ignore[arg-type]
+    assert [c.name for c in node_checks(None, conf, os.getpid())] == [  # type: ignore[arg-type]
         "bridge"]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.health.checks.controller import NeutronPortsCheck
-from kuryr_supervisor.health.checks.openstack import NeutronCheck
+from kuryr_supervisor.master.roles.dependencies import NeutronCheck
 from kuryr_supervisor.state import Fault
 from tests.unit.test_neutronport import World
 from tests.unit.test_port_retry_safety import make_world, start, stop

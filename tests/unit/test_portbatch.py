@@ -259,7 +259,7 @@ def test_one_request_timeout_for_every_reader(tmp_path: Path) -> None:
     readiness checks' adapter and wait."""
     from kuryr_supervisor.controller.handlers import HandlerContext
     from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
-    from kuryr_supervisor.health.checks.openstack import openstack_checks
+    from kuryr_supervisor.master.roles.dependencies import openstack_checks
     keystone = FakeKeystone()
     path = tmp_path / "controller.conf"
     path.write_text("\n".join(

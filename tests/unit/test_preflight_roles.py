@@ -1,7 +1,10 @@
 """The CNI socket's preflight checks belong to the role that serves it: the
 controller role binds no CNI socket, so its ``bind_address`` (the default,
 or a path under a directory another user owns) neither stops it nor
-answers for a CNI daemon listening there on the same host."""
+answers for a CNI daemon listening there on the same host. Each role's
+object runs them (:meth:`~kuryr_supervisor.master.roles.base.Role.validate`,
+:meth:`~kuryr_supervisor.master.roles.base.Role.preflight`), as the daemon
+and check-config do."""
 from __future__ import annotations
 
 import os
@@ -13,7 +16,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.master import preflight
+from kuryr_supervisor.master import preflight, roles
 from tests.fixtures.daemon import free_port
 
 pytestmark = pytest.mark.privileged
@@ -45,12 +48,13 @@ def test_an_untrusted_socket_directory_stops_the_cni_role(
         tmp_path: Path, foreign: str) -> None:
     with pytest.raises(preflight.PreflightError,
                        match=r"\[cni_daemon\] bind_address .* uid 65534"):
-        preflight.validate(conf_for("cni", tmp_path, foreign))
+        roles.named("cni").validate(conf_for("cni", tmp_path, foreign))
 
 
 def test_the_controller_role_does_not_check_a_socket_it_never_binds(
         tmp_path: Path, foreign: str) -> None:
-    preflight.validate(conf_for("controller", tmp_path, foreign))
+    roles.named("controller").validate(
+        conf_for("controller", tmp_path, foreign))
 
 
 @pytest.fixture
@@ -68,8 +72,9 @@ def test_a_live_socket_is_another_cni_daemon_only_to_the_cni_role(
         tmp_path: Path, served: str) -> None:
     with pytest.raises(preflight.AddressTaken,
                        match="another server is listening"):
-        preflight.run(conf_for("cni", tmp_path / "a", served))
-    lock = preflight.run(conf_for("controller", tmp_path / "b", served))
+        roles.named("cni").preflight(conf_for("cni", tmp_path / "a", served))
+    lock = roles.named("controller").preflight(
+        conf_for("controller", tmp_path / "b", served))
     lock.close()
 
 
@@ -84,7 +89,9 @@ def test_a_held_tcp_cni_address_names_its_holder(tmp_path: Path) -> None:
         with pytest.raises(preflight.AddressTaken,
                            match=rf"\[cni_daemon\] bind_address {address} "
                                  rf"is held by pid {os.getpid()} "):
-            preflight.run(conf_for("cni", tmp_path / "a", address))
+            roles.named("cni").preflight(
+                conf_for("cni", tmp_path / "a", address))
     with pytest.raises(preflight.PreflightError,
                        match=r"bind_address 192\.0\.2\.1:5036: Cannot assign"):
-        preflight.run(conf_for("cni", tmp_path / "b", "192.0.2.1:5036"))
+        roles.named("cni").preflight(
+            conf_for("cni", tmp_path / "b", "192.0.2.1:5036"))

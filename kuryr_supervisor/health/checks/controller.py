@@ -4,7 +4,9 @@ Liveness: each worker alive and heartbeating (one ``handler:<name>`` per
 handler process, and ``health``), the handlers' failure budget
 (``handler-failures``), daemon memory and the restart budget. Readiness: the
 handlers caught up (``handler-synced``), not draining, and the dependencies
-(:mod:`.openstack`): ``k8s-watch``, ``keystone``, ``neutron``.
+(``k8s-watch``, ``keystone``, ``neutron``: built by the controller role's
+factory, :mod:`kuryr_supervisor.master.roles.dependencies`, which holds the
+OpenStack adapter).
 
 Liveness is per handler (a dead or stale handler is named, and only its
 process is restarted); the failure budget and readiness are one check each
@@ -32,7 +34,6 @@ from kuryr_supervisor.health.checks.components import (
 )
 from kuryr_supervisor.health.checks.faults import describe
 from kuryr_supervisor.health.checks.memory import DaemonMemory, MemoryCheck
-from kuryr_supervisor.health.checks.openstack import K8sWatchCheck, openstack_checks
 from kuryr_supervisor.state import Fault, LiveCause, Mode, SharedState, WorkerKind
 
 #: The fault bits the controller's port handler raises.
@@ -158,14 +159,3 @@ def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
         *extra,
     ]
 
-
-def dependency_checks(state: SharedState, conf: cfg.ConfigOpts,
-                      master_pid: int) -> list[Check]:
-    """The HealthManager's ``check_factory`` in the controller role: built in
-    the worker after the fork, so no client is shared with the master."""
-    from kuryr_supervisor.kubernetes import client as k8s
-    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
-    timeout = float(conf.kubernetes.api_check_timeout)
-    watch = K8sWatchCheck(lambda: client.probe_watch(timeout),
-                          lambda: float(conf.kubernetes.api_check_interval))
-    return [watch, *openstack_checks(conf, master_pid=master_pid)]

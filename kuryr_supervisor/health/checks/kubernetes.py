@@ -1,7 +1,5 @@
-"""Readiness about the Kubernetes API (the ``k8s-api`` check), and the
-HealthManager's extras in the CNI role (with the OVS binding, ``ovsdb``
-and the data-plane checks sharing its connection: ``ovn-controller``,
-``flows``, ``datapath``; with the Linux bridge, ``bridge``).
+"""Readiness about the Kubernetes API (the ``k8s-api`` check), one of the
+CNI role's extras (:func:`kuryr_supervisor.master.roles.cni.node_checks`).
 
 An unreachable API makes the daemon NOT READY, never NOT ALIVE: restarting
 the daemon cannot fix the API, and killing every node's CNI daemon during an
@@ -19,7 +17,6 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
-from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)
 
@@ -72,20 +69,3 @@ def from_conf(conf: cfg.ConfigOpts, *,
         interval=conf.kubernetes.api_check_interval,
         timeout=float(conf.kubernetes.api_check_timeout))
 
-
-def extra_checks(state: SharedState, conf: cfg.ConfigOpts,
-                 master_pid: int) -> list[Check]:
-    """The HealthManager's ``check_factory``: built in the worker, after the
-    fork, so the API client is never shared with the master."""
-    check = from_conf(conf, master_pid=master_pid)
-    checks: list[Check] = [check] if check is not None else []
-    if conf.controller.openstack_checks:     # nested: the CNI role uses Neutron too
-        from kuryr_supervisor.health.checks.openstack import openstack_checks
-        checks.extend(openstack_checks(conf, master_pid=master_pid))
-    if conf.binding.driver == "ovs":
-        from kuryr_supervisor.health.checks.ovn import ovs_checks
-        checks.extend(ovs_checks(conf))
-    else:
-        from kuryr_supervisor.health.checks.bridge import BridgeCheck
-        checks.append(BridgeCheck(conf.binding.bridge))
-    return checks

@@ -1,6 +1,12 @@
 """Readiness on the controller's dependencies: Kubernetes watchable,
 Keystone authenticating, Neutron answering with port quota left.
 
+Here, where the roles are assembled, because they hold the OpenStack
+adapter: :mod:`kuryr_supervisor.health` never imports the controller. The
+controller role's HealthManager builds them all (:func:`dependency_checks`,
+its ``check_factory``); the CNI role's builds Keystone's and Neutron's with
+``[controller] openstack_checks`` (:func:`openstack_checks`).
+
 An outage of any of them makes the daemon NOT READY, never NOT ALIVE:
 restarting the controller cannot bring Keystone back. Each is an I/O check
 (run on the HealthManager's timer, never on a probe request) that reuses its
@@ -44,6 +50,7 @@ from typing import Any
 from oslo_config import cfg
 
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
+from kuryr_supervisor.state import SharedState
 
 LOG = logging.getLogger(__name__)
 
@@ -223,3 +230,15 @@ def openstack_checks(conf: cfg.ConfigOpts, *,
                          deadline=deadline,
                          network_id=str(opts.pod_network_id or ""),
                          subnet_id=str(opts.pod_subnet_id or ""))]
+
+
+def dependency_checks(state: SharedState, conf: cfg.ConfigOpts,
+                      master_pid: int) -> list[Check]:
+    """The HealthManager's ``check_factory`` in the controller role: built in
+    the worker after the fork, so no client is shared with the master."""
+    from kuryr_supervisor.kubernetes import client as k8s
+    client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
+    timeout = float(conf.kubernetes.api_check_timeout)
+    watch = K8sWatchCheck(lambda: client.probe_watch(timeout),
+                          lambda: float(conf.kubernetes.api_check_interval))
+    return [watch, *openstack_checks(conf, master_pid=master_pid)]
