@@ -14,11 +14,17 @@ replica's handler processes share one identity (see
 :func:`~kuryr_supervisor.controller.leadership.election.identity`), and a process exits
 (to be restarted as a follower) if it loses the Lease.
 
-On SIGTERM a handler that has work left for a graceful stop (the network
-judge releasing its Node conditions when uninstalling) says so with an
-optional ``finish(timeout)`` method: ``stopping`` is set, then the worker
-waits in ``finish`` (at most the graceful shutdown budget less a second)
-for ``run`` to have done it, before the process exits.
+The process is the handler's composition root: it builds the write fence
+and the create announcer, then the handler runtime over them
+(:class:`~kuryr_supervisor.controller.runtime.Runtime`: the clients, the
+informer, the hooks), and hands that to the handler's build function.
+
+On SIGTERM ``stopping`` is set, then the worker calls the handler's
+``finish(timeout)`` (part of the handler contract): a handler that has
+work left for a graceful stop (the network judge releasing its Node
+conditions when uninstalling) waits there, at most the graceful shutdown
+budget less a second, for ``run`` to have done it; any other returns at
+once; then the process exits.
 """
 from __future__ import annotations
 
@@ -27,8 +33,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from kuryr_supervisor.controller import handlers as handlers_mod
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership import announcer
+from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
 from kuryr_supervisor.kubernetes.fence import WriteFence
 from kuryr_supervisor.state import WorkerKind
 from kuryr_supervisor.workers.base import Worker
@@ -43,6 +49,8 @@ class HandlerWorker(Worker):
     kind = WorkerKind.HANDLER
     #: Finds the handler factories by name; replaced in tests.
     loader: ClassVar[Loader] = staticmethod(handlers_mod.load)
+    #: The handler this process runs, once built.
+    handler: handlers_mod.Handler | None = None
 
     def _set_ready(self, value: bool) -> None:
         if self.state.component(self.component).ready != value:
@@ -51,9 +59,9 @@ class HandlerWorker(Worker):
         self.state.set_ready(self.component, value)
 
     def serve(self) -> None:
-        """The composition root of a handler process: the write fence and
-        the create announcer are built here, once, and handed to the
-        handler in its context."""
+        """The composition root of a handler process: the write fence, the
+        create announcer and the runtime are built here, once, and handed
+        to the handler's build function."""
         name = self.component.handler
         [(_, factory)] = type(self).loader([name])
         fence = WriteFence()
@@ -75,18 +83,15 @@ class HandlerWorker(Worker):
             # No creates Lease: the port creates at Neutron are kept for
             # the process restarted in this one's place.
             creates = announcer.LocalCreates(self.state.creates)
-        runner = factory(HandlerContext(self.conf, self.state, self._set_ready,
-                                        self.component, fence=fence,
-                                        announcer=creates,
-                                        master_pid=self._master_pid))
-        self._runner = runner
+        handler = factory(Runtime(HandlerContext(
+            self.conf, self.state, self._set_ready, self.component,
+            fence=fence, announcer=creates, master_pid=self._master_pid)))
+        self.handler = handler
         LOG.info("running handler %s", name)
-        runner.run(self.stopping, self.beat)
+        handler.run(self.stopping, self.beat)
 
     def drain(self) -> None:
-        """Let the handler finish its last work, if it has any (see the
-        module)."""
-        finish = getattr(getattr(self, "_runner", None), "finish", None)
-        if finish is not None:
-            finish(max(0.0, float(
+        """Let the handler finish its last work (see the module)."""
+        if self.handler is not None:
+            self.handler.finish(max(0.0, float(
                 self.conf.supervisor.graceful_shutdown_timeout) - 1.0))

@@ -361,9 +361,9 @@ def network_judge(api: FakeAPI, client: Any) -> None:
     import multiprocessing
     import threading
 
-    from kuryr_supervisor.controller.handlers import HandlerContext
-    from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
+    from kuryr_supervisor.controller.network import assembly
     from kuryr_supervisor.controller.network.records import RecordSource
+    from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
     from kuryr_supervisor.kubernetes import events
     from kuryr_supervisor.kubernetes import nodenetwork as nn
     from kuryr_supervisor.state import SharedState
@@ -377,11 +377,11 @@ def network_judge(api: FakeAPI, client: Any) -> None:
     conf([], default_config_files=[])
     conf.set_override("fault_after", 0.0, "network_health")
     clock = [100.0]
-    handler = NetworkHealthHandler(
+    handler = assembly.judge(Runtime(
         HandlerContext(conf, SharedState.create(
             multiprocessing.get_context("fork")), lambda ready: None),
-        client=client, clock=lambda: clock[0])
-    assert handler.start(threading.Event(), lambda: None)
+        kubernetes=client), clock=lambda: clock[0])
+    assert handler.start(threading.Event())
     source = RecordSource(client)
     handler.book.replace_all(*source.list())
     list(client.nodenetworks.watch(api.rv, dict))

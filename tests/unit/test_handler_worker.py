@@ -12,7 +12,7 @@ import pytest
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
-from kuryr_supervisor.controller.handlers import HandlerContext
+from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.state import (
     MAX_HANDLERS,
     Component,
@@ -26,15 +26,20 @@ from kuryr_supervisor.workers.handler import HandlerWorker
 class Beating:
     """Beats until ``hang`` is set, then stops beating (but keeps running)."""
 
-    def __init__(self, ctx: HandlerContext) -> None:
-        self.ctx = ctx
+    def __init__(self, rt: Runtime) -> None:
+        self.rt, self.ctx = rt, rt.ctx
         self.hang = threading.Event()
+        #: The timeouts ``finish`` was called with.
+        self.finished: list[float] = []
 
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
-        self.ctx.ready(True)
+        self.rt.ready(True)
         while not stopping.wait(0.02):
             if not self.hang.is_set():
                 beat()
+
+    def finish(self, timeout: float) -> None:
+        self.finished.append(timeout)
 
 
 def test_each_handler_has_its_own_slot_heartbeat_and_budget() -> None:
@@ -46,11 +51,11 @@ def test_each_handler_has_its_own_slot_heartbeat_and_budget() -> None:
     made: dict[str, Beating] = {}
     asked: list[list[str]] = []
 
-    def load(names: list[str]) -> list[tuple[str, Callable[[HandlerContext], Beating]]]:
+    def load(names: list[str]) -> list[tuple[str, Callable[[Runtime], Beating]]]:
         asked.append(list(names))
 
-        def make(ctx: HandlerContext) -> Beating:
-            made[names[0]] = Beating(ctx)
+        def make(rt: Runtime) -> Beating:
+            made[names[0]] = Beating(rt)
             return made[names[0]]
         return [(names[0], make)]
 
@@ -95,6 +100,11 @@ def test_each_handler_has_its_own_slot_heartbeat_and_budget() -> None:
     assert not any(t.is_alive() for t in threads)
     assert [c.component.label for c in state.components()] == [
         "handler:a", "handler:b", "health"]
+    # SIGTERM's drain: each handler's finish, with the graceful shutdown
+    # budget less a second (part of the contract, not looked up).
+    workers[0].drain()
+    budget = float(conf.supervisor.graceful_shutdown_timeout) - 1.0
+    assert made["a"].finished == [budget] and made["b"].finished == []
 
 
 def test_handler_slots_are_bounded_and_apart_from_the_cni_slots() -> None:
@@ -132,9 +142,9 @@ def test_the_process_hands_its_handler_the_fence_and_the_announcer(
     conf.set_override("leader_election", elect, "controller")
     made: list[Beating] = []
 
-    def load(names: list[str]) -> list[tuple[str, Callable[[HandlerContext], Beating]]]:
-        def make(ctx: HandlerContext) -> Beating:
-            made.append(Beating(ctx))
+    def load(names: list[str]) -> list[tuple[str, Callable[[Runtime], Beating]]]:
+        def make(rt: Runtime) -> Beating:
+            made.append(Beating(rt))
             return made[-1]
         return [(names[0], make)]
 

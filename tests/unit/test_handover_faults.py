@@ -21,14 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership.announcer import ANNOTATION
 from kuryr_supervisor.controller.leadership.election import wait_for_leadership
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.pace import COMMIT_WAIT
 from kuryr_supervisor.controller.pools.refill import Refill
 from kuryr_supervisor.controller.ports.batch import Batch
-from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from kuryr_supervisor.kubernetes.lease import LeaderElector
 from kuryr_supervisor.kubernetes.leases import read_lease, write_lease
@@ -36,8 +34,8 @@ from kuryr_supervisor.master.roles.dependencies import KeystoneCheck, NeutronChe
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.poolcloud import PooledNeutron
 from tests.unit import test_portpool as pool_base
-from tests.unit.test_neutronport import Counts, World, window_ends
 from tests.unit.test_neutronport import Steps as BatchClock
+from tests.unit.test_neutronport import World, window_ends
 from tests.unit.test_port_retry_safety import make_world, stop
 from tests.unit.test_portpool import free, running, wait_for
 
@@ -124,11 +122,8 @@ def test_a_create_is_announced_from_the_fences_end(tmp_path: Path) -> None:
         leading = wait_for_leadership(w.conf, stopping, lambda: None,
                                       master_pid=1)
         assert leading is not None
-        ctx = HandlerContext(w.conf, Counts(), lambda ready: None,  # type: ignore[arg-type]
-                             fence=leading.fence, announcer=leading.announcer)
-        handler = NeutronPortHandler(ctx, client=w.api.client(),
-                                     cloud=osa.OpenStack.from_conf(w.conf))
-        handler.batch = Batch(clock=BatchClock())
+        handler = w.handler(batch=Batch(clock=BatchClock()),
+                            fence=leading.fence, announcer=leading.announcer)
         stopping.set()
         w.start(handler)
         pods = w.add(3)
@@ -137,7 +132,7 @@ def test_a_create_is_announced_from_the_fences_end(tmp_path: Path) -> None:
             handler.upsert(cluster_pod(pod))
         window_ends(handler)
         handler.tick()                  # refused for its MACs: again
-        handler.retries.at = 0.0
+        handler.retries.now()
         handler.tick()
         lease = w.api.leases[("kube-system",
                               "kuryr-supervisor-controller-creates")]

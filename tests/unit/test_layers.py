@@ -65,6 +65,15 @@ def test_tree_keeps_the_layers(tmp_path: Path) -> None:
     # adapters are built where the roles are assembled)
     ("health/checks/controller.py",
      "from kuryr_supervisor.controller.openstack import adapter"),
+    # a handler reaches past the runtime, the generic client and the
+    # OpenStack adapter: the CNI side, the node's own Kubernetes modules,
+    # the transport underneath the client
+    ("controller/ports/handler.py", "from kuryr_supervisor.cni import api"),
+    ("controller/network/canary.py",
+     "from kuryr_supervisor.kubernetes import registry"),
+    ("controller/ports/owned.py",
+     "from kuryr_supervisor.kubernetes import transport"),
+    ("controller/runtime.py", "from kuryr_supervisor.controller import handlers"),
     # a subcommand's module and the package that dispatches to it
     ("cli/status.py", "from kuryr_supervisor import cli"),
     ("cli/checks.py", "import kuryr_supervisor.cli"),
@@ -77,6 +86,36 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path, module: str,
     result = _lint(tree)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout, result.stdout
+
+
+NEW_HANDLER = """\
+from kuryr_supervisor.controller.openstack import adapter
+from kuryr_supervisor.controller.runtime import Runtime
+from kuryr_supervisor.kubernetes import informer, listing, resource
+"""
+
+
+@pytest.mark.parametrize("extra, kept", [
+    ("", True),
+    ("from kuryr_supervisor.kubernetes import registry\n", False),
+    ("from kuryr_supervisor.health import monitor\n", False),
+    ("from kuryr_supervisor.controller.ports import book\n", False),
+])
+def test_a_new_handler_package_falls_under_the_contracts(
+        tmp_path: Path, extra: str, kept: bool) -> None:
+    """A handler still to come (controller/services/) may use the runtime,
+    the generic client and informer and the OpenStack adapter; past those,
+    or into another handler's room, it breaks a contract."""
+    tree = _copy(tmp_path)
+    package = tree / "kuryr_supervisor" / "controller" / "services"
+    shutil.rmtree(package, ignore_errors=True)       # one being written
+    package.mkdir()
+    (package / "__init__.py").write_text('"""Services."""\n')
+    (package / "handler.py").write_text(NEW_HANDLER + extra)
+    result = _lint(tree)
+    assert (result.returncode == 0) == kept, result.stdout
+    if not kept:
+        assert "BROKEN" in result.stdout, result.stdout
 
 
 def test_the_design_lists_the_contracts_layers() -> None:

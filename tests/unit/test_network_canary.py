@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.network import peers
+from kuryr_supervisor.controller.network import assembly, peers
 from kuryr_supervisor.controller.network.canary import NetworkCanaryHandler
 from kuryr_supervisor.controller.network.canaryports import (
     CANARY_TAG,
@@ -24,6 +23,7 @@ from kuryr_supervisor.controller.network.canaryports import (
 )
 from kuryr_supervisor.controller.network.records import RecordSource
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes import nodenetwork as nn
 from tests.fixtures.fakeapi import FakeAPI
@@ -54,21 +54,12 @@ class World:
     def handler(self) -> NetworkCanaryHandler:
         ctx = HandlerContext(self.conf, self.counts, lambda ready: None,  # type: ignore[arg-type]
                              component="handler:network_canary")  # type: ignore[arg-type]
-        handler = NetworkCanaryHandler(
-            ctx, client=self.api.client("controller"),
-            cloud=osa.OpenStack.from_conf(self.conf), clock=self.clock)
-        assert handler.cloud is not None and handler.client is not None
-        from kuryr_supervisor.controller.network.canaryports import CanaryPorts
-        from kuryr_supervisor.controller.network.known import KnownNodes
-        handler.ports = CanaryPorts(
-            handler.cloud, handler.client, network_id=self.neutron.network_id,
-            subnet_id=self.neutron.subnet["id"])
-        handler.known = KnownNodes(handler.client, clock=self.clock)
-        return handler
+        return assembly.canary(Runtime(
+            ctx, kubernetes=self.api.client("controller"),
+            openstack=osa.OpenStack.from_conf(self.conf)), clock=self.clock)
 
     def sync(self, handler: NetworkCanaryHandler) -> None:
         """The handler's list of every record (its watch does the same)."""
-        assert handler.client is not None
         handler.book.replace_all(*RecordSource(handler.client,
                                                page_size=3).list())
 

@@ -10,9 +10,9 @@ import threading
 
 import pytest
 
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership.election import identity
-from kuryr_supervisor.controller.network.handler import NetworkHealthHandler
+from kuryr_supervisor.controller.network import assembly
+from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
 from kuryr_supervisor.kubernetes import clusterspec
 from kuryr_supervisor.kubernetes import netconditions as nc
 from kuryr_supervisor.kubernetes import nodenetwork as nn
@@ -174,7 +174,8 @@ def test_a_new_handler_process_serves_no_old_figures(world: World) -> None:
     assert world.state.verdicts.read() is not None
     world.handler.stop()
     ctx = HandlerContext(world.conf, world.state, world.ready.append)
-    NetworkHealthHandler(ctx)        # a follower's: it never judges
+    assembly.judge(Runtime(ctx, kubernetes=world.api.client("controller")))
+    # (a follower's: it never judges)
     assert world.state.verdicts.read() is None
 
 
@@ -183,15 +184,14 @@ def test_the_judge_is_named_as_its_replicas_lease_holder(
     """What a verdict names as its judge is the replica's Lease identity:
     the master's pid the handler's context carries, never the handler
     process's own (outside a daemon, the context's default: this one)."""
-    assert world.handler.specs is not None
     assert world.handler.specs.judge == identity(os.getpid())
     ctx = HandlerContext(world.conf, world.state, world.ready.append,
                          master_pid=4242)
-    handler = NetworkHealthHandler(ctx, client=world.api.client("controller"),
-                                   clock=world.clock)
+    handler = assembly.judge(
+        Runtime(ctx, kubernetes=world.api.client("controller")),
+        clock=world.clock)
     try:
-        assert handler.start(threading.Event(), lambda: None)
-        assert handler.specs is not None
+        assert handler.start(threading.Event())
         assert handler.specs.judge == identity(4242)
     finally:
         handler.stop()
@@ -250,7 +250,6 @@ def test_the_clusters_verdict_goes_into_every_record_once_per_change(
     declared, then over, is written once into each (the nodes it names
     first), then renewed every half its lifetime while it lasts and no
     more often, the rest of the spec kept; releasing takes it out."""
-    assert world.handler.client is not None
     world.judge_until(105)
     for node in NODES:
         assert world.api.nodenetworks[node]["spec"]["cluster"] == {}

@@ -64,12 +64,12 @@ class World(HandlerWorld):
     conf: Any
     counts: Counts
 
-    def handler(self) -> NeutronPortHandler:
+    def handler(self, *, batch: Batch | None = None,
+                **ctx: Any) -> NeutronPortHandler:
         """A handler whose batch window runs on a clock :func:`arrive`
         moves on: no test sleeps through it."""
-        handler = super().handler()
-        handler.batch = Batch(clock=Steps())
-        return handler
+        return super().handler(
+            batch=Batch(clock=Steps()) if batch is None else batch, **ctx)
 
     def ports_for(self, device_id: str) -> list[dict[str, Any]]:
         return self.neutron.ports_for(device_id)

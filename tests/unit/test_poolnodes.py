@@ -8,6 +8,8 @@ from pathlib import Path
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller.openstack.making import PortMaker
+from kuryr_supervisor.controller.openstack.neutron import NeutronApi
 from kuryr_supervisor.controller.pools.nodes import PoolNodes
 from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.pools.records import PoolKey
@@ -81,7 +83,9 @@ def pools(tmp_path: Path) -> PortPools:
         "project_id = proj\n[vif_pool]\nenabled = true\n"
         "ports_pool_node_idle = 30\n")
     conf(["--config-file", str(tmp_path / "c.conf")], default_config_files=[])
-    return PortPools(conf, PoolBoard())
+    # No claim is made here: a maker over an adapter that reaches nothing.
+    maker = PortMaker(NeutronApi(1.0), network_id="net", subnet_id="sub")
+    return PortPools(conf, PoolBoard(), maker=maker)
 
 
 def test_the_key_names_the_node_and_binding_refused_keeps_it(

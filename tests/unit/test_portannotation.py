@@ -62,6 +62,7 @@ def test_other_pods_annotation_is_ignored() -> None:
 
 def test_handlers_found_by_entry_point() -> None:
     [(name, factory)] = handlers.load(["neutron_port"])
-    assert name == "neutron_port" and factory.__name__ == "NeutronPortHandler"
+    from kuryr_supervisor.controller.ports import assembly
+    assert name == "neutron_port" and factory is assembly.build
     with pytest.raises(handlers.HandlerNotFound, match="nope"):
         handlers.load(["neutron_port", "nope"])

@@ -257,9 +257,10 @@ def test_one_request_timeout_for_every_reader(tmp_path: Path) -> None:
     request timeout of every reader: the adapter's session and its
     whole-call deadline, the pods' port creates (the pace) and the
     readiness checks' adapter and wait."""
-    from kuryr_supervisor.controller.handlers import HandlerContext
-    from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
+    from kuryr_supervisor.controller.ports import assembly
+    from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
     from kuryr_supervisor.master.roles.dependencies import openstack_checks
+    from tests.fixtures.fakeapi import FakeAPI
     keystone = FakeKeystone()
     path = tmp_path / "controller.conf"
     path.write_text("\n".join(
@@ -272,7 +273,13 @@ def test_one_request_timeout_for_every_reader(tmp_path: Path) -> None:
     conf(["--config-file", str(path)], default_config_files=[])
     api = osa.OpenStack.from_conf(conf)
     assert (api.timeout, api.deadline) == (2.0, 6.0)
-    handler = NeutronPortHandler(HandlerContext(conf, None, lambda _: None))
+    kube = FakeAPI().start()
+    try:
+        handler = assembly.build(Runtime(
+            HandlerContext(conf, None, lambda _: None),
+            kubernetes=kube.client(), openstack=api))
+    finally:
+        kube.stop()
     assert handler.pace.timeout == 2.0
     assert handler.pace.timeout_for(10) == 2.0 + 10 * 0.5
     checks = openstack_checks(conf)

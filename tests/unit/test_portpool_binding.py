@@ -48,18 +48,15 @@ def test_a_claim_restarted_after_a_crash_binds_the_port(
     assert isinstance(neutron, PooledNeutron)
     small(world)
     resident(world, "node-a")
+    first = world.handler()
+    world.start(first)             # the resident pod's port made
     with neutron.lock:
         spare = neutron._make({
             "network_id": neutron.network_id, "device_owner": "compute:kuryr",
             "device_id": "kuryr-supervisor-pool", "name": "kuryr-pool",
             "tags": [tag(world), "kuryr-supervisor-pool"]})
-    first = world.handler()
-    world.start(first)
-    dead = threading.Event()
-    events.append(dead)
-    assert first.cloud is not None
-    first.pools.attach(first.cloud, first.maker, dead)   # no refill
-    dead.set()                     # the claim is never applied: a crash
+    first.resync(set())            # the spare found, in the unbound pool
+    first.pools.stop()             # the claim is never applied: a crash
     pod = world.api.add_pod("ns", "p0", "node-a")
     arrive(first, [pod])
     assert world.api.podports[("ns", "p0")]["spec"]["portId"] == spare["id"]

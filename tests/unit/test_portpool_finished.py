@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from kuryr_supervisor.controller.pools import refill
 from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.kubernetes.clusterpods import cluster_pod
 from tests.fixtures.poolcloud import PooledNeutron
@@ -74,18 +73,15 @@ def test_a_restart_deletes_a_finished_pods_unclaimed_pool_port(
     assert isinstance(neutron, PooledNeutron)
     small(world)
     resident(world, "node-a")
+    first = world.handler()
+    world.start(first)             # the resident pod's port made
     with neutron.lock:
         spare = neutron._make({
             "network_id": neutron.network_id, "device_owner": "compute:kuryr",
             "device_id": "kuryr-supervisor-pool", "name": "kuryr-pool",
             "tags": [tag(world), "kuryr-supervisor-pool"]})
-    first = world.handler()
-    world.start(first)
-    dead = threading.Event()
-    events.append(dead)
-    assert first.cloud is not None
-    first.pools.attach(first.cloud, first.maker, dead)   # no refill
-    dead.set()                     # the claim is never applied: a crash
+    first.resync(set())            # the spare found, in the unbound pool
+    first.pools.stop()             # the claim is never applied: a crash
     pod = world.api.add_pod("ns", "p0", "node-a")
     arrive(first, [pod])
     assert world.api.podports[("ns", "p0")]["spec"]["portId"] == spare["id"]
@@ -93,9 +89,7 @@ def test_a_restart_deletes_a_finished_pods_unclaimed_pool_port(
     stopping = threading.Event()
     events.append(stopping)
     again = world.handler()                        # the next controller,
-    assert again.cloud is not None                 # its pools running
-    refill.start(again.pools, again.cloud, again.maker, again.owned,
-                 again.pace, stopping)
+    again.refill.start(stopping)                   # its pools running
     world.start(again)
     wait_for(lambda: free(again) == 3)
     assert spare["id"] not in neutron.ports and not holds(world, pod)

@@ -31,6 +31,9 @@ a graceful stop takes the canary out of every record's spec (each node
 unplugs its canary) and deletes every canary port of the cluster in
 Neutron before the process ends (:meth:`NetworkCanaryHandler.finish`: the
 worker waits for it).
+
+Built by :func:`.assembly.canary` (the entry point), every collaborator
+given.
 """
 from __future__ import annotations
 
@@ -40,16 +43,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.network import peers, specrelease
 from kuryr_supervisor.controller.network.canaryports import CanaryPorts
 from kuryr_supervisor.controller.network.known import KnownNodes
 from kuryr_supervisor.controller.network.records import RecordSource
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import canaryspec
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.canaryspec import Assignment, CanaryPort
-from kuryr_supervisor.kubernetes.informer import Informer
 
 LOG = logging.getLogger(__name__)
 
@@ -87,6 +89,10 @@ class RawRecords:
         self.objs = fresh
         self.synced = True
 
+    def seen(self) -> None:
+        """The records that appeared were looked at."""
+        self.added = False
+
     def upsert(self, obj: Raw) -> None:
         name = self._name(obj)
         if name:
@@ -104,80 +110,49 @@ class RawRecords:
 class NetworkCanaryHandler:
     """See the module docstring."""
 
-    def __init__(self, ctx: HandlerContext, *,
-                 client: k8s.K8sClient | None = None,
-                 cloud: osa.OpenStack | None = None,
+    def __init__(self, rt: Runtime, *, client: k8s.K8sClient,
+                 ports: CanaryPorts, known: KnownNodes,
+                 book: RawRecords | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.ctx, self.client, self.cloud = ctx, client, cloud
+        self.rt, self.conf, self.client = rt, rt.conf, client
+        self.ports, self.known = ports, known
         self._clock = clock
-        self.book = RawRecords()
-        self.ports: CanaryPorts | None = None
-        self.known: KnownNodes | None = None
+        self.book = RawRecords() if book is None else book
         #: The records' names that are Nodes, as of this tick.
         self._existing: set[str] = set()
         self._nodes_listed_at: float | None = None
-        self._beat: Callable[[], None] = lambda: None
+        self._beat = rt.beat
         self._listed_at: float | None = None
         self._retry_at = 0.0
         self._up: set[str] = set()
         self._said = ""
         self.writes = 0
-        self._started = threading.Event()
-        self._finished = threading.Event()
 
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
-        self._started.set()
-        try:
-            self._run(stopping, beat)
-            if self.ctx.conf.network_health.release_on_stop:
+        with self.rt.running(beat):
+            self.rt.informer(RecordSource(self.client, beat=self._beat),
+                             self.book, heartbeat=self.tick,
+                             what="NodeNetwork").run(stopping)
+            if self.conf.network_health.release_on_stop:
                 self.release_all()
-        finally:
-            self._finished.set()
 
     def finish(self, timeout: float) -> None:
         """SIGTERM (``stopping`` already set): wait for :meth:`run` to end,
         its release included, for at most ``timeout`` seconds."""
-        if self._started.is_set() and not self._finished.wait(timeout):
-            LOG.warning("canary handler still busy at the end of the "
-                        "graceful shutdown budget")
-
-    def _run(self, stopping: threading.Event,
-             beat: Callable[[], None]) -> None:
-        conf = self.ctx.conf
-        self._beat = beat
-        if self.client is None:
-            self.client = k8s.K8sClient.from_conf(
-                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
-        if self.cloud is None:
-            self.cloud = osa.OpenStack.from_conf(
-                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
-        self.cloud.beat = beat
-        self.known = KnownNodes(self.client, clock=self._clock)
-        opts = conf.controller
-        self.ports = CanaryPorts(
-            self.cloud, self.client, network_id=opts.pod_network_id,
-            subnet_id=opts.pod_subnet_id, project_id=str(opts.project_id),
-            cluster_id=opts.cluster_id, beat=beat)
-        Informer(
-            RecordSource(self.client, beat=beat),
-            self.book, heartbeat=self.tick, what="NodeNetwork",
-            heartbeat_interval=float(conf.supervisor.heartbeat_interval),
-            backoff_max=float(conf.watcher.backoff_max),
-            stall_timeout=self.client.watch_read_timeout + 5.0,
-            on_synced=lambda: self.ctx.ready(True)).run(stopping)
+        self.rt.finish(timeout, "canary handler")
 
     def tick(self) -> None:
         """Heartbeat; a Neutron pass when due; the specs that differ."""
         self._beat()
-        if not self.book.synced or self.ports is None:
+        if not self.book.synced:
             return
         now = self._clock()
         if not self._exist(now):
             return
         if now >= self._retry_at and self._list_due(now):
             self._listed_at = now
-            self.book.added = False
-            if not self._guarded(lambda: self.ports.reconcile(  # type: ignore[union-attr]
+            self.book.seen()
+            if not self._guarded(lambda: self.ports.reconcile(
                     self.nodes()), "canary ports"):
                 self._retry_at = now + EARLY_LIST
         self._guarded(self.write, "canary specs")
@@ -186,8 +161,7 @@ class NetworkCanaryHandler:
         """Which records are of Nodes: the Nodes listed at first and every
         ``resync_interval``, an unknown name looked up (:mod:`.known`);
         False until the first list has answered."""
-        assert self.known is not None
-        every = float(self.ctx.conf.network_health.resync_interval)
+        every = float(self.conf.network_health.resync_interval)
         if self._nodes_listed_at is None or \
                 now - self._nodes_listed_at >= every:
             known = self.known
@@ -199,11 +173,10 @@ class NetworkCanaryHandler:
         return True
 
     def _list_due(self, now: float) -> bool:
-        opts = self.ctx.conf.network_health
+        opts = self.conf.network_health
         if self._listed_at is None:
             return True
         since = now - self._listed_at
-        assert self.ports is not None
         gone = self._up - self.up()
         early = self.book.added or bool(gone) or \
             bool(self.nodes() - set(self.ports.ports))
@@ -221,12 +194,12 @@ class NetworkCanaryHandler:
             return False
         except Exception:  # noqa: BLE001 - counted, the loop goes on
             LOG.exception("%s failed", what)
-            self.ctx.failed()
+            self.rt.failed()
             return False
         if self._said == what:
             LOG.info("%s done again", what)
             self._said = ""
-        self.ctx.succeeded()
+        self.rt.succeeded()
         return True
 
     def nodes(self) -> set[str]:
@@ -237,15 +210,13 @@ class NetworkCanaryHandler:
     def up(self) -> set[str]:
         """Nodes whose record says their canary (the port made for them)
         is up."""
-        assert self.ports is not None
         return {node for node, obj in self.book.objs.items()
                 if node in self._existing and node in self.ports.ports and
                 status_port(obj) == self.ports.ports[node].id}
 
     def wanted(self) -> dict[str, Assignment]:
         """Every node's spec as it should be."""
-        assert self.ports is not None
-        opts = self.ctx.conf.network_health
+        opts = self.conf.network_health
         ports: dict[str, CanaryPort] = {}
         mine = sorted(self._existing & self.book.objs.keys())
         for node in mine:
@@ -262,7 +233,6 @@ class NetworkCanaryHandler:
     def write(self) -> None:
         """Write the specs that differ from :meth:`wanted` (see the
         module)."""
-        assert self.client is not None
         made = 0
         for node, want in sorted(self.wanted().items()):
             obj = self.book.objs.get(node)
@@ -294,8 +264,6 @@ class NetworkCanaryHandler:
         """Every record's canary part taken out (the nodes unplug their
         canaries), then every canary port of the cluster deleted (see the
         module); an outage is said, never raised."""
-        if self.client is None or self.ports is None:
-            return
         try:
             written, cleared = specrelease.release(
                 self.client, canaryspec.KEYS, beat=self._beat)

@@ -25,6 +25,9 @@ port handler's (only while leading). With ``[network_health]
 release_on_stop`` (uninstalling), a graceful stop releases every condition
 of ours, and takes the verdict out of every record, before the process ends (:meth:`NetworkHealthHandler.finish`: the
 worker waits for it).
+
+Built by :func:`.assembly.judge` (the entry point), every collaborator
+given.
 """
 from __future__ import annotations
 
@@ -35,8 +38,6 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.controller.handlers import HandlerContext
-from kuryr_supervisor.controller.leadership.election import identity
 from kuryr_supervisor.controller.network import judge as rules
 from kuryr_supervisor.controller.network import specrelease
 from kuryr_supervisor.controller.network.known import KnownNodes
@@ -44,10 +45,10 @@ from kuryr_supervisor.controller.network.nodes import NodeConditions
 from kuryr_supervisor.controller.network.records import RecordBook, RecordSource
 from kuryr_supervisor.controller.network.report import Report
 from kuryr_supervisor.controller.network.verdictspecs import VerdictSpecs
+from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import clusterspec, events
 from kuryr_supervisor.kubernetes import netconditions as nc
-from kuryr_supervisor.kubernetes.informer import Informer
 
 LOG = logging.getLogger(__name__)
 
@@ -66,86 +67,53 @@ def params(conf: cfg.ConfigOpts) -> rules.Params:
 
 
 class NetworkHealthHandler:
-    """See the module docstring. ``client`` defaults to the configured
-    Kubernetes adapter; ``clock`` and ``wall`` are the judge's."""
+    """See the module docstring; ``clock`` and ``wall`` are the judge's."""
 
-    def __init__(self, ctx: HandlerContext, *,
-                 client: k8s.K8sClient | None = None,
-                 clock: Clock = time.monotonic,
+    def __init__(self, rt: Runtime, *, client: k8s.K8sClient,
+                 book: RecordBook, nodes: NodeConditions, known: KnownNodes,
+                 specs: VerdictSpecs, recorder: events.EventRecorder,
+                 report: Report, clock: Clock = time.monotonic,
                  wall: Clock = time.time) -> None:
-        self.ctx, self.client = ctx, client
+        self.rt, self.conf, self.client = rt, rt.conf, client
         self._clock, self._wall = clock, wall
-        self.book = RecordBook(clock)
+        self.book, self.nodes, self.known = book, nodes, known
+        self.specs, self.recorder, self.report = specs, recorder, report
         self.state = rules.State()
-        self.nodes: NodeConditions | None = None
-        self.known: KnownNodes | None = None
-        self.specs: VerdictSpecs | None = None
-        self.report: Report | None = None
-        self.recorder: events.EventRecorder | None = None
-        self._beat: Callable[[], None] = lambda: None
+        self._beat = rt.beat
         self._judged_at = 0.0
         self._due = 0.0
         self._listed_at = 0.0
-        self._started = threading.Event()
-        self._finished = threading.Event()
         # Built in every replica's handler process, leading or not: the
         # figures are the leader's alone, none left from an earlier one.
-        board = getattr(ctx.state, "verdicts", None)
+        board = getattr(rt.ctx.state, "verdicts", None)
         if board is not None:
             board.clear()
 
     # -- running ---------------------------------------------------------------
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
-        conf = self.ctx.conf
-        try:
-            if not self.start(stopping, beat):
-                return
-            assert self.client is not None
-            watch = Informer(
-                RecordSource(self.client, beat=beat),
-                self.book, heartbeat=self.tick, what="NodeNetwork",
-                heartbeat_interval=float(conf.supervisor.heartbeat_interval),
-                backoff_max=float(conf.watcher.backoff_max),
-                stall_timeout=self.client.watch_read_timeout + 5.0,
-                on_synced=lambda: self.ctx.ready(True),
-                wake_in=self.wake_in)
-            watch.run(stopping)
-            if conf.network_health.release_on_stop:
-                self.release_all()
-        finally:
-            self.stop()
-            self._finished.set()
+        with self.rt.running(beat):
+            try:
+                if not self.start(stopping):
+                    return
+                self.rt.informer(
+                    RecordSource(self.client, beat=self._beat), self.book,
+                    heartbeat=self.tick, what="NodeNetwork",
+                    wake_in=self.wake_in).run(stopping)
+                if self.conf.network_health.release_on_stop:
+                    self.release_all()
+            finally:
+                self.stop()
 
     def finish(self, timeout: float) -> None:
         """SIGTERM (``stopping`` already set): wait for :meth:`run` to end,
         its release included, for at most ``timeout`` seconds."""
-        if self._started.is_set() and not self._finished.wait(timeout):
-            LOG.warning("network judge still busy at the end of the "
-                        "graceful shutdown budget")
+        self.rt.finish(timeout, "network judge")
 
-    def start(self, stopping: threading.Event,
-              beat: Callable[[], None]) -> bool:
-        """Build the collaborators, list the Nodes (retried until the API
-        answers) and carry on the faults they say; False if stopped first."""
-        conf = self.ctx.conf
-        self._beat = beat
-        self._started.set()
-        if self.client is None:
-            self.client = k8s.K8sClient.from_conf(
-                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
-        self.nodes = NodeConditions(self.client,
-                                    conf.network_health.condition_type,
-                                    wall=self._wall, clock=self._clock)
-        self.known = KnownNodes(self.client, clock=self._clock)
-        self.specs = VerdictSpecs(
-            self.client, self.book, judge=identity(self.ctx.master_pid),
-            lifetime=lambda: float(conf.network_health.verdict_lifetime),
-            wall=self._wall, beat=beat)
-        self.recorder = events.recorder(self.client).start()
-        self.report = Report(self.recorder.record,
-                             getattr(self.ctx.state, "verdicts", None),
-                             conf.controller.lease_namespace,
-                             wall=self._wall)
+    def start(self, stopping: threading.Event) -> bool:
+        """Start posting Events, list the Nodes (retried until the API
+        answers) and carry on the faults they say; False if stopped
+        first."""
+        self.recorder.start()
         if not self._load(stopping):
             return False
         self.state = rules.seed(self.nodes.faults(), self._clock())
@@ -153,12 +121,10 @@ class NetworkHealthHandler:
 
     def stop(self) -> None:
         """Post the Events still queued."""
-        if self.recorder is not None:
-            self.recorder.stop()
+        self.recorder.stop()
 
     def _load(self, stopping: threading.Event) -> bool:
         """The first list of Nodes, retried until it answers."""
-        assert self.nodes is not None
         failing = False
         while not stopping.is_set():
             self._beat()
@@ -183,10 +149,9 @@ class NetworkHealthHandler:
         """Heartbeat; judge when a record changed, a verdict fell due or
         the interval passed; list Nodes again when the resync is due."""
         self._beat()
-        opts = self.ctx.conf.network_health
+        opts = self.conf.network_health
         now = self._clock()
-        if self.nodes is not None and \
-                now - self._listed_at >= float(opts.resync_interval):
+        if now - self._listed_at >= float(opts.resync_interval):
             self._listed_at = now           # a failure waits a whole period
             try:
                 self._list_nodes()
@@ -200,30 +165,26 @@ class NetworkHealthHandler:
                 LOG.info("judgement postponed: %s", exc)
             except Exception:  # noqa: BLE001 - counted, the loop goes on
                 LOG.exception("network judgement failed")
-                self.ctx.failed()
+                self.rt.failed()
 
     def _list_nodes(self) -> None:
         """List every Node: their conditions, and which exist."""
-        assert self.nodes is not None and self.known is not None
         self.nodes.load(self._beat)
         self.known.listed(self.nodes.nodes)
 
     def judged(self) -> dict[str, rules.Seen]:
         """The records the judge counts: those of Nodes that exist."""
-        assert self.known is not None
         seen = self.book.seen
         return {n: seen[n] for n in self.known.existing(seen)}
 
     def judge(self, now: float) -> rules.Judgement:
         """One judgement: verdicts, the records' verdicts, wanted
         conditions, writes, report."""
-        assert self.nodes is not None and self.report is not None
-        assert self.specs is not None
-        self.book.dirty = False
+        self.book.looked()
         self._judged_at = now
-        p = params(self.ctx.conf)
+        p = params(self.conf)
         # Whatever fails below, the loop does not spin on a past due time.
-        self._due = now + float(self.ctx.conf.network_health.judge_interval)
+        self._due = now + float(self.conf.network_health.judge_interval)
         seen = self.judged()
         self.state, j = rules.judge(self.state, seen, now, p)
         self._due = rules.due(self.state, seen, now, p)
@@ -231,7 +192,7 @@ class NetworkHealthHandler:
         self.specs.flush(now)
         self.want(j)
         self.nodes.flush(self._beat)
-        self.ctx.succeeded()
+        self.rt.succeeded()
         self.report.tell(j)
         return j
 
@@ -239,7 +200,6 @@ class NetworkHealthHandler:
         """What each Node should say: nothing moves during a cluster-wide
         fault (but the withdrawals); a node marked by us and no longer
         judged is released."""
-        assert self.nodes is not None
         if j.cluster is not None:
             for node in j.withdrawn:
                 self.nodes.want[node] = nc.Want(nc.HEALTHY)
@@ -254,7 +214,6 @@ class NetworkHealthHandler:
     def release_all(self) -> None:
         """Uninstalling: release every condition of ours and the verdict
         in every record (see the module)."""
-        assert self.nodes is not None and self.client is not None
         try:
             specrelease.release(self.client, (clusterspec.KEY,),
                                 beat=self._beat)
@@ -267,7 +226,7 @@ class NetworkHealthHandler:
             LOG.warning("cannot release the network conditions: %s", exc)
             return
         marked = self.nodes.marked()
-        self.nodes.want = {node: nc.Want(nc.RELEASE) for node in marked}
+        self.nodes.release(marked)
         while self.nodes.pending():
             before = self.nodes.writes
             self.nodes.flush(self._beat)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kuryr_supervisor.kubernetes import netconditions as nc
@@ -75,6 +75,11 @@ class NodeConditions:
         self.nodes: dict[str, tuple[Conditions, str]] = {}
         self.want: dict[str, Want] = {}
         self.writes = 0
+
+    def release(self, names: Iterable[str]) -> None:
+        """Only ``names``' conditions of ours are wanted, each released
+        (uninstalling)."""
+        self.want = {name: Want(nc.RELEASE) for name in names}
 
     # -- reading ---------------------------------------------------------------
     def load(self, beat: Callable[[], None] = lambda: None) -> None:

@@ -72,6 +72,10 @@ class RecordBook:
         #: Something changed since the judge last looked.
         self.dirty = False
 
+    def looked(self) -> None:
+        """The judge has looked: nothing changed since."""
+        self.dirty = False
+
     def wake_in(self) -> float:
         """Seconds until the judge should look (the informer's ``wake_in``):
         at once when something changed."""

@@ -103,16 +103,18 @@ class OpenStack(NeutronApi):
                  deadline: float | None = None,
                  endpoint: Mapping[str, Any] | None = None,
                  fence: WriteFence | None = None,
-                 writes: Any = None) -> None:
+                 writes: Any = None,
+                 beat: Callable[[], None] | None = None) -> None:
         """``session`` (keystoneauth's) carries every request but the
         writes, which go through ``writes`` (by default the same session;
         a fenced one, see :mod:`.sendfence`); ``auth`` is the plugin both
         share (one token: a :class:`~.keystone.PolicedAuth`); ``fence`` is
-        asked before every write."""
+        asked before every write; ``beat``: the caller's heartbeat, called
+        while a call waits."""
         from keystoneauth1 import adapter
         super().__init__(deadline if deadline is not None
                          else timeouts.call_deadline(timeout),
-                         thread_name="neutron")
+                         thread_name="neutron", beat=beat)
         self._session = session
         self._auth = auth
         where = {"service_type": "network", **(endpoint or {})}
@@ -133,13 +135,15 @@ class OpenStack(NeutronApi):
                   deadline: float | None = None,
                   fence: WriteFence | None = None,
                   clock: Callable[[], float] = time.time,
-                  master_pid: int | None = None) -> OpenStack:
+                  master_pid: int | None = None,
+                  beat: Callable[[], None] | None = None) -> OpenStack:
         """The adapter ``[neutron]`` describes; ``deadline``: the whole-call
         deadline when not the default (the readiness checks'); ``fence``:
         what every write asks first (a leading handler process's lease);
         ``clock``: the wall clock a token's expiry is read on;
         ``master_pid``: the replica's master, named in the User-Agent
-        (None: this process has none, as a tool)."""
+        (None: this process has none, as a tool); ``beat``: the caller's
+        heartbeat, called while a call waits (a worker's)."""
         from keystoneauth1 import exceptions as ks_exc
         from keystoneauth1 import loading as ks_loading
         group = controller_conf.NEUTRON_GROUP
@@ -183,7 +187,8 @@ class OpenStack(NeutronApi):
         writes = session(functools.partial(sendfence.FencedAdapter, fence)) \
             if fence.closes else None
         return cls(reads, auth, timeout=timeout, deadline=deadline,
-                   endpoint=_endpoint(conf[group]), fence=fence, writes=writes)
+                   endpoint=_endpoint(conf[group]), fence=fence, writes=writes,
+                   beat=beat)
 
     # -- transport -----------------------------------------------------------
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),

@@ -35,6 +35,10 @@ BEAT_EVERY = 0.2
 T = TypeVar("T")
 
 
+def _still() -> None:
+    """No heartbeat to keep: the caller is no worker."""
+
+
 class CallPath:
     """One service's thread and the call that overran its deadline there;
     ``error`` is what a call that cannot be answered raises (a subclass
@@ -60,16 +64,24 @@ class CallPath:
         self.hung = None
         return self._pool.submit(fn, *args, **kwargs)
 
+    def overrun(self, future: concurrent.futures.Future[Any], what: str,
+                deadline: float) -> OpenStackUnavailable:
+        """``future``, the call ``what``, overran ``deadline``: later calls
+        fail at once while it hangs; the error to raise."""
+        self.hung, self.overran = future, deadline
+        return self.error(f"{what}: no answer within {deadline:g}s")
+
 
 class BoundedCalls:
     """The adapter's call paths, its deadline and its caller's beat."""
 
     def __init__(self, deadline: float, *,
-                 thread_name: str = "openstack") -> None:
+                 thread_name: str = "openstack",
+                 beat: Callable[[], None] | None = None) -> None:
         #: Whole-call bound (discovery + token + request), seconds.
         self.deadline = deadline
-        #: Called while a call waits; a worker sets its heartbeat here.
-        self.beat: Callable[[], None] = lambda: None
+        #: Called while a call waits: the caller's heartbeat.
+        self.beat: Callable[[], None] = beat or _still
         #: Calls run in the caller's thread, bounded by the request
         #: timeout alone (a copy made by ``within``).
         self.direct = False
@@ -94,6 +106,4 @@ class BoundedCalls:
                 return future.result(timeout=max(0.0, min(BEAT_EVERY, left)))
             except concurrent.futures.TimeoutError:
                 if left <= BEAT_EVERY:
-                    path.hung, path.overran = future, self.deadline
-                    raise path.error(
-                        f"{what}: no answer within {self.deadline:g}s") from None
+                    raise path.overrun(future, what, self.deadline) from None

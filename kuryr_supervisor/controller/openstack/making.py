@@ -104,13 +104,18 @@ class Modes:
     macs: bool | None = None
 
 
+def _unheard(modes: Modes) -> None:
+    """No one hears of the modes."""
+
+
 class PortMaker:
     """See the module. ``cloud`` makes the calls (each in the caller's
     thread, within the timeout given); the ports go on ``network_id``
     and ``subnet_id``."""
 
     def __init__(self, cloud: NeutronApi, *, network_id: str,
-                 subnet_id: str) -> None:
+                 subnet_id: str,
+                 on_change: Callable[[Modes], None] | None = None) -> None:
         self.cloud = cloud
         self.network_id, self.subnet_id = network_id, subnet_id
         self.modes = Modes()
@@ -119,7 +124,7 @@ class PortMaker:
         #: pod UID -> its derivation in use (after a collision)
         self._attempt: dict[str, int] = {}
         #: Called with the modes whenever they change (readiness).
-        self.on_change: Callable[[Modes], None] = lambda modes: None
+        self.on_change: Callable[[Modes], None] = on_change or _unheard
 
     # -- what Neutron allows ------------------------------------------------------
     def detect(self, project_id: str) -> None:

@@ -41,17 +41,25 @@ BACKOFF_MAX = 30.0
 class Claims:
     """Updates of claimed pool ports still to be applied (see module)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, maker: PortMaker) -> None:
+        """``workers``: updates sent at once; ``maker``: the one path
+        every port is made or re-bound by."""
         self.workers = workers
+        self.maker = maker
         self.lock = threading.Lock()
         #: port id -> the pod UID it was given to, until Neutron says so
         self.by_port: dict[str, str] = {}
         #: ports whose last try failed (backing off): no longer in the way
         #: of a refill (:meth:`busy`)
         self.failing: set[str] = set()
-        self.maker: PortMaker | None = None
+        #: Set once the handler stops: no update is tried again.
         self.stopping = threading.Event()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def stop(self) -> None:
+        """The handler stops: updates backing off are not tried again
+        (the next process finishes them, see the module)."""
+        self.stopping.set()
 
     def owner(self, port_id: str) -> str:
         with self.lock:
@@ -83,7 +91,7 @@ class Claims:
     def _apply(self, port: osa.Port, uid: str, name: str, host: str) -> None:
         delay = 1.0
         try:
-            while not self.stopping.is_set() and self.maker is not None:
+            while not self.stopping.is_set():
                 try:
                     poolports.claim(self.maker, port, device_id=uid,
                                     name=name, host=host)

@@ -34,7 +34,7 @@ What the neutron_port handler calls (a few lines of its own):
   port's update following in the background (:mod:`.claims`); the pods
   left (a miss) are created as before, and the pool is refilled;
 - :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
-- :func:`.refill.start` in ``run``: the refill thread, which changes the
+- :meth:`.refill.Refill.start` in ``run``: the refill thread, which changes the
   pools through the named methods below (:meth:`PortPools.shortfalls`,
   :meth:`PortPools.making`, :meth:`PortPools.made`, :meth:`PortPools.extra`).
 
@@ -73,7 +73,10 @@ class PortPools:
     """The handler's pools (see the module); ``board`` shows them."""
 
     def __init__(self, conf: cfg.ConfigOpts, board: PoolBoard | None = None,
-                 *, key: PoolKey | None = None) -> None:
+                 *, maker: PortMaker, tag: Callable[[], str] = lambda: "",
+                 key: PoolKey | None = None) -> None:
+        """``maker``: what claims update their ports with; ``tag``: the
+        cluster's tag (named in a claimed port's name)."""
         self.opts = conf.vif_pool
         ctl = conf.controller
         #: The base key (node ""): the unbound pool's.
@@ -89,10 +92,8 @@ class PortPools:
         self.wake = threading.Event()
         #: The first resync's list was adopted: refilling may start.
         self.adopted = threading.Event()
-        self.cloud: osa.OpenStack | None = None
-        self.claims = Claims(int(self.opts.ports_pool_claim_requests))
-        #: The cluster's tag (set by :meth:`attach`).
-        self.tag: Callable[[], str] = lambda: ""
+        self.claims = Claims(int(self.opts.ports_pool_claim_requests), maker)
+        self.tag = tag
 
     @property
     def enabled(self) -> bool:
@@ -152,16 +153,10 @@ class PortPools:
                     "(%s): new pool ports are made unbound, for any node; "
                     "ports already bound to a node serve its pods alone", why)
 
-    def attach(self, cloud: osa.OpenStack, maker: PortMaker,
-               stopping: threading.Event, *,
-               tag: Callable[[], str] = lambda: "") -> None:
-        """The adapter and the port maker that claims use, until
-        ``stopping``, and the cluster's tag (named in a claimed port's
-        name). The refill thread is :func:`.refill.start`'s."""
-        self.cloud = cloud
-        self.claims.maker = maker
-        self.claims.stopping = stopping
-        self.tag = tag
+    def stop(self) -> None:
+        """The handler stops: the claims backing off are not tried again.
+        The refill thread is :meth:`.refill.Refill.start`'s."""
+        self.claims.stop()
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
@@ -227,10 +222,9 @@ class PortPools:
         """Pool ports for the pods ``create`` (``hosts``: UID -> node), at
         once (see the module); their updates follow in the background
         (:mod:`.claims`). A pod's node gets a pool on first demand."""
+        if not self.enabled or not create:
+            return Served(rest=list(create))
         out = Served()
-        if not self.enabled or not create or self.cloud is None:
-            out.rest = list(create)
-            return out
         hosts = hosts or {}
         with self.lock:
             for uid in create:

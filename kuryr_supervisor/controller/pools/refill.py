@@ -55,40 +55,32 @@ LOG = logging.getLogger(__name__)
 RETRY_GIVE_BACK = 60.0
 
 
-def start(pools: PortPools, cloud: osa.OpenStack, maker: PortMaker,
-          owned: Any, pace: Pace,
-          stopping: threading.Event) -> threading.Thread:
-    """The refill thread of ``pools`` (which also gives back what a
-    smaller or disabled pool holds), until ``stopping``; ``maker`` makes
-    its ports as the pods' are made; ``pace`` sizes each create's timeout
-    as the pods' creates are sized."""
-    pools.attach(cloud, maker, stopping, tag=lambda: str(owned.tag))
-    thread = threading.Thread(target=Refill(pools, cloud, owned, pace,
-                                            maker).run,
-                              args=(stopping,), name="pool-refill",
-                              daemon=True)
-    thread.start()
-    return thread
-
-
 class Refill:
     """The pools' refill and give-back (see the module); ``owned`` gives
-    the scope (network, cluster tag, project)."""
+    the scope (network, cluster tag, project); ``maker`` makes the pools'
+    ports as the pods' are made (by default the claims' own); ``pace``
+    sizes each create's timeout as the pods' creates are sized."""
 
     def __init__(self, pools: PortPools, cloud: osa.OpenStack, owned: Any,
                  pace: Pace, maker: PortMaker | None = None, *,
                  clock: Any = time.monotonic) -> None:
         self.pools, self.cloud, self.owned = pools, cloud, owned
         self.pace = pace
-        self.maker = maker or pools.claims.maker or PortMaker(
-            cloud, network_id=owned.network_id,
-            subnet_id=pools.key.subnet_id)
+        self.maker = maker or pools.claims.maker
         self._failing = ""
         self._warm = False
         self._relist = False
         self._clock = clock
         #: port id -> when its failed give-back may be tried again
         self._kept: dict[str, float] = {}
+
+    def start(self, stopping: threading.Event) -> threading.Thread:
+        """The refill thread (which also gives back what a smaller or
+        disabled pool holds), until ``stopping``."""
+        thread = threading.Thread(target=self.run, args=(stopping,),
+                                  name="pool-refill", daemon=True)
+        thread.start()
+        return thread
 
     def run(self, stopping: threading.Event) -> None:
         opts = self.pools.opts

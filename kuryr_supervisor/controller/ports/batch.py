@@ -199,8 +199,9 @@ def create(maker: PortMaker, devices: Sequence[tuple[str, str]], *,
                              if uid in out.made})
     finally:
         pool.shutdown(wait=False)
-    out.made = {uid: out.made[uid] for _, uid in devices if uid in out.made}
-    return out
+    # The ports in request order (answers come as they come).
+    return dataclasses.replace(out, made={
+        uid: out.made[uid] for _, uid in devices if uid in out.made})
 
 
 def _settle(maker: PortMaker,

@@ -31,11 +31,12 @@ Kubernetes, but the release of what pods that finished meanwhile still
 hold (:mod:`.finished`).
 
 Composition: the handler holds its pods' record (:class:`~.book.PodBook`)
-and the watch's callbacks; each step is a collaborator it builds once the
-clients exist (:meth:`NeutronPortHandler.run`): :class:`~.owned.OwnedPorts`,
-:class:`~.provision.Provision`, the pools and their refill thread. What
-the handler process hands it (the write fence, the create announcer)
-comes in its :class:`~kuryr_supervisor.controller.handlers.HandlerContext`.
+and the watch's callbacks; each step is a collaborator given to it, built
+once the clients exist by its build function (:func:`.assembly.build`, the
+entry point): :class:`~.owned.OwnedPorts`, :class:`~.provision.Provision`,
+the pools and their refill thread. What the handler process hands it (the
+clients, the write fence, the create announcer) comes in its
+:class:`~kuryr_supervisor.controller.runtime.Runtime`.
 
 Trust: every port created carries the cluster tag, and only ports with
 that tag, on the pod network, in the project are ever adopted or deleted
@@ -71,12 +72,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.leadership.announcer import Announcer, Inherited
 from kuryr_supervisor.controller.openstack import adapter as osa
-from kuryr_supervisor.controller.openstack.making import Modes, PortMaker
+from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.openstack.pace import Pace
-from kuryr_supervisor.controller.pools import portpools, refill
+from kuryr_supervisor.controller.pools.portpools import PortPools
+from kuryr_supervisor.controller.pools.refill import Refill
 from kuryr_supervisor.controller.ports import (
     batch,
     finished,
@@ -87,15 +88,14 @@ from kuryr_supervisor.controller.ports import (
 from kuryr_supervisor.controller.ports.book import PodBook
 from kuryr_supervisor.controller.ports.gone import Gone
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
-from kuryr_supervisor.controller.ports.podports import PodPortWriter
 from kuryr_supervisor.controller.ports.provision import Provision
 from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.controller.ports.retry import Retries
 from kuryr_supervisor.controller.ports.status import PortStatus
+from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
-from kuryr_supervisor.kubernetes.informer import Informer
-from kuryr_supervisor.state import Fault, Mode
+from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
 
@@ -104,61 +104,48 @@ _TRIM_FROM = 1000
 
 
 class NeutronPortHandler:
-    """See the module docstring. ``client`` and ``cloud`` default to the
-    configured Kubernetes and OpenStack adapters, fenced by the context's
-    write fence."""
+    """See the module docstring; built by :func:`.assembly.build`, every
+    collaborator given."""
 
-    def __init__(self, ctx: HandlerContext, *, client: k8s.K8sClient | None = None,
-                 cloud: osa.OpenStack | None = None) -> None:
-        self.ctx = ctx
-        self.client = client
-        self.cloud = cloud
-        self.subnet_id = ctx.conf.controller.pod_subnet_id
-        self.book = PodBook()
+    def __init__(self, rt: Runtime, *, client: k8s.K8sClient,
+                 cloud: osa.OpenStack, book: PodBook, pace: Pace,
+                 report: PortReport, status: PortStatus, retries: Retries,
+                 batch: batch.Batch, maker: PortMaker, owned: OwnedPorts,
+                 gone: Gone, provision: Provision, pools: PortPools,
+                 refill: Refill) -> None:
+        self.rt = rt
+        self.conf = rt.conf
+        self.client, self.cloud = client, cloud
+        self.book = book
+        self.pace, self.report, self.status = pace, report, status
+        self.retries, self.batch = retries, batch
+        self.maker, self.owned, self.gone = maker, owned, gone
+        self.provision = provision
+        self.pools, self.refill = pools, refill   # ports made ahead ([vif_pool])
         self._indexed = False                 # PodPorts not listed yet
         #: what the first list's pods wait for: creates announced before
         #: this process led (:mod:`~kuryr_supervisor.controller.leadership.announcer`)
         self.held: Inherited | None = None
-        self.pace = Pace.from_conf(ctx.conf, size=batch.MAX_PORTS)
-        self.report = PortReport(client, ctx.state)
-        self.status = PortStatus(self.report)
-        self.retries = Retries(ctx)
-        self.batch = batch.Batch()
         self._swept_at = 0.0
-        self._beat: Callable[[], None] = lambda: None
-        self._owned: OwnedPorts | None = None
-        self._provision: Provision | None = None
-        self._maker: PortMaker | None = None
-        self._gone: Gone | None = None
-        self.pools = portpools.PortPools(  # ports made ahead ([vif_pool])
-            ctx.conf, getattr(ctx.state, "pools", None))
+        self._beat = rt.beat
 
     # -- running -----------------------------------------------------------------
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
-        conf = self.ctx.conf
-        self._beat = beat
-        if self.client is None:
-            self.client = k8s.K8sClient.from_conf(
-                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
-        if self.cloud is None:
-            self.cloud = osa.OpenStack.from_conf(
-                conf, fence=self.ctx.fence, master_pid=self.ctx.master_pid)
-        self.cloud.beat = beat
-        self.report.client = self.client
-        if self.ctx.announcer is not None:
-            self.held = self._inherited(self.ctx.announcer, stopping)
-        refill.start(self.pools, self.cloud, self.maker, self.owned,
-                     self.pace, stopping)
-        watch = Informer(
-            ClusterPods(self.client, beat=beat),
-            self,
-            heartbeat=self.tick,
-            heartbeat_interval=float(conf.supervisor.heartbeat_interval),
-            backoff_max=float(conf.watcher.backoff_max),
-            stall_timeout=self.client.watch_read_timeout + 5.0,
-            on_synced=lambda: self.ctx.ready(True),
-            wake_in=self.wake_in)
-        watch.run(stopping)
+        with self.rt.running(beat):
+            try:
+                announcer = self.rt.ctx.announcer
+                if announcer is not None:
+                    self.held = self._inherited(announcer, stopping)
+                self.refill.start(stopping)
+                self.rt.informer(ClusterPods(self.client, beat=self._beat),
+                                 self, heartbeat=self.tick,
+                                 wake_in=self.wake_in).run(stopping)
+            finally:
+                self.pools.stop()
+
+    def finish(self, timeout: float) -> None:
+        """Nothing to finish: what a stop leaves, the next process's
+        resync finds."""
 
     def wake_in(self) -> float:
         """Seconds until the watch loop should tick: a batch due, or what
@@ -191,73 +178,13 @@ class NeutronPortHandler:
             return None
         return None
 
-    @property
-    def maker(self) -> PortMaker:
-        """Built on first use: ``run`` may make the clients first."""
-        if self._maker is None:
-            assert self.cloud is not None
-            self._maker = PortMaker(
-                self.cloud, network_id=self.ctx.conf.controller.pod_network_id,
-                subnet_id=self.subnet_id)
-            self._maker.on_change = self._modes
-        return self._maker
-
-    def _modes(self, modes: Modes) -> None:
-        """How Neutron lets ports be made, for readiness to say."""
-        mode = Mode.NONE
-        if modes.tags_at_create is not None:
-            mode |= Mode.TAGS_AT_CREATE if modes.tags_at_create else \
-                Mode.TAGS_AFTER_CREATE
-        if modes.macs is not None:
-            mode |= Mode.MACS_DERIVED if modes.macs else Mode.MACS_NEUTRONS
-        if not modes.bind:
-            mode |= Mode.UNBOUND
-        self.report.modes(mode)
-
-    @property
-    def owned(self) -> OwnedPorts:
-        """Built on first use, as :attr:`maker`."""
-        if self._owned is None:
-            assert self.client is not None and self.cloud is not None
-            opts = self.ctx.conf.controller
-            self._owned = OwnedPorts(
-                self.client, self.cloud, network_id=opts.pod_network_id,
-                project_id=str(opts.project_id), cluster_id=opts.cluster_id,
-                beat=lambda: self._beat(), maker=self.maker)
-        return self._owned
-
-    @property
-    def gone(self) -> Gone:
-        """Built on first use, as :attr:`maker`."""
-        if self._gone is None:
-            assert self.client is not None
-            self._gone = Gone(self.client, self.report,
-                              beat=lambda: self._beat())
-        return self._gone
-
-    @property
-    def provision(self) -> Provision:
-        """Built on first use, as :attr:`maker`."""
-        if self._provision is None:
-            assert self.client is not None and self.cloud is not None
-            self._provision = Provision(
-                self.book, cloud=self.cloud, maker=self.maker,
-                writer=PodPortWriter(self.client), owned=self.owned,
-                pools=self.pools, pace=self.pace, retries=self.retries,
-                report=self.report, status=self.status,
-                announcer=self.ctx.announcer, fence=self.ctx.fence,
-                in_flight=int(self.ctx.conf.controller.port_create_requests),
-                beat=lambda: self._beat())
-        return self._provision
-
     def tick(self) -> None:
         """Heartbeat, then a due batch, retries and the periodic resync."""
         self._beat()
         self._flush_if_due()
         book = self.book
-        if self.cloud is not None and self.client is not None:
-            self.status.poll(self.cloud, self.client, book.pods, float(
-                self.ctx.conf.controller.port_status_interval), self._beat)
+        self.status.poll(self.cloud, self.client, book.pods, float(
+            self.conf.controller.port_status_interval), self._beat)
         now = time.monotonic()
         if self.retries.due(now) or self._wait_over():
             self.resync(set(self.retries.pending))
@@ -265,14 +192,14 @@ class NeutronPortHandler:
             if not self.retries.pending:        # nobody waits for an address
                 self.report.fault(Fault.SUBNET_FULL, False)
         elif self._swept_at and now - self._swept_at >= float(
-                self.ctx.conf.controller.resync_interval):
+                self.conf.controller.resync_interval):
             self.resync({uid for uid, (_, _, port) in book.pods.items() if port})
 
     def _wait_over(self) -> bool:
         """A pod waits for a create that can no longer commit: retry now,
         not at the next backoff round."""
         inflight = self.book.inflight
-        if inflight and self._maker is not None and self._maker.modes.macs:
+        if inflight and self.maker.modes.macs:
             inflight.clear()        # idempotent creates: nothing to wait
         if not inflight:
             return False
@@ -302,8 +229,7 @@ class NeutronPortHandler:
         del old
         for uid in book.finished - was:     # finished while unwatched: the
             self._forget(uid)               # resync releases what it holds
-        if self._gone is not None:
-            self._gone.arrived(book.pods)
+        self.gone.arrived(book.pods)
         if self.held is not None:   # the first list: creates in flight
             now = self.pace.now()
             for uid in need:
@@ -333,8 +259,8 @@ class NeutronPortHandler:
         port = book.pods.get(pod.uid, ("", "", ""))[2]
         book.pods[pod.uid] = (pod.namespace, pod.name, port)
         self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
-        if new and self._gone is not None:
-            self._gone.arrived([pod.uid])
+        if new:
+            self.gone.arrived([pod.uid])
         if pod.needs_port:
             book.nodes[pod.uid] = pod.node
         if pod.needs_port and new and pod.uid in book.named:
@@ -353,8 +279,7 @@ class NeutronPortHandler:
         released = pod.uid in book.finished and named is None
         book.finished.discard(pod.uid)
         self._forget(pod.uid)
-        if self._gone is not None:
-            self._gone.arrived([pod.uid])
+        self.gone.arrived([pod.uid])
         if not released:        # a finished pod's went when it finished
             ports = [port] if port and not book.uncertain else []
             self.retries.release(pod.namespace, pod.name, lambda: (
@@ -370,8 +295,8 @@ class NeutronPortHandler:
         new = uid not in book.pods
         port = book.pods.get(uid, ("", "", ""))[2]
         book.pods[uid] = (pod.namespace, pod.name, "")
-        if new and self._gone is not None:
-            self._gone.arrived([uid])
+        if new:
+            self.gone.arrived([uid])
         if uid in book.finished:
             if not pod.finished:
                 LOG.debug("pod %s/%s: phase %r after a terminal one: an "
@@ -422,7 +347,6 @@ class NeutronPortHandler:
         """One filtered list of our ports: adopt, verify, de-duplicate and
         sweep; then create the ports ``need`` still lacks and write the
         PodPorts not yet written (see the module)."""
-        assert self.cloud is not None and self.client is not None
         book = self.book
         need = {uid for uid in need if uid not in book.finished}
         self._swept_at = time.monotonic()
@@ -474,16 +398,17 @@ class NeutronPortHandler:
         self.retries.wait(verify.repoint(
             self.client, plan, book.pods, book.named, self.report,
             self._beat, lambda u: book.nodes.get(u, "")))
+        create = plan.create
         if incomplete:          # the list proved wrong: no create, no sweep
-            self.retries.wait(plan.create)
-            plan.create = []
+            self.retries.wait(create)
+            create = []
         elif proven:
             resync.sweep(self.cloud, listing, book.pods, plan.keep,
                          self._beat, confirm=self._confirm_gone)
         self.status.seen(self.client, book.pods, (
             (uid, port) for uid, kept in plan.keep.items() if uid in book.named
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
-        self.provision.run(plan.create, plan.write)
+        self.provision.run(create, plan.write)
         for uid, ports in releases:       # after the pods that need ports
             self._release(uid, ports, look_up=False)
 

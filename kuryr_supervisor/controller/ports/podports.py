@@ -145,15 +145,20 @@ def repoint(client: k8s.K8sClient, namespace: str, name: str,
     client.podports.replace(name, obj, namespace=namespace)
 
 
+def _unheard(uid: str, status: str) -> None:
+    """No one hears of the statuses written."""
+
+
 class PodPortWriter:
     """Writes PodPorts from a small pool; see the module."""
 
-    def __init__(self, client: k8s.K8sClient, *, workers: int = WORKERS) -> None:
+    def __init__(self, client: k8s.K8sClient, *, workers: int = WORKERS,
+                 on_said: Callable[[str, str], object] | None = None) -> None:
         self.client = client
         self.workers = workers
         #: Called (from a writer's thread) with a pod and the status
         #: written to its new PodPort.
-        self.on_said: Callable[[str, str], None] = lambda uid, status: None
+        self.on_said: Callable[[str, str], object] = on_said or _unheard
         self._lock = threading.Condition()
         #: New ports' statuses to write: (uid, namespace, name, status),
         #: written by a thread of their own, never waited for.

@@ -87,8 +87,6 @@ class Provision:
         self.in_flight, self.beat = in_flight, beat
         #: uid -> until when (pace clock) its announced create may commit
         self.announced: dict[str, float] = {}
-        writer.on_said = status.said.__setitem__
-        status.busy = writer.saying
 
     @property
     def idempotent(self) -> bool:
@@ -217,7 +215,7 @@ class Provision:
             served.append((uid, claimed))
         self.write(served)
         if gave:
-            self.retries.at = 0.0           # the quota has room: at once
+            self.retries.now()              # the quota has room: at once
         return {uid for uid, _ in served}
 
     def announce(self, uids: list[str], likely: float) -> None:

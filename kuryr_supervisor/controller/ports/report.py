@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kuryr_supervisor.controller.openstack import wire
+from kuryr_supervisor.controller.openstack.making import Modes
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.events import SOURCE, rfc3339
 from kuryr_supervisor.state import Fault, Mode, SharedState
@@ -57,7 +58,7 @@ UNFIXABLE = ((wire.NetworkMissing, Fault.NETWORK_MISSING, "PodNetworkMissing"),
 class PortReport:
     """See the module; ``state`` None (tests, no daemon): no fault bits."""
 
-    def __init__(self, client: k8s.K8sClient | None,
+    def __init__(self, client: k8s.K8sClient,
                  state: SharedState | None) -> None:
         self.client, self.state = client, state
         self._told: dict[tuple[str, str], None] = {}
@@ -126,6 +127,19 @@ class PortReport:
                    f"in it; their ports are kept, nothing is deleted or made "
                    f"for them until the pods arrive")
 
+    def made_with(self, modes: Modes) -> None:
+        """How Neutron lets ports be made (the port maker's ``on_change``),
+        for readiness to say."""
+        mode = Mode.NONE
+        if modes.tags_at_create is not None:
+            mode |= Mode.TAGS_AT_CREATE if modes.tags_at_create else \
+                Mode.TAGS_AFTER_CREATE
+        if modes.macs is not None:
+            mode |= Mode.MACS_DERIVED if modes.macs else Mode.MACS_NEUTRONS
+        if not modes.bind:
+            mode |= Mode.UNBOUND
+        self.modes(mode)
+
     def modes(self, modes: Mode) -> None:
         """How ports are made now (see the module)."""
         if self.state is None:
@@ -139,7 +153,7 @@ class PortReport:
         """An Event on the pod (a Warning unless ``kind`` says), once per
         pod and reason."""
         key = (uid, reason)
-        if key in self._told or self.client is None:
+        if key in self._told:
             return
         self._told[key] = None
         while len(self._told) > MEMORY:

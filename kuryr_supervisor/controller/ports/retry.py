@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
-from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.wire import UNFIXABLE, SubnetFull
 from kuryr_supervisor.kubernetes import client as k8s
@@ -41,10 +41,20 @@ OUTAGES = (osa.OpenStackUnavailable, osa.QuotaExceeded, SubnetFull,
            *UNFIXABLE, k8s.K8sTemporary)
 
 
-class Retries:
-    """The pods waiting for another try, and when it is due."""
+class Counted(Protocol):
+    """Where the handler's failed and successful steps are counted (its
+    :class:`~kuryr_supervisor.controller.runtime.Runtime`)."""
 
-    def __init__(self, ctx: HandlerContext, *,
+    def failed(self) -> int: ...
+
+    def succeeded(self) -> None: ...
+
+
+class Retries:
+    """The pods waiting for another try, and when it is due; ``ctx``
+    counts the steps."""
+
+    def __init__(self, ctx: Counted, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.ctx = ctx
         self.pending: set[str] = set()            # uids to retry
@@ -53,6 +63,10 @@ class Retries:
         self._delay = RETRY_MIN
         self._clock = clock
         self._outage: str | None = None
+
+    def now(self) -> None:
+        """The next round is due at once (the quota has room again)."""
+        self.at = 0.0
 
     def due(self, now: float) -> bool:
         return bool(self.pending) and now >= self.at

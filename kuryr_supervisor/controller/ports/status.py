@@ -63,11 +63,17 @@ class PortStatus:
     """What each PodPort says of its port's status, and the poll."""
 
     def __init__(self, report: PortReport, *,
+                 said: dict[str, str] | None = None,
+                 busy: Collection[str] = (),
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``said``: uid -> the status its PodPort says (shared with the
+        writer of new ports' statuses, which fills it in); ``busy``: the
+        uids whose status that writer is writing (not written here
+        meanwhile)."""
         self.report = report
-        self.said: dict[str, str] = {}            # uid -> status written
+        self.said: dict[str, str] = {} if said is None else said
         #: uids whose status is being written elsewhere (a new port's)
-        self.busy: Collection[str] = ()
+        self.busy = busy
         self.polling: dict[str, tuple[str, float]] = {}   # uid -> (port, since)
         self._clock = clock
         self._polled_at = 0.0
