@@ -25,7 +25,7 @@ releases what deleted pods left, ``nodecondition`` publishes the Node
 condition, ``podportfollow`` follows this node's PodPorts and
 ``lostpods`` books the pods whose port is lost. The controller role's:
 ``clusterpods`` (every pod of the cluster, for the informer),
-``portannotation`` (the port data's checks; the legacy annotation, never
-trusted), ``lease`` (leader election) and ``netconditions`` (the judge's
+``portdata`` (the port data a PodPort carries and its checks; the legacy
+annotation, never trusted), ``lease`` (leader election) and ``netconditions`` (the judge's
 Node conditions, and which are ours).
 """

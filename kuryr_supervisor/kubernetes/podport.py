@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+from kuryr_supervisor.kubernetes.portdata import PortData
 from kuryr_supervisor.kubernetes.resource import Resource, ResourceClient
 
 GROUP = "kuryr-supervisor.openstack.org"
@@ -36,8 +36,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 #: The resource, for the generic client (:mod:`.resource`).
 RESOURCE = Resource(GROUP, VERSION, PLURAL, KIND, namespaced=True)
 
-#: The port data a PodPort carries (same fields and checks).
-PortData = PortAnnotation
+__all__ = ["PortData"]     # the port data a PodPort carries (its checks)
 #: The label naming the node of a PodPort's pod (where its port is bound):
 #: a node watches its own pods' PodPorts by it, and re-points a pod's
 #: interface when its port was made again under a new id.

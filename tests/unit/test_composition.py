@@ -32,10 +32,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "urllib3's PoolManager takes its connection pool classes only as "
         "this attribute (no constructor argument); the adapter sets it on "
         "the pool manager its own init_poolmanager has just built",
-    # To go: the adapter's two call modes as two objects over one
-    # transport, and the pod book as one record per pod with methods.
-    ("openstack/neutron.py", "clone.timeout"): "within()'s copy",
-    ("openstack/neutron.py", "clone.direct"): "within()'s copy",
+    # To go: the pod book as one record per pod, with methods.
     ("ports/handler.py", "book.pods"): "the pod book's maps",
     ("ports/handler.py", "book.finished"): "the pod book's maps",
     ("ports/handler.py", "book.nodes"): "the pod book's maps",

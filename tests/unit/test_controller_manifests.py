@@ -280,8 +280,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
     client.namespaces.get("kube-system")
     from kuryr_supervisor.kubernetes import podport
-    from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
-    data = PortAnnotation.from_mapping({
+    from kuryr_supervisor.kubernetes.portdata import PortData
+    data = PortData.from_mapping({
         "portId": "p1", "podUid": uid, "mac": "fa:16:3e:00:00:01",
         "address": "10.0.0.5/24", "gateway": "10.0.0.1"})
     obj = podport.body("ns", "p", data)

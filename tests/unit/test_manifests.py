@@ -187,9 +187,9 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     from kuryr_supervisor.kubernetes import podport
     # address_source = podport: a list of the one name, then its watch
     assert podport.waiter(client.podports)("ns", "p", "", 1) is None
-    from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+    from kuryr_supervisor.kubernetes.portdata import PortData
     uid = api.pods[("ns", "p")]["metadata"]["uid"]
-    api.put_podport(podport.body("ns", "p", PortAnnotation.from_mapping({
+    api.put_podport(podport.body("ns", "p", PortData.from_mapping({
         "portId": "p1", "podUid": uid, "mac": "fa:16:3e:00:00:01",
         "address": "10.0.0.5/24", "gateway": "10.0.0.1"})))
     from kuryr_supervisor.cni.ipam.records import PodRef

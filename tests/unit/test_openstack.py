@@ -66,7 +66,7 @@ def test_port_lifecycle(tmp_path: Path, cloud: tuple[FakeKeystone, FakeNeutron])
     fenced = osa.OpenStack.from_conf(neutron_conf(tmp_path, keystone),
                                      fence=WriteFence(lambda: True))
     for scheme in ("http://", "https://"):
-        assert isinstance(fenced._neutron_writes.session.session.adapters[scheme],
+        assert isinstance(fenced.transport.writes.session.session.adapters[scheme],
                           sendfence.FencedAdapter)
         assert not isinstance(fenced._session.session.adapters[scheme],
                               sendfence.FencedAdapter)

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.kubernetes import podport
-from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+from kuryr_supervisor.kubernetes.portdata import PortData
 from tests.fixtures.fakeapi import FakeAPI
 
 
-def data(uid: str, host: int = 12, **change: str) -> PortAnnotation:
+def data(uid: str, host: int = 12, **change: str) -> PortData:
     fields = {"portId": f"port-{host}", "podUid": uid, "mac": "fa:16:3e:00:00:01",
               "address": f"10.20.0.{host}/24", "gateway": "10.20.0.1", **change}
-    return PortAnnotation.from_mapping(fields)
+    return PortData.from_mapping(fields)
 
 
 @pytest.fixture
@@ -123,11 +123,11 @@ def test_lookup_waits_for_an_active_port_and_refuses_a_failed_one(api: FakeAPI) 
 
     from kuryr_supervisor import errors
     from kuryr_supervisor.cni.ipam.records import PodRef
-    from kuryr_supervisor.kubernetes.portannotation import PortAnnotation
+    from kuryr_supervisor.kubernetes.portdata import PortData
     from kuryr_supervisor.workers.assembly import podport_lookup
     pod = api.add_pod("ns", "web", "node-a")
     uid = pod["metadata"]["uid"]
-    data = PortAnnotation(port_id="p1", pod_uid=uid, mac="fa:16:3e:00:00:01",
+    data = PortData(port_id="p1", pod_uid=uid, mac="fa:16:3e:00:00:01",
                           address=ipaddress.IPv4Interface("10.0.0.5/24"),
                           gateway=ipaddress.IPv4Address("10.0.0.1"))
     client = api.client()

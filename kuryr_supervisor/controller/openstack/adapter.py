@@ -35,7 +35,9 @@ write (:mod:`.sendfence`); reads go through an unfenced one. Both share
 the token and the version discovery.
 
 Layout: this module holds the sessions, the token and the transport
-(``_call``); the logins are :mod:`.keystone`'s; the Neutron calls and their port scope are
+(:class:`NeutronTransport`, shared by both call modes of :mod:`.neutron`:
+the adapter's bounded calls and the caller's-thread ones of ``within``);
+the logins are :mod:`.keystone`'s; the Neutron calls and their port scope are
 :mod:`.neutron`'s, the errors and records :mod:`.wire`'s (all
 importable from here, as callers use them).
 
@@ -60,7 +62,7 @@ from oslo_config import cfg
 from kuryr_supervisor import useragent
 from kuryr_supervisor.conf import controller as controller_conf
 from kuryr_supervisor.controller.openstack import timeouts
-from kuryr_supervisor.controller.openstack.deadline import CallPath
+from kuryr_supervisor.controller.openstack.deadline import BoundedCalls, CallPath
 from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exported
     KeystoneUnavailable,
     LoginPolicy,
@@ -96,8 +98,69 @@ LOG = logging.getLogger(__name__)
 CONNECTIONS = 32
 
 
-class OpenStack(NeutronApi):
-    """The Keystone and Neutron calls the controller makes."""
+class NeutronTransport:
+    """One Neutron request through keystoneauth: reads through
+    ``neutron``, writes through ``writes`` once ``fence`` allows them;
+    the answer's JSON object, or an error of the taxonomy (see the
+    module)."""
+
+    def __init__(self, neutron: Any, writes: Any, fence: WriteFence) -> None:
+        self.neutron, self.writes, self.fence = neutron, writes, fence
+
+    def call(self, method: str, path: str, *, timeout: float,
+             ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any:
+        from keystoneauth1 import exceptions as ks_exc
+
+        from kuryr_supervisor.controller.openstack.keystone import failure
+        what = f"Neutron {method} {path}"
+        writes = method != "GET"
+        if writes:
+            self.fence.check(what)      # a replica that lost its lease: exits
+        neutron = self.writes if writes else self.neutron
+        try:
+            resp = neutron.request(path, method, raise_exc=False,
+                                   timeout=timeout, **kwargs)
+        except ks_exc.Unauthorized as exc:
+            raise OpenStackUnavailable(f"Keystone refused: {exc}", 401) from exc
+        except ks_exc.ClientException as exc:
+            raise OpenStackUnavailable(failure(what, exc, timeout)) from exc
+        return _answer(what, resp, ok)
+
+
+def _answer(what: str, resp: Any, ok: tuple[int, ...]) -> Any:
+    """Neutron's answer ``resp`` to ``what``: its JSON object when its
+    status is ``ok``, else the error it means."""
+    status = resp.status_code
+    if status in ok:
+        if not resp.content:
+            return None
+        try:
+            data = resp.json()
+        except ValueError as exc:
+            raise OpenStackUnavailable(
+                f"{what}: HTTP {status} with a body that is not JSON: "
+                f"{resp.text[:80]!r}", status) from exc
+        if not isinstance(data, dict):
+            raise OpenStackUnavailable(f"{what}: HTTP {status} with a "
+                                       f"body that is not an object")
+        return data
+    detail = resp.text[:300]
+    if 200 <= status < 300:
+        # A success Neutron never sends for this call: not an answer.
+        raise OpenStackUnavailable(f"{what}: unexpected HTTP {status} "
+                                   f"{detail[:80]!r}", status)
+    if status == 409 and "OverQuota" in detail:
+        raise QuotaExceeded(f"{what}: port quota exceeded", status)
+    if status >= 500 or status in (401, 408, 429):
+        raise OpenStackUnavailable(f"{what}: HTTP {status} {detail}", status)
+    raise refined(OpenStackRefused(f"{what}: HTTP {status} {detail}",
+                                   status))
+
+
+class OpenStack(BoundedCalls, NeutronApi):
+    """The Keystone and Neutron calls the controller makes, each bounded
+    (:mod:`.deadline`); :meth:`~.neutron.NeutronApi.within` gives the same
+    calls in the caller's thread."""
 
     def __init__(self, session: Any, auth: Any, *, timeout: float = 5.0,
                  deadline: float | None = None,
@@ -112,17 +175,17 @@ class OpenStack(NeutronApi):
         asked before every write; ``beat``: the caller's heartbeat, called
         while a call waits."""
         from keystoneauth1 import adapter
-        super().__init__(deadline if deadline is not None
-                         else timeouts.call_deadline(timeout),
-                         thread_name="neutron", beat=beat)
+        BoundedCalls.__init__(self, deadline if deadline is not None
+                              else timeouts.call_deadline(timeout),
+                              thread_name="neutron", beat=beat)
         self._session = session
         self._auth = auth
         where = {"service_type": "network", **(endpoint or {})}
-        self._neutron = adapter.Adapter(session=session, auth=auth, **where)
-        self._neutron_writes = self._neutron if writes is None else \
-            adapter.Adapter(session=writes, auth=auth, **where)
+        reads = adapter.Adapter(session=session, auth=auth, **where)
         self.fence = fence or WriteFence()
-        self.timeout = timeout
+        NeutronApi.__init__(self, NeutronTransport(
+            reads, reads if writes is None else adapter.Adapter(
+                session=writes, auth=auth, **where), self.fence), timeout)
         self._keystone = CallPath("keystone", KeystoneUnavailable)
 
     @property
@@ -189,50 +252,6 @@ class OpenStack(NeutronApi):
         return cls(reads, auth, timeout=timeout, deadline=deadline,
                    endpoint=_endpoint(conf[group]), fence=fence, writes=writes,
                    beat=beat)
-
-    # -- transport -----------------------------------------------------------
-    def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
-              **kwargs: Any) -> Any:
-        from keystoneauth1 import exceptions as ks_exc
-
-        from kuryr_supervisor.controller.openstack.keystone import failure
-        what = f"Neutron {method} {path}"
-        writes = method != "GET"
-        if writes:
-            self.fence.check(what)      # a replica that lost its lease: exits
-        neutron = self._neutron_writes if writes else self._neutron
-        try:
-            resp = neutron.request(path, method, raise_exc=False,
-                                   timeout=self.timeout, **kwargs)
-        except ks_exc.Unauthorized as exc:
-            raise OpenStackUnavailable(f"Keystone refused: {exc}", 401) from exc
-        except ks_exc.ClientException as exc:
-            raise OpenStackUnavailable(failure(what, exc, self.timeout)) from exc
-        status = resp.status_code
-        if status in ok:
-            if not resp.content:
-                return None
-            try:
-                data = resp.json()
-            except ValueError as exc:
-                raise OpenStackUnavailable(
-                    f"{what}: HTTP {status} with a body that is not JSON: "
-                    f"{resp.text[:80]!r}", status) from exc
-            if not isinstance(data, dict):
-                raise OpenStackUnavailable(f"{what}: HTTP {status} with a "
-                                           f"body that is not an object")
-            return data
-        detail = resp.text[:300]
-        if 200 <= status < 300:
-            # A success Neutron never sends for this call: not an answer.
-            raise OpenStackUnavailable(f"{what}: unexpected HTTP {status} "
-                                       f"{detail[:80]!r}", status)
-        if status == 409 and "OverQuota" in detail:
-            raise QuotaExceeded(f"{what}: port quota exceeded", status)
-        if status >= 500 or status in (401, 408, 429):
-            raise OpenStackUnavailable(f"{what}: HTTP {status} {detail}", status)
-        raise refined(OpenStackRefused(f"{what}: HTTP {status} {detail}",
-                                       status))
 
     # -- Keystone ---------------------------------------------------------------
     def token(self) -> Token:

@@ -82,9 +82,6 @@ class BoundedCalls:
         self.deadline = deadline
         #: Called while a call waits: the caller's heartbeat.
         self.beat: Callable[[], None] = beat or _still
-        #: Calls run in the caller's thread, bounded by the request
-        #: timeout alone (a copy made by ``within``).
-        self.direct = False
         self._path = CallPath(thread_name)
 
     def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
@@ -92,10 +89,7 @@ class BoundedCalls:
         """``fn`` on ``via`` (default: the adapter's own), within
         ``deadline``, beating. While a call that timed out still hangs on
         that path, later calls there fail at once (the dependency is known
-        to hang) instead of queueing behind it. ``direct``: in the
-        caller's thread."""
-        if self.direct:
-            return fn(*args, **kwargs)
+        to hang) instead of queueing behind it."""
         path = via or self._path
         future = path.submit(what, fn, *args, **kwargs)
         end = time.monotonic() + self.deadline

@@ -2,10 +2,17 @@
 
 Kept apart from :mod:`.adapter` (the keystoneauth session, the token, the
 HTTP transport and its error mapping) so a new Neutron call or filter touches
-this module only, and nothing here imports keystoneauth1: the transport,
-``_call``, is the adapter's. Each call is one bounded call
-(:class:`~.deadline.BoundedCalls`); answers are decoded by
+this module only, and nothing here imports keystoneauth1: the transport
+(:class:`Transport`, one request) is the adapter's. Answers are decoded by
 :mod:`.wire`.
+
+Two call modes over that one transport, each a class of its own: the
+adapter itself (:class:`~.adapter.OpenStack`), whose every call runs on a
+call path of its own under a whole-call deadline while the caller beats
+(:class:`~.deadline.BoundedCalls`), and :class:`Direct`
+(:meth:`NeutronApi.within`), whose calls run in the caller's own thread
+with a per-request timeout of their own (a create sized for its ports,
+the pools' threads): none queues behind the handler's calls.
 
 Scope: the controller's ports are those with ``device_owner`` DEVICE_OWNER,
 the cluster's tag (:func:`~.wire.cluster_tag`), on the pod network, in
@@ -22,12 +29,11 @@ timeout), never a fault of the caller.
 """
 from __future__ import annotations
 
-import copy
 import ipaddress
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
-from kuryr_supervisor.controller.openstack.deadline import BoundedCalls
+from kuryr_supervisor.controller.openstack.deadline import CallPath
 from kuryr_supervisor.controller.openstack.wire import (
     DEVICE_OWNER,
     Network,
@@ -52,16 +58,41 @@ MAX_RESTARTS = 3
 DEVICES_PER_LIST = 40
 
 
-class NeutronApi(BoundedCalls):
-    """Ports, subnets and quotas, each call bounded; ``_call`` is the
-    transport (one Neutron request, its answer's JSON object or None)."""
+T = TypeVar("T")
 
-    #: The transport's per-request timeout (seconds); the adapter sets it.
-    timeout: float = 5.0
+
+class Transport(Protocol):
+    """One Neutron request within ``timeout`` seconds: its answer's JSON
+    object, or None for an empty body (the adapter's)."""
+
+    def call(self, method: str, path: str, *, timeout: float,
+             ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any: ...
+
+
+class NeutronApi:
+    """Ports, subnets and quotas over ``transport``, each request within
+    ``timeout`` seconds; how a call is made is its mode's
+    (:meth:`_bounded`, see the module)."""
+
+    def __init__(self, transport: Transport, timeout: float) -> None:
+        self.transport = transport
+        #: The per-request timeout (seconds).
+        self.timeout = timeout
 
     def _call(self, method: str, path: str, *, ok: tuple[int, ...] = (200,),
               **kwargs: Any) -> Any:
+        return self.transport.call(method, path, timeout=self.timeout,
+                                   ok=ok, **kwargs)
+
+    def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
+                 via: CallPath | None = None, **kwargs: Any) -> T:
+        """One call, ``what`` naming it, as this mode makes it."""
         raise NotImplementedError
+
+    def within(self, timeout: float) -> NeutronApi:
+        """Calls over the same transport (session, token) in the caller's
+        own thread, with ``timeout`` per request (see the module)."""
+        return Direct(self.transport, timeout)
 
     def _get_ports(self, params: Mapping[str, str | list[str]]
                    ) -> list[Port]:
@@ -239,16 +270,6 @@ class NeutronApi(BoundedCalls):
             raise OpenStackUnavailable("Neutron POST /v2.0/ports: no port")
         return decode_port(data["port"])
 
-    def within(self, timeout: float) -> NeutronApi:
-        """This adapter with another per-request timeout, its calls made
-        in the caller's own thread (a create sized for its ports, the
-        pools' threads): the session, token and transport are shared, not
-        the bounded thread, so none queues behind the handler's calls."""
-        clone = copy.copy(self)
-        clone.timeout = timeout
-        clone.direct = True
-        return clone
-
     def create_ports(self, *, network_id: str, subnet_id: str,
                      devices: Sequence[tuple[str, str]],
                      tags: Sequence[str] = (),
@@ -329,3 +350,12 @@ class NeutronApi(BoundedCalls):
         except (TypeError, ValueError, AttributeError) as exc:
             raise OpenStackUnavailable(f"Neutron answered a malformed "
                                        f"quota: {exc!r}") from exc
+
+
+class Direct(NeutronApi):
+    """The calls made in the caller's own thread, each bounded by the
+    request timeout alone (see the module)."""
+
+    def _bounded(self, what: str, fn: Callable[..., T], *args: Any,
+                 via: CallPath | None = None, **kwargs: Any) -> T:
+        return fn(*args, **kwargs)

@@ -15,9 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from kuryr_supervisor.controller.openstack import wire
-
-#: What a written PodPort names: (port id, IPv4 address, MAC).
-Named = tuple[str, str, str]
+from kuryr_supervisor.controller.ports.podports import Named
 
 
 @dataclasses.dataclass

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
@@ -56,38 +57,58 @@ PAGE_SIZE = 500
 #: How often the waiting loop beats (seconds).
 _BEAT_EVERY = 0.2
 
-#: (pod UID, namespace, pod name, the PodPort's data, the new port's
-#: status to write once its PodPort is ("": none), the pod's node (its
-#: label))
-Item = tuple[str, str, str, podport.PortData, str, str]
+class Named(NamedTuple):
+    """What a written PodPort names (immutable once bound)."""
+
+    port_id: str
+    ip: str             # its IPv4 address
+    mac: str
 
 
-class Kept(Exception):
-    """The pod's PodPort names another port and is bound (the CNI role
-    recorded ``status.boundAt``): it is never rewritten; ``named`` is what
-    it names."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodPort:
+    """A PodPort to write: the pod (UID, namespace, name), the port data
+    it carries, the new port's status to write once it is ("": none), the
+    pod's node (its label)."""
 
-    def __init__(self, named: tuple[str, str, str]) -> None:
-        super().__init__(f"the PodPort names port {named[0]}")
-        self.named = named
+    uid: str
+    namespace: str
+    name: str
+    data: podport.PortData
+    status: str = ""
+    node: str = ""
 
 
-def named(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str, str]] | None:
-    """(pod UID, (port id, IPv4 address, MAC)) a valid PodPort names."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Kept:
+    """What a write found: the pod's PodPort names another port and is
+    bound (the CNI role recorded ``status.boundAt``), so it is never
+    rewritten; ``named`` is what it names."""
+
+    named: Named
+
+
+#: What one write did: None (the PodPort says the data), :class:`Kept`,
+#: or the error it failed with.
+Outcome = Kept | BaseException | None
+
+
+def named(obj: Mapping[str, Any]) -> tuple[str, Named] | None:
+    """(pod UID, what it names) of a valid PodPort."""
     try:
         data = podport.from_object(obj)
     except ValueError:
         return None
-    return data.pod_uid, (data.port_id, str(data.address.ip), data.mac)
+    return data.pod_uid, Named(data.port_id, str(data.address.ip), data.mac)
 
 
 def write(client: k8s.K8sClient, namespace: str, name: str,
-          data: podport.PortData, node: str = "") -> bool:
+          data: podport.PortData, node: str = "") -> bool | Kept:
     """Create the PodPort, or make anew an earlier pod's of the same name
     or the pod's own while it is not bound; a bound one is never changed
-    (:class:`Kept`). ``node`` labels it (the node follows its pods'
-    PodPorts by that label). Whether it says no status yet (a new port's
-    may then be written)."""
+    (:class:`Kept`, returned). ``node`` labels it (the node follows its
+    pods' PodPorts by that label). Written: whether it says no status yet
+    (a new port's may then be written)."""
     obj = podport.body(namespace, name, data, node)
     exists = False
     try:
@@ -106,7 +127,7 @@ def write(client: k8s.K8sClient, namespace: str, name: str,
             mine = named(current)
             if mine is not None and mine[0] == data.pod_uid and \
                     podport.bound_at(current):
-                raise Kept(mine[1])
+                return Kept(mine[1])
             _anew(client, namespace, current, obj)
     return True
 
@@ -123,18 +144,17 @@ def _anew(client: k8s.K8sClient, namespace: str,
 
 
 def repoint(client: k8s.K8sClient, namespace: str, name: str,
-            named_now: tuple[str, str, str], port_id: str,
-            node: str = "") -> None:
+            named_now: Named, port_id: str, node: str = "") -> Kept | None:
     """The pod's bound PodPort names ``port_id`` from now on: its port
     vanished and was made again with the same address and MAC
     (``named_now``: what it names), bound to ``node``, whose label it gets
     (that node re-points the pod's interface); nothing else changes, its
     status (``boundAt``) included. A PodPort that says otherwise by now
-    is left as it is (:class:`Kept`)."""
+    is left as it is (:class:`Kept`, returned; None: re-pointed)."""
     current = client.podports.get(name, namespace=namespace)
     mine = named(current) if current is not None else None
     if current is None or mine is None or mine[1] != named_now:
-        raise Kept(mine[1] if mine else named_now)
+        return Kept(mine[1] if mine else named_now)
     obj: dict[str, Any] = {key: current[key] for key in (
         "apiVersion", "kind", "metadata", "spec") if key in current}
     obj["spec"] = dict(obj["spec"], portId=port_id)
@@ -143,6 +163,7 @@ def repoint(client: k8s.K8sClient, namespace: str, name: str,
         meta["labels"] = {**(meta.get("labels") or {}),
                           podport.NODE_LABEL: podport.node_label(node)}
     client.podports.replace(name, obj, namespace=namespace)
+    return None
 
 
 def _unheard(uid: str, status: str) -> None:
@@ -173,16 +194,16 @@ class PodPortWriter:
         self.saying: set[str] = set()
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
-    def write_all(self, items: Sequence[Item], beat: Callable[[], None], *,
-                  adopted: Collection[str] = ()
-                  ) -> dict[str, BaseException | None]:
-        """UID -> None (written) or the error, for every item; ``adopted``:
-        the UIDs whose port existed before (see the module)."""
-        done: dict[str, BaseException | None] = {}
+    def write_all(self, items: Sequence[PodPort], beat: Callable[[], None],
+                  *, adopted: Collection[str] = ()) -> dict[str, Outcome]:
+        """UID -> what the write of each item did (:data:`Outcome`);
+        ``adopted``: the UIDs whose port existed before (see the
+        module)."""
+        done: dict[str, Outcome] = {}
         if len(adopted) >= LIST_FROM:
             done = dict.fromkeys(self.unchanged(
-                [item for item in items if item[0] in adopted], beat))
-            items = [item for item in items if item[0] not in done]
+                [item for item in items if item.uid in adopted], beat))
+            items = [item for item in items if item.uid not in done]
         if not items:
             return done
         if self._pool is None:
@@ -190,22 +211,21 @@ class PodPortWriter:
                 max_workers=self.workers, thread_name_prefix="podport")
         self._idle.clear()              # PodPorts first, statuses after
         try:
-            futures = {self._pool.submit(write, self.client, ns, name, data,
-                                         node): uid
-                       for uid, ns, name, data, _, node in items}
+            futures = {self._pool.submit(write, self.client, item.namespace,
+                                         item.name, item.data, item.node): item
+                       for item in items}
             self._wait(futures, beat)
         finally:
             self._idle.set()
-        said = {uid: status for uid, _, _, _, status, _ in items
-                if status and status != "DOWN"}
-        said_where = {uid: (ns, name) for uid, ns, name, _, _, _ in items}
-        done.update((uid, future.exception()) for future, uid in futures.items())
-        # Then the new ports' statuses, in the background: what the pods
-        # wait for (their PodPorts) never waits for them.
-        for future, uid in futures.items():
-            status = said.get(uid, "")
-            if status and not future.exception() and future.result():
-                self._say(uid, *said_where[uid], status)
+        for future, item in futures.items():
+            error = future.exception()
+            result = None if error is not None else future.result()
+            done[item.uid] = error if error is not None else (
+                result if isinstance(result, Kept) else None)
+            # Then the new ports' statuses, in the background: what the
+            # pods wait for (their PodPorts) never waits for them.
+            if result is True and item.status and item.status != "DOWN":
+                self._say(item.uid, item.namespace, item.name, item.status)
         return done
 
     def _say(self, uid: str, namespace: str, name: str, status: str) -> None:
@@ -251,10 +271,10 @@ class PodPortWriter:
             _, waiting = concurrent.futures.wait(waiting, timeout=_BEAT_EVERY)
 
     def index(self, beat: Callable[[], None]
-              ) -> dict[str, tuple[tuple[str, str, str], str]]:
-        """Pod UID -> ((port id, address, MAC), status.portStatus) of every
-        valid PodPort of the cluster (paged); raises the API's error."""
-        out: dict[str, tuple[tuple[str, str, str], str]] = {}
+              ) -> dict[str, tuple[Named, str]]:
+        """Pod UID -> (what it names, status.portStatus) of every valid
+        PodPort of the cluster (paged); raises the API's error."""
+        out: dict[str, tuple[Named, str]] = {}
         token = ""
         while True:
             page, _, token = self.client.podports.page(limit=PAGE_SIZE,
@@ -268,11 +288,11 @@ class PodPortWriter:
             if not token:
                 return out
 
-    def unchanged(self, items: Sequence[Item], beat: Callable[[], None]
+    def unchanged(self, items: Sequence[PodPort], beat: Callable[[], None]
                   ) -> set[str]:
         """The UIDs of ``items`` whose PodPort already says their data."""
-        wanted = {(ns, name): (uid, data)
-                  for uid, ns, name, data, _, _ in items}
+        wanted = {(item.namespace, item.name): (item.uid, item.data)
+                  for item in items}
         found: set[str] = set()
         token = ""
         try:

@@ -55,7 +55,12 @@ from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.ports import batch
 from kuryr_supervisor.controller.ports.book import PodBook
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
-from kuryr_supervisor.controller.ports.podports import Kept, PodPortWriter
+from kuryr_supervisor.controller.ports.podports import (
+    Kept,
+    Named,
+    PodPort,
+    PodPortWriter,
+)
 from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.controller.ports.retry import OUTAGES, Retries
 from kuryr_supervisor.controller.ports.status import PortStatus
@@ -256,8 +261,10 @@ class Provision:
             except Exception as exc:  # noqa: BLE001 - counted per pod below
                 self.retries.failed([uid], exc, book.pods)
                 continue
-            items.append((uid, *book.pods[uid][:2], data,
-                          port.state if new else "", book.nodes.get(uid, "")))
+            ns, name, _ = book.pods[uid]
+            items.append(PodPort(uid, ns, name, data,
+                                 port.state if new else "",
+                                 book.nodes.get(uid, "")))
         ports = dict(write)
         done = self.writer.write_all(items, self.beat)
         for uid, error in done.items():
@@ -266,7 +273,8 @@ class Provision:
                 error = None
             elif error is None and uid in ports:
                 port = ports[uid]
-                book.named[uid] = (port.id, str(port.ip), port.mac.lower())
+                book.named[uid] = Named(port.id, str(port.ip),
+                                        port.mac.lower())
                 self.status.made(uid, port.id)
             if error is None:
                 book.written.add(uid)

@@ -66,7 +66,8 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
     incomplete = False
     for i, uid in enumerate(plan.verify):
         beat()
-        port_id, ip, mac = named[uid]
+        mine = named[uid]
+        port_id = mine.port_id
         ns, name, _ = pods[uid]
         try:
             port = cloud.port(port_id)
@@ -97,8 +98,8 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
             written.discard(uid)
             plan.create.append(uid)
             continue
-        again += _remake(cloud, uid, (port_id, ip, mac), plan, pods, written,
-                         where, report)
+        again += _remake(cloud, uid, mine, plan, pods, written, where,
+                         report)
     return incomplete, again
 
 
@@ -149,17 +150,17 @@ def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
         ns, name, _ = pods[uid]
         old = named[uid]
         try:
-            podports.repoint(client, ns, name, old, port.id,
-                             port.host or hosts(uid))
-        except podports.Kept as kept:
-            named[uid] = kept.named
-            continue
+            kept = podports.repoint(client, ns, name, old, port.id,
+                                    port.host or hosts(uid))
         except k8s.K8sError as exc:
             LOG.warning("pod %s/%s: PodPort not yet re-pointed to port %s: "
                         "%s", ns, name, port.id, exc)
             again.append(uid)
             continue
-        named[uid] = (port.id, old[1], old[2])
+        if kept is not None:            # it says otherwise by now
+            named[uid] = kept.named
+            continue
+        named[uid] = old._replace(port_id=port.id)
         report.forget(uid, "PortRecreated")
         report.event(uid, ns, name, "PortRecreated",
                      f"Neutron port {old[0]} vanished; port {port.id} was "

@@ -1,12 +1,13 @@
-"""A pod's Neutron port data, its checks, and the legacy pod annotation.
+"""A pod's Neutron port data and its checks, and the legacy pod annotation.
 
-:class:`PortAnnotation` is the port data (port id, pod UID, MAC, address in
-CIDR form, gateway) with its format checks; it is carried to the CNI role
-by the PodPort custom resource (:mod:`.podport`), which only the controller
-may write. The pod annotation of the same JSON (``ANNOTATION``) is what
-earlier versions used; anyone who may edit the pod can write it, so the CNI
-role never reads it any more and the controller never takes it as proof of
-a port. Its parser stays for tools that read old pods.
+:class:`PortData` is the port data (port id, pod UID, MAC, address in CIDR
+form, gateway) with its format checks; it is carried to the CNI role by
+the PodPort custom resource (:mod:`.podport`), which only the controller
+may write. The pod annotation of the same JSON (:data:`LEGACY_ANNOTATION`)
+is what earlier versions used; anyone who may edit the pod can write it,
+so the CNI role never reads it any more and the controller never takes it
+as proof of a port. Its parser (:func:`from_pod`) stays for tools that
+read old pods.
 
 Every field is checked (types, lengths, a non-zero unicast MAC, a host
 address inside its network, a gateway in the same network and not the
@@ -22,14 +23,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-ANNOTATION = "kuryr-supervisor.openstack.org/port"
+#: The pod annotation earlier versions wrote the port data to (never read
+#: by the daemon).
+LEGACY_ANNOTATION = "kuryr-supervisor.openstack.org/port"
 _MAX_BYTES = 1024
 _MAC = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
 _ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
 @dataclasses.dataclass(frozen=True)
-class PortAnnotation:
+class PortData:
     port_id: str
     pod_uid: str
     mac: str
@@ -42,7 +45,7 @@ class PortAnnotation:
                            "gateway": str(self.gateway)}, sort_keys=True)
 
     @classmethod
-    def parse(cls, text: str) -> PortAnnotation:
+    def parse(cls, text: str) -> PortData:
         """Validate and decode; ValueError says what is wrong."""
         if not isinstance(text, str) or len(text.encode()) > _MAX_BYTES:
             raise ValueError("not a string of at most 1 KiB")
@@ -55,7 +58,7 @@ class PortAnnotation:
         return cls.from_mapping(raw)
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> PortAnnotation:
+    def from_mapping(cls, raw: Mapping[str, Any]) -> PortData:
         """Validate and decode decoded JSON (a PodPort's spec)."""
         fields: dict[str, str] = {}
         for key in ("portId", "podUid", "mac", "address", "gateway"):
@@ -87,16 +90,16 @@ class PortAnnotation:
         return cls(fields["portId"], fields["podUid"], mac, address, gateway)
 
 
-def from_pod(obj: Mapping[str, Any]) -> PortAnnotation | None:
+def from_pod(obj: Mapping[str, Any]) -> PortData | None:
     """The pod's own, valid legacy annotation, or None (absent, invalid, or
     written for another pod UID). For tools reading pods of earlier
     versions; the daemon never binds it."""
     meta = obj.get("metadata") or {}
-    text = (meta.get("annotations") or {}).get(ANNOTATION)
+    text = (meta.get("annotations") or {}).get(LEGACY_ANNOTATION)
     if text is None:
         return None
     try:
-        ann = PortAnnotation.parse(text)
+        ann = PortData.parse(text)
     except ValueError:
         return None
     return ann if ann.pod_uid == meta.get("uid") else None

@@ -9,24 +9,24 @@ import json
 import pytest
 
 from kuryr_supervisor.controller import handlers
-from kuryr_supervisor.kubernetes.portannotation import (
-    ANNOTATION,
-    PortAnnotation,
+from kuryr_supervisor.kubernetes.portdata import (
+    LEGACY_ANNOTATION,
+    PortData,
     from_pod,
 )
 
-GOOD = PortAnnotation("5c0e-port", "uid-1", "fa:16:3e:00:00:01",
-                      ipaddress.IPv4Interface("10.20.0.12/24"),
-                      ipaddress.IPv4Address("10.20.0.1"))
+GOOD = PortData("5c0e-port", "uid-1", "fa:16:3e:00:00:01",
+                ipaddress.IPv4Interface("10.20.0.12/24"),
+                ipaddress.IPv4Address("10.20.0.1"))
 
 
 def pod(uid: str, text: str | None) -> dict[str, object]:
-    notes = {} if text is None else {ANNOTATION: text}
+    notes = {} if text is None else {LEGACY_ANNOTATION: text}
     return {"metadata": {"uid": uid, "annotations": notes}}
 
 
 def test_round_trip() -> None:
-    assert PortAnnotation.parse(GOOD.to_json()) == GOOD
+    assert PortData.parse(GOOD.to_json()) == GOOD
     assert from_pod(pod("uid-1", GOOD.to_json())) == GOOD
 
 
@@ -52,7 +52,7 @@ def with_field(**change: object) -> str:
 ])
 def test_rejects(text: str) -> None:
     with pytest.raises(ValueError):
-        PortAnnotation.parse(text)
+        PortData.parse(text)
     assert from_pod(pod("uid-1", text)) is None
 
 
