@@ -303,6 +303,7 @@ def _churn(cluster: Any, stack: Any, seconds: float) -> dict[str, Any]:
     and readiness watched meanwhile (see the module)."""
     from tests.fixtures.ovn import health
     from tests.fixtures.ovn.churn import Watch, churn
+    from tests.fixtures.ovn.stack import wait_for
     node = stack.fabric.nodes[0]
     wall0 = time.time()
     watch = Watch(cluster, node).start()
@@ -310,6 +311,11 @@ def _churn(cluster: Any, stack: Any, seconds: float) -> dict[str, Any]:
         done = churn(cluster, node, seconds=seconds, at_once=CHURN_AT_ONCE)
     finally:
         watch.stop()
+    # The controller releases the last pods' PodPorts and ports before
+    # the next phase counts its writes.
+    wait_for(lambda: not _churned_left(cluster), 120,
+             lambda: f"the churned pods' PodPorts deleted: "
+                     f"{_churned_left(cluster)}")
     told = [f"{r} {n}" for r, n, _ in health.events(cluster, wall0)
             if r in ("NodeNetworkFault", "ClusterNetworkFault")]
     return {"seconds": done.seconds, "pairs": done.pairs,
@@ -320,6 +326,13 @@ def _churn(cluster: Any, stack: Any, seconds: float) -> dict[str, Any]:
             "flips": [(round(t, 2), b) for t, b in watch.flips],
             "events": told,
             "condition": health.conditions(cluster, node)[0]}
+
+
+def _churned_left(cluster: Any) -> list[str]:
+    """The churned pods whose PodPort is still in the API."""
+    with cluster.api.cond:
+        return [name for _, name in cluster.api.podports
+                if name.startswith("churn-")]
 
 
 def run(ctx: Context) -> Outcome:
