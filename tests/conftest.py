@@ -35,7 +35,7 @@ import pytest
 
 pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
                   "tests.fixtures.listener", "tests.fixtures.clouds",
-                  "tests.fixtures.ovn.stack"]
+                  "tests.fixtures.ovn.stack", "tests.fixtures.lbclouds"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
 _ran: list[str] = []

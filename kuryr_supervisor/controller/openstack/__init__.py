@@ -1,4 +1,5 @@
-"""The OpenStack adapter: Keystone and Neutron as the controller sees them.
+"""The OpenStack adapter: Keystone, Neutron and Octavia as the controller
+sees them.
 
 The only importer of keystoneauth1; every failure leaves it as one of
 :mod:`.wire`'s errors. Imports nothing else of the controller.
@@ -15,5 +16,8 @@ The only importer of keystoneauth1; every failure leaves it as one of
 - :mod:`.pace`: how big a port create may be and how long it may take;
 - :mod:`.making`: every port made or re-bound, through one path (binding,
   tags, MACs derived from the pods' UIDs);
-- :mod:`.tagging`: tags set after a create, where Neutron drops a create's.
+- :mod:`.tagging`: tags set after a create, where Neutron drops a create's;
+- :mod:`.octavia`: the Octavia calls (load balancers, listeners, pools,
+  members; the ``load-balancer`` service of the catalog, over the same
+  sessions), :mod:`.lbwire` their records and refusals.
 """

@@ -1,11 +1,11 @@
 """The OpenStack adapter: its keystoneauth sessions, the token, the transport.
 
-Keystone and Neutron are reached through keystoneauth sessions built from
-the ``[neutron]`` options (as Kuryr does); the Neutron endpoint comes from the
-token's service catalog (service type ``network``; ``region_name``,
-``valid_interfaces`` and ``service_name`` choose among its endpoints) unless
-``endpoint_override`` names it. Answers are decoded into
-the few fields the controller uses.
+Keystone and Neutron (and Octavia, :meth:`OpenStack.octavia`) are reached
+through keystoneauth sessions built from the ``[neutron]`` options (as
+Kuryr does); the Neutron endpoint comes from the token's service catalog
+(service type ``network``; ``region_name``, ``valid_interfaces`` and
+``service_name`` choose among its endpoints) unless ``endpoint_override``
+names it. Answers are decoded into the few fields the controller uses.
 
 Tokens: keystoneauth caches the token and authenticates again only when it
 expires within the renewal margin, so neither a request nor a readiness
@@ -68,6 +68,7 @@ from kuryr_supervisor.controller.openstack.login import (  # noqa: F401 - re-exp
     LoginPolicy,
 )
 from kuryr_supervisor.controller.openstack.neutron import NeutronApi
+from kuryr_supervisor.controller.openstack.octavia import Octavia, OctaviaTransport
 from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-exported
     CANARY_OWNER,
     DEVICE_OWNER,
@@ -180,6 +181,9 @@ class OpenStack(BoundedCalls, NeutronApi):
                               thread_name="neutron", beat=beat)
         self._session = session
         self._auth = auth
+        self._writes = writes
+        self._endpoint = dict(endpoint or {})
+        self._octavia: Octavia | None = None
         where = {"service_type": "network", **(endpoint or {})}
         reads = adapter.Adapter(session=session, auth=auth, **where)
         self.fence = fence or WriteFence()
@@ -187,6 +191,26 @@ class OpenStack(BoundedCalls, NeutronApi):
             reads, reads if writes is None else adapter.Adapter(
                 session=writes, auth=auth, **where), self.fence), timeout)
         self._keystone = CallPath("keystone", KeystoneUnavailable)
+
+    def octavia(self) -> Octavia:
+        """Octavia's calls (:mod:`.octavia`): the catalog's
+        ``load-balancer`` service in ``[neutron]``'s region and interfaces,
+        over the same sessions and token, writes fenced alike, each call
+        on a path of its own under the same deadline, beating the same
+        heartbeat (built on first ask, then the same)."""
+        if self._octavia is None:
+            from keystoneauth1 import adapter
+            where = {k: v for k, v in self._endpoint.items()
+                     if k in ("interface", "region_name")}
+            where["service_type"] = "load-balancer"
+            reads = adapter.Adapter(session=self._session, auth=self._auth,
+                                    **where)
+            writes = reads if self._writes is None else adapter.Adapter(
+                session=self._writes, auth=self._auth, **where)
+            self._octavia = Octavia(
+                OctaviaTransport(reads, writes, self.fence), self.timeout,
+                deadline=self.deadline, beat=self.beat)
+        return self._octavia
 
     @property
     def login(self) -> LoginPolicy:

@@ -328,16 +328,31 @@ class NeutronApi:
     def subnet(self, subnet_id: str) -> Subnet:
         data = self._bounded("Neutron GET subnet", self._call, "GET",
                              f"/v2.0/subnets/{subnet_id}")
-        try:
-            sub = data["subnet"]
-            gateway = sub.get("gateway_ip")
-            return Subnet(id=str(sub["id"]),
-                          cidr=ipaddress.IPv4Network(sub["cidr"]),
-                          gateway=ipaddress.IPv4Address(gateway) if gateway
-                          else None)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise OpenStackUnavailable(f"Neutron answered a malformed "
-                                       f"subnet: {exc!r}") from exc
+        return _subnet((data or {}).get("subnet"))
+
+    def subnets(self) -> list[Subnet]:
+        """The IPv4 subnets the caller sees (its project's and shared
+        ones), page by page as Neutron pages them: where a Service's
+        members may be."""
+        query: dict[str, str | list[str]] = {
+            "ip_version": "4", "fields": ["id", "cidr", "gateway_ip"],
+            "limit": str(PAGE_SIZE)}
+        out: list[Subnet] = []
+        for _ in range(MAX_PAGES):
+            data = self._bounded("Neutron GET /v2.0/subnets", self._call,
+                                 "GET", "/v2.0/subnets", params=query)
+            items = data.get("subnets") if data else None
+            if not isinstance(items, list):
+                raise OpenStackUnavailable("Neutron GET /v2.0/subnets: no "
+                                           "subnet list")
+            out += [_subnet(s) for s in items]
+            more = any(isinstance(link, dict) and link.get("rel") == "next"
+                       for link in data.get("subnets_links") or ())
+            if not more or not items:
+                return out
+            query["marker"] = out[-1].id
+        raise OpenStackUnavailable(f"Neutron GET /v2.0/subnets: more than "
+                                   f"{MAX_PAGES} pages")
 
     def port_quota(self, project_id: str) -> PortQuota:
         data = self._bounded("Neutron GET quota", self._call, "GET",
@@ -350,6 +365,19 @@ class NeutronApi:
         except (TypeError, ValueError, AttributeError) as exc:
             raise OpenStackUnavailable(f"Neutron answered a malformed "
                                        f"quota: {exc!r}") from exc
+
+
+def _subnet(sub: Any) -> Subnet:
+    """A subnet of Neutron's JSON; a malformed one is an outage."""
+    try:
+        gateway = sub.get("gateway_ip")
+        return Subnet(id=str(sub["id"]),
+                      cidr=ipaddress.IPv4Network(sub["cidr"]),
+                      gateway=ipaddress.IPv4Address(gateway) if gateway
+                      else None)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise OpenStackUnavailable(f"Neutron answered a malformed "
+                                   f"subnet: {exc!r}") from exc
 
 
 class Direct(NeutronApi):
