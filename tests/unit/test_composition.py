@@ -32,13 +32,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "urllib3's PoolManager takes its connection pool classes only as "
         "this attribute (no constructor argument); the adapter sets it on "
         "the pool manager its own init_poolmanager has just built",
-    # To go: the pod book as one record per pod, with methods.
-    ("ports/handler.py", "book.pods"): "the pod book's maps",
-    ("ports/handler.py", "book.finished"): "the pod book's maps",
-    ("ports/handler.py", "book.nodes"): "the pod book's maps",
-    ("ports/handler.py", "book.uncertain"): "the pod book's flag",
-    ("ports/handler.py", "book.inflight"): "the pod book's maps",
-    ("ports/provision.py", "book.uncertain"): "the pod book's flag",
 }
 
 

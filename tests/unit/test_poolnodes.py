@@ -84,7 +84,8 @@ def pools(tmp_path: Path) -> PortPools:
         "ports_pool_node_idle = 30\n")
     conf(["--config-file", str(tmp_path / "c.conf")], default_config_files=[])
     # No claim is made here: a maker over an adapter that reaches nothing.
-    maker = PortMaker(NeutronApi(1.0), network_id="net", subnet_id="sub")
+    maker = PortMaker(NeutronApi(None, 1.0),  # type: ignore[arg-type]
+                      network_id="net", subnet_id="sub")
     return PortPools(conf, PoolBoard(), maker=maker)
 
 

@@ -47,8 +47,8 @@ def holds(w: World, pod: dict[str, Any]) -> bool:
 
 def resync(handler: NeutronPortHandler) -> None:
     """The periodic resync, as the handler's tick makes it."""
-    handler.resync({uid for uid, (_, _, port) in handler.book.pods.items()
-                    if port})
+    handler.resync({uid for uid, pod in handler.book.pods.items()
+                    if pod.port_id})
 
 
 def ported(w: World, count: int) -> tuple[NeutronPortHandler,
@@ -69,9 +69,10 @@ def test_a_finished_pod_gives_its_port_back_once(world: World) -> None:
     assert world.ported(pods[2:])
     assert len(world.neutron.ports) == 2
     book = handler.book
-    assert book.finished == {p["metadata"]["uid"] for p in pods[:2]}
-    assert not (book.finished & (book.nodes.keys() | book.written
-                                 | book.named.keys()))
+    assert {p.uid for p in book.finished()} == {
+        p["metadata"]["uid"] for p in pods[:2]}
+    assert not any(p.node or p.written or p.named or p.port_id
+                   for p in book.finished())
     before = world.writes()
     # Nothing is released twice: its next event, a resync, a relist and
     # its deletion write nothing.

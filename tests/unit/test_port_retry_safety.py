@@ -181,14 +181,14 @@ def test_a_create_that_timed_out_is_waited_for_not_repeated(tmp_path: Path) -> N
         pods = w.add(3)
         with DuplicateWatch(w.neutron) as dups:
             handler = macs_refused(start(w, pods))
-            assert handler.book.inflight and not w.neutron.ports     # 1.3 s timeout
+            assert handler.book.creates() and not w.neutron.ports    # 1.3 s timeout
             w.neutron.faults.port_latency = (0.0, 0.0)
             drive(handler, lambda: w.ported(pods), 20)
         assert dups.most == 1 and len(w.neutron.ports) == 3
         # the one refused for its MACs, then the one never re-sent
         assert w.neutron.counts()["POST /v2.0/ports"] == 2
         assert w.neutron.faults.late_commits == 1
-        assert not handler.book.inflight and w.counts.total == 0
+        assert not handler.book.creates() and w.counts.total == 0
     finally:
         stop(w)
 
@@ -204,7 +204,7 @@ def test_a_later_commit_is_settled_keeping_the_podport(tmp_path: Path) -> None:
         w.neutron.faults.port_latency = (4.0, 4.0)      # commits at 8 s
         pods = w.add(2)
         handler = macs_refused(start(w, pods))          # 1.2 s timeout
-        until = max(handler.book.inflight.values())
+        until = max(t for _, t in handler.book.creates())
         w.neutron.faults.port_latency = (0.0, 0.0)
         drive(handler, lambda: w.ported(pods), 20)      # made again at 3.6 s
         assert time.monotonic() >= until

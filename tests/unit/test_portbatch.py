@@ -194,6 +194,8 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
     import ipaddress
 
     from kuryr_supervisor.controller.ports import resync
+    from kuryr_supervisor.controller.ports.book import PodBook, PodRecord
+    from kuryr_supervisor.controller.ports.podports import Named
 
     def port(pid: str, device: str, created: str, ip: str = "10.0.0.9",
              mac: str = "fa:16:3e:00:00:01") -> osa.Port:
@@ -205,18 +207,22 @@ def test_resync_plan_keeps_what_a_podport_names() -> None:
         port("c", "u2", "1"), port("late", "u2", "0", ip="10.0.0.7", mac="fa:16:3e:00:00:07"),
         port("new", "u5", "1", ip="10.0.0.5", mac="fa:16:3e:00:00:05")])
     assert [p.id for p in listed["u1"]] == ["a", "b"]
-    pods = {u: ("ns", f"p{u}", "") for u in ("u1", "u2", "u3", "u4", "u5", "u6")}
-    named = {"u2": ("c", "10.0.0.9", "fa:16:3e:00:00:01"),
-             "u3": ("gone", "10.0.0.3", "fa:16:3e:00:00:03"),
-             "u5": ("old", "10.0.0.5", "fa:16:3e:00:00:05")}
-    written = {"u2", "u3", "u5"}
-    out = resync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"], pods,
-                          written, listed, named, {"u4": 10.0, "u6": 1.0}, now=5.0)
+    named = {"u2": Named("c", "10.0.0.9", "fa:16:3e:00:00:01"),
+             "u3": Named("gone", "10.0.0.3", "fa:16:3e:00:00:03"),
+             "u5": Named("old", "10.0.0.5", "fa:16:3e:00:00:05")}
+    inflight = {"u4": 10.0, "u6": 1.0}
+    book = PodBook()
+    book.replace(PodRecord(u, "ns", f"p{u}", named=named.get(u),
+                           written=u in named, inflight=inflight.get(u, 0.0))
+                 for u in ("u1", "u2", "u3", "u4", "u5", "u6"))
+    out = resync.plan(["u1", "u2", "u3", "u4", "u5", "u6", "not-a-pod"],
+                      book, listed, now=5.0)
     assert [(uid, p.id) for uid, p in out.write] == [("u1", "a")]
     assert out.keep == {"u1": "a", "u2": "c", "u5": "new"}   # not the older "late"
     assert out.verify == ["u3"] and out.waiting == ["u4"] and out.create == ["u6"]
-    assert written == {"u2", "u3", "u5"}
-    assert pods["u1"][2] == "a" and pods["u2"][2] == "c" and pods["u5"][2] == "new"
+    assert {u for u, p in book.pods.items() if p.written} == {"u2", "u3", "u5"}
+    assert [book.pods[u].port_id for u in ("u1", "u2", "u5")] == [
+        "a", "c", "new"]
 
 
 def test_pace_sizes_requests_and_timeouts_from_measured_latency() -> None:

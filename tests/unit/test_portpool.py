@@ -221,7 +221,8 @@ def test_a_slow_update_holds_no_pod_and_survives_a_restart(
     assert spec["portId"] in pool_ids
     again = running(world, stopping)                  # restart meanwhile
     assert spec["portId"] not in again.pools.of("node-a").free
-    assert again.book.pods[pods[0]["metadata"]["uid"]][2] == spec["portId"]
+    assert again.book.pods[pods[0]["metadata"]["uid"]].port_id == \
+        spec["portId"]
     wait_for(lambda: world.ported(pods))
     assert neutron.counts()["DELETE /v2.0/ports/{id}"] == 0
     # Every other port is a pool port: none was made for the pod.

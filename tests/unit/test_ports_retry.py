@@ -8,12 +8,13 @@ import pytest
 
 from kuryr_supervisor.controller.handlers import HandlerContext
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.book import PodRecord
 from kuryr_supervisor.controller.ports.retry import RETRY_MAX, RETRY_MIN, Retries
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.clusterpods import ClusterPod
 from tests.unit.test_neutronport import Counts
 
-PODS = {u: ("ns", u, "") for u in ("a", "b", "c")}
+PODS = {u: PodRecord(u, "ns", u) for u in ("a", "b", "c")}
 
 
 class Clock:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Sequence
 
 from oslo_config import cfg
 
@@ -160,18 +160,17 @@ class PortPools:
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
-              named: Mapping[str, tuple[str, str, str]] | None = None,
-              hosts: Mapping[str, str] | None = None, *,
-              done: Collection[str] = ()) -> list[osa.Port]:
+              named: Iterable[tuple[str, Sequence[str]]] = ()
+              ) -> list[osa.Port]:
         """``listed`` without its free pool ports, which are re-adopted
         into their nodes' pools. A pool port a pod holds (claimed here, or
-        named by its written PodPort: ``named``, uid -> (port id, address,
-        MAC)) stays in the list as that pod's, and an update not yet
-        applied is made again, bound to the pod's node (``hosts``: uid ->
-        node) like the first; not for a pod of ``done`` (finished: its
-        port is released as a deleted pod's, never claimed again)."""
-        pods, hosts = pods or {}, hosts or {}
-        holder = {n[0]: uid for uid, n in (named or {}).items()}
+        named by its written PodPort: ``named``, (uid, (port id, address,
+        MAC))) stays in the list as that pod's, and an update not yet
+        applied is made again, bound to the pod's node like the first;
+        not for a finished pod (its port is released as a deleted pod's,
+        never claimed again)."""
+        pods = pods or {}
+        holder = {n[0]: uid for uid, n in named}
         rest: list[osa.Port] = []
         waiting: list[osa.Port] = []
         for port in listed:
@@ -183,10 +182,11 @@ class PortPools:
                 waiting.append(port)
                 continue
             rest.append(dataclasses.replace(port, device_id=uid))
-            if uid in pods and uid not in done:
+            pod = pods.get(uid)
+            if pod is not None and not pod.finished:
                 self.claims.submit(port, uid,
                                    port_name(pods, uid, self.tag()),
-                                   hosts.get(uid, ""))
+                                   pod.node)
         new = self.keep(waiting)
         if new and not self.adopted.is_set():
             LOG.info("port pools: %d ports found in Neutron, kept", new)
@@ -217,21 +217,20 @@ class PortPools:
         return new
 
     # -- pods ------------------------------------------------------------------------
-    def serve(self, create: list[str], pods: Pods,
-              hosts: Mapping[str, str] | None = None) -> Served:
-        """Pool ports for the pods ``create`` (``hosts``: UID -> node), at
+    def serve(self, create: list[str], pods: Pods) -> Served:
+        """Pool ports for the pods ``create`` (each bound to its node), at
         once (see the module); their updates follow in the background
         (:mod:`.claims`). A pod's node gets a pool on first demand."""
         if not self.enabled or not create:
             return Served(rest=list(create))
         out = Served()
-        hosts = hosts or {}
         with self.lock:
             for uid in create:
-                if uid not in pods:
+                pod = pods.get(uid)
+                if pod is None:
                     out.rest.append(uid)
                     continue
-                node = hosts.get(uid, "")
+                node = pod.node
                 # Its node's own ports first, else an unbound one (bound
                 # to the node by its claim); never another node's.
                 mine = self.pools.get(self.key_for(node)) if node else None
@@ -247,7 +246,7 @@ class PortPools:
                 counted.hits += 1
         for uid, port in out.taken:
             self.claims.submit(port, uid, port_name(pods, uid, self.tag()),
-                               hosts.get(uid, ""))
+                               pods[uid].node)
         self.wake.set()
         self.publish()
         return out

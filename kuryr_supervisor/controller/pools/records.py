@@ -7,12 +7,30 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Protocol
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import wire
 
-#: uid -> (namespace, name, port id or "") as the handler keeps its pods
-Pods = Mapping[str, tuple[str, str, str]]
+
+class Pod(Protocol):
+    """What the pools read of a pod the handler keeps (its record)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def node(self) -> str: ...      # its port's node ("": needs none)
+
+    @property
+    def finished(self) -> bool: ...
+
+
+#: uid -> the pod, as the handler keeps its pods
+Pods = Mapping[str, Pod]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,5 +73,6 @@ class Served:
 def port_name(pods: Pods, uid: str, tag: str) -> str:
     """The port's name once a pod holds it, as a created port's: the
     cluster's ``tag``, then the pod's namespace and name."""
-    ns, name = pods[uid][:2] if uid in pods else ("", uid)
+    pod = pods.get(uid)
+    ns, name = (pod.namespace, pod.name) if pod is not None else ("", uid)
     return wire.port_name(tag, f"{ns}/{name}")

@@ -41,17 +41,18 @@ are released: a new pod of the same name keeps its own.
 """
 from __future__ import annotations
 
-from kuryr_supervisor.controller.ports.book import PodBook
+from kuryr_supervisor.controller.ports.book import PodBook, PodRecord
 from kuryr_supervisor.controller.ports.resync import ByDevice
 
 
-def held(book: PodBook, uid: str, port_id: str = "") -> list[str] | None:
-    """The ports pod ``uid`` is known to hold (``port_id``, and the one
-    its PodPort names), or None when it is known to hold nothing."""
-    named = book.named.get(uid)
+def held(pod: PodRecord, port_id: str = "") -> list[str] | None:
+    """The ports ``pod`` is known to hold (``port_id``, and the one its
+    PodPort names), or None when it is known to hold nothing."""
+    named = pod.named
     if named is None and not port_id:
         return None
-    return list(dict.fromkeys(p for p in (port_id, named and named[0]) if p))
+    return list(dict.fromkeys(
+        p for p in (port_id, named and named.port_id) if p))
 
 
 def holding(book: PodBook, listing: ByDevice) -> list[tuple[str, list[str]]]:
@@ -60,8 +61,8 @@ def holding(book: PodBook, listing: ByDevice) -> list[tuple[str, list[str]]]:
     their listed ports (the list is the proof: a port it lacks is not
     deleted again)."""
     out = []
-    for uid in book.finished:
-        listed = [p.id for p in listing.pop(uid, ())]
-        if listed or uid in book.named:
-            out.append((uid, listed))
+    for pod in book.finished():
+        listed = [p.id for p in listing.pop(pod.uid, ())]
+        if listed or pod.named is not None:
+            out.append((pod.uid, listed))
     return out

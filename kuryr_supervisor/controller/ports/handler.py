@@ -85,7 +85,7 @@ from kuryr_supervisor.controller.ports import (
     resync,
     verify,
 )
-from kuryr_supervisor.controller.ports.book import PodBook
+from kuryr_supervisor.controller.ports.book import PodBook, PodRecord
 from kuryr_supervisor.controller.ports.gone import Gone
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
 from kuryr_supervisor.controller.ports.provision import Provision
@@ -193,58 +193,68 @@ class NeutronPortHandler:
                 self.report.fault(Fault.SUBNET_FULL, False)
         elif self._swept_at and now - self._swept_at >= float(
                 self.conf.controller.resync_interval):
-            self.resync({uid for uid, (_, _, port) in book.pods.items() if port})
+            self.resync({uid for uid, pod in book.pods.items() if pod.port_id})
 
     def _wait_over(self) -> bool:
         """A pod waits for a create that can no longer commit: retry now,
         not at the next backoff round."""
-        inflight = self.book.inflight
-        if inflight and self.maker.modes.macs:
-            inflight.clear()        # idempotent creates: nothing to wait
-        if not inflight:
+        book = self.book
+        held = book.held()
+        if held and self.maker.modes.macs:
+            for pod in held:            # idempotent creates: nothing to wait
+                book.release(pod.uid)
+            return False
+        if not held:
             return False
         now = self.pace.now()
-        over = [u for u, t in inflight.items() if t <= now]
+        over = [pod.uid for pod in held if pod.inflight <= now]
         for uid in over:        # once: an outage keeps its backoff
-            del inflight[uid]
+            book.release(uid)
         return any(u in self.retries.pending for u in over)
 
     # -- the informer's sink ---------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
         book = self.book
-        old, need, was = book.pods, set(), book.finished
-        book.pods, book.finished = {}, set()
-        book.nodes, placed = {}, []
+        old, need, placed = book.pods, set(), []
+        records, newly = [], []
         for pod in pods:
-            if pod.finished or pod.uid in was:      # needs none, ever again
-                book.pods[pod.uid] = (pod.namespace, pod.name, "")
-                book.finished.add(pod.uid)
+            before = old.get(pod.uid)
+            if pod.finished or (before is not None and before.finished):
+                # needs none, ever again
+                records.append(PodRecord(
+                    pod.uid, pod.namespace, pod.name, finished=True,
+                    named=before.named if before is not None else None))
+                if before is None or not before.finished:
+                    newly.append(pod.uid)
                 continue
-            book.pods[pod.uid] = (pod.namespace, pod.name,
-                                  old.get(pod.uid, ("", "", ""))[2])
+            node = pod.node if pod.needs_port else ""
+            records.append(PodRecord(
+                pod.uid, pod.namespace, pod.name, node=node,
+                port_id=before.port_id, written=before.written,
+                named=before.named, inflight=before.inflight)
+                if before is not None else
+                PodRecord(pod.uid, pod.namespace, pod.name, node=node))
             if pod.needs_port:
                 need.add(pod.uid)
                 placed.append((pod.uid, pod.node))
-                book.nodes[pod.uid] = pod.node
         del old
-        for uid in book.finished - was:     # finished while unwatched: the
-            self._forget(uid)               # resync releases what it holds
+        book.replace(records)   # a pod the list lacks keeps what it names
+        del records
+        for uid in newly:               # finished while unwatched: the
+            self._forget(uid)           # resync releases what it holds
         self.gone.arrived(book.pods)
         if self.held is not None:   # the first list: creates in flight
             now = self.pace.now()
             for uid in need:
                 left = self.held.left(uid)
                 if left > 0:
-                    book.inflight[uid] = max(book.inflight.get(uid, 0.0),
-                                             now + left)
+                    book.hold(uid, now + left)
             self.held = None
         self.pools.listed(placed)               # nodes with pods: pools
-        book.written &= book.pods.keys() - book.finished
-        # What a PodPort names is kept for a pod the list lacks: the list
-        # may lag (:mod:`.gone`), and a pod confirmed gone drops it.
         self.retries.pending &= need
         for uid in self.batch.take():
-            if uid in book.pods and uid not in book.finished:
+            batched = book.get(uid)
+            if batched is not None and not batched.finished:
                 need.add(uid)
         self.resync(need)
         if len(book.pods) >= _TRIM_FROM:
@@ -252,36 +262,35 @@ class NeutronPortHandler:
 
     def upsert(self, pod: ClusterPod) -> None:
         book = self.book
-        if pod.finished or pod.uid in book.finished:
+        record = book.get(pod.uid)
+        if pod.finished or (record is not None and record.finished):
             self._finish(pod)
             return
-        new = pod.uid not in book.pods
-        port = book.pods.get(pod.uid, ("", "", ""))[2]
-        book.pods[pod.uid] = (pod.namespace, pod.name, port)
-        self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
-        if new:
+        new = record is None
+        if record is None:
+            record = book.add(PodRecord(pod.uid, pod.namespace, pod.name))
             self.gone.arrived([pod.uid])
+        self.pools.placed(pod.uid, pod.node if pod.needs_port else "")
         if pod.needs_port:
-            book.nodes[pod.uid] = pod.node
-        if pod.needs_port and new and pod.uid in book.named:
+            record.needs(pod.node)
+        if pod.needs_port and new and record.named is not None:
             # A pod a lagging list lacked: its PodPort names its port,
             # which the next resync finds (nothing is made for it).
             self.retries.wait([pod.uid])
-        elif pod.needs_port and pod.uid not in book.written:
+        elif pod.needs_port and not record.written:
             if pod.uid not in self.retries.pending:
                 self.batch.add(pod.uid)
         self._flush_if_due()
 
     def delete(self, pod: ClusterPod) -> None:
-        book = self.book
-        port = book.pods.pop(pod.uid, ("", "", ""))[2]
-        named = book.named.pop(pod.uid, None)
-        released = pod.uid in book.finished and named is None
-        book.finished.discard(pod.uid)
+        record = self.book.drop(pod.uid)
+        port = record.port_id if record is not None else ""
+        named = record.named if record is not None else None
+        released = record is not None and record.finished and named is None
         self._forget(pod.uid)
         self.gone.arrived([pod.uid])
         if not released:        # a finished pod's went when it finished
-            ports = [port] if port and not book.uncertain else []
+            ports = [port] if port and not self.book.uncertain else []
             self.retries.release(pod.namespace, pod.name, lambda: (
                 self.owned.release(pod.uid, pod.namespace, pod.name, ports,
                                    look_up=not ports)))
@@ -292,20 +301,21 @@ class NeutronPortHandler:
         known to hold is released now, as a deleted pod's; the rest by
         the resyncs. It stays in the book, needing no port."""
         book, uid = self.book, pod.uid
-        new = uid not in book.pods
-        port = book.pods.get(uid, ("", "", ""))[2]
-        book.pods[uid] = (pod.namespace, pod.name, "")
-        if new:
+        record = book.get(uid)
+        if record is None:
+            record = book.add(PodRecord(uid, pod.namespace, pod.name))
             self.gone.arrived([uid])
-        if uid in book.finished:
+        port = record.port_id
+        record.took("")
+        if record.finished:
             if not pod.finished:
                 LOG.debug("pod %s/%s: phase %r after a terminal one: an "
                           "event out of date, ignored", pod.namespace,
                           pod.name, pod.phase)
             return
-        book.finished.add(uid)
+        record.done()
         self._forget(uid)
-        ports = finished.held(book, uid, port)
+        ports = finished.held(record, port)
         if ports is not None:
             self._release(uid, ports, look_up=book.uncertain)
         self._flush_if_due()
@@ -313,13 +323,13 @@ class NeutronPortHandler:
     def _forget(self, uid: str) -> None:
         """Pod ``uid`` needs no port (gone, or finished): nothing is made,
         retried, polled or told for it any more."""
-        book = self.book
         self.retries.pending.discard(uid)
         self.batch.discard(uid)
-        book.written.discard(uid)
-        book.nodes.pop(uid, None)
+        record = self.book.get(uid)
+        if record is not None:          # finished: it stays, needing none
+            record.needs_none()
+            self.book.release(uid)
         self.pools.placed(uid, "")
-        book.inflight.pop(uid, None)
         self.report.forget(uid)
         self.status.forget(uid)
 
@@ -328,10 +338,11 @@ class NeutronPortHandler:
         any other Neutron has of it) released as a deleted pod's; what its
         PodPort named is forgotten once that went through (until then a
         resync tries again)."""
-        ns, name, _ = self.book.pods[uid]
+        record = self.book.pods[uid]
+        ns, name = record.namespace, record.name
         if self.retries.release(ns, name, lambda: self.owned.release(
                 uid, ns, name, ports, look_up=look_up)):
-            self.book.named.pop(uid, None)
+            record.names(None)
         self._beat()
 
     # -- steps --------------------------------------------------------------------------
@@ -348,56 +359,52 @@ class NeutronPortHandler:
         sweep; then create the ports ``need`` still lacks and write the
         PodPorts not yet written (see the module)."""
         book = self.book
-        need = {uid for uid in need if uid not in book.finished}
+        need = {uid for uid in need
+                if (pod := book.get(uid)) is None or not pod.finished}
         self._swept_at = time.monotonic()
         try:
             if not self._indexed:
                 # Every PodPort, a pod the list lacks included (it may lag).
                 for uid, (mine, said) in self.provision.writer.index(
                         self._beat).items():
-                    book.named[uid] = mine
+                    book.name(uid, mine)
                     self.status.said[uid] = said
-                book.written |= (book.named.keys() & book.pods.keys()
-                                 ) - book.finished
+                for pod in book.pods.values():
+                    if pod.named is not None and not pod.finished:
+                        pod.wrote()
                 self._indexed = True
             listed = self.owned.listed()
         except (osa.OpenStackError, k8s.K8sError) as exc:
             # Only pods still without their PodPort wait for the next try.
-            waiting = need - book.written
-            self.retries.failed(waiting, exc, book.pods)
-            self.report.refused([(u, *book.pods[u][:2]) for u in waiting
-                                 if u in book.pods], exc)
+            waiting = [pod for uid in need
+                       if (pod := book.get(uid)) is not None
+                       and not pod.written]
+            self.retries.failed([pod.uid for pod in waiting], exc, book.pods)
+            self.report.refused(waiting, exc)
             LOG.warning("port resync postponed: %s", exc)
             return
-        book.uncertain = False
+        book.trust()
         self.retries.pending -= need    # failures below put them back
         ours, proven = resync.proven(listed, self.owned.tag)
         del listed
-        ours = self.pools.adopt(ours, book.pods, book.named,  # pool's
-                                book.nodes, done=book.finished)
+        ours = self.pools.adopt(ours, book.pods, book.all_named())  # pool's
         self.report.sweep_proven(proven)
         listing = resync.by_device(ours)
         del ours
         releases = finished.holding(book, listing)
         now = self.pace.now()
-        book.inflight = {u: t for u, t in book.inflight.items()
-                         if t > now and u in book.pods
-                         and u not in book.finished
-                         and not self.provision.idempotent}
-        plan = resync.plan(need, book.pods, book.written, listing,
-                           book.named, book.inflight, now)
+        book.expire(now, idempotent=self.provision.idempotent)
+        plan = resync.plan(need, book, listing, now)
         for uid, _ in plan.write:
-            book.inflight.pop(uid, None)
+            book.release(uid)
         self.retries.wait(plan.waiting)
         incomplete, again = verify.verify(
-            self.cloud, self.client, plan, book.pods, book.written, book.named,
-            verify.Where(self.maker, self.owned.tag,
-                         lambda u: book.nodes.get(u, "")),
+            self.cloud, self.client, plan, book,
+            verify.Where(self.maker, self.owned.tag, book.node),
             self.report, self._beat)
         self.retries.wait(again)
         self.retries.wait(verify.repoint(
-            self.client, plan, book.pods, book.named, self.report,
-            self._beat, lambda u: book.nodes.get(u, "")))
+            self.client, plan, book, self.report, self._beat))
         create = plan.create
         if incomplete:          # the list proved wrong: no create, no sweep
             self.retries.wait(create)
@@ -406,7 +413,8 @@ class NeutronPortHandler:
             resync.sweep(self.cloud, listing, book.pods, plan.keep,
                          self._beat, confirm=self._confirm_gone)
         self.status.seen(self.client, book.pods, (
-            (uid, port) for uid, kept in plan.keep.items() if uid in book.named
+            (uid, port) for uid, kept in plan.keep.items()
+            if book.named(uid) is not None
             for port in listing.get(uid, ()) if port.id == kept), self._beat)
         self.provision.run(create, plan.write)
         for uid, ports in releases:       # after the pods that need ports
@@ -417,6 +425,6 @@ class NeutronPortHandler:
         gone (:mod:`.gone`); what their PodPorts named is forgotten."""
         gone = self.gone.confirm(devices)
         for uid in gone:
-            self.book.named.pop(uid, None)
+            self.book.name(uid, None)
             self.status.forget(uid)
         return gone

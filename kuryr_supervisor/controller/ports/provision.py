@@ -107,10 +107,11 @@ class Provision:
         book = self.book
         now = self.pace.now()
         waiting = [] if self.idempotent else [
-            u for u in create if book.inflight.get(u, 0.0) > now]
+            u for u in create if (pod := book.get(u)) is not None
+            and pod.inflight > now]
         self.retries.wait(waiting)       # their create may still commit
-        free = [u for u in create if u in book.pods and u not in waiting]
-        served = self.pools.serve(free, book.pods, book.nodes)
+        free = [u for u in create if u in book and u not in waiting]
+        served = self.pools.serve(free, book.pods)
         for uid, port in served.taken:
             book.holds(uid, port.id)
         self.write(write + served.taken)    # ports that existed: at once
@@ -129,20 +130,20 @@ class Provision:
             for uid in create:
                 self.retries.failed([uid], exc, book.pods)
             return
-        devices = [(book.port_name(u, tag), u) for u in create
-                   if u in book.pods]
+        devices = [(book.port_name(u, tag), u) for u in create if u in book]
         if not devices:
             return
 
         def made(ports: dict[str, osa.Port]) -> None:
             items = []
             for uid, port in ports.items():
-                if uid in book.pods:
+                if uid in book:
                     book.holds(uid, port.id)
                     items.append((uid, port))
             self.write(items, new=True)
         out = batch.create(
-            self.maker, devices, tag=tag, pace=self.pace, hosts=book.nodes,
+            self.maker, devices, tag=tag, pace=self.pace,
+            hosts={u: book.node(u) for _, u in devices},
             beat=self.beat, in_flight=self.in_flight, on_made=made,
             announce=self.announce)
         if out.made:
@@ -150,24 +151,26 @@ class Provision:
                      len(devices))
             self.report.made()
         if not self.idempotent:
-            book.inflight.update(out.pending)
+            for uid, until in out.pending.items():
+                if uid in book:
+                    book.hold(uid, until)
         self._failed(out.failed, bool(out.made))
 
     def _failed(self, failed: dict[str, Exception], made: bool) -> None:
         """What the pods whose ports were not made wait for (see the
         module); ``made``: some ports were."""
         book = self.book
-        full = [(u, *book.pods[u][:2]) for u, e in failed.items()
-                if isinstance(e, wire.SubnetFull) and u in book.pods]
+        full = [book.pods[u] for u, e in failed.items()
+                if isinstance(e, wire.SubnetFull) and u in book]
         if full:
-            self.report.subnet_full(full, str(failed[full[0][0]]))
+            self.report.subnet_full(full, str(failed[full[0].uid]))
         elif made:
             self.report.fault(Fault.SUBNET_FULL, False)
         for kind in wire.UNFIXABLE:
-            stuck = [(u, *book.pods[u][:2]) for u, e in failed.items()
-                     if isinstance(e, kind) and u in book.pods]
+            stuck = [book.pods[u] for u, e in failed.items()
+                     if isinstance(e, kind) and u in book]
             if stuck:
-                self.report.refused(stuck, failed[stuck[0][0]])
+                self.report.refused(stuck, failed[stuck[0].uid])
         starving = [u for u, e in failed.items()
                     if isinstance(e, osa.QuotaExceeded)]
         if starving:
@@ -177,12 +180,12 @@ class Provision:
             if isinstance(error, (MacsRefused, osa.MacInUse)):
                 # Nothing made: tried again as Neutron allows (its MACs),
                 # or after a list (what a 409 left unsettled).
-                book.uncertain = book.uncertain or isinstance(
-                    error, osa.MacInUse)
+                if isinstance(error, osa.MacInUse):
+                    book.doubt()
                 self.retries.wait([uid])
                 continue
             if not isinstance(error, (osa.OpenStackRefused, k8s.K8sError)):
-                book.uncertain = True       # the answer was lost
+                book.doubt()                # the answer was lost
             self.retries.failed([uid], error, book.pods)
 
     def _relieve(self, starving: list[str]) -> set[str]:
@@ -195,8 +198,8 @@ class Provision:
         served: list[tuple[str, osa.Port]] = []
         gave = 0
         for uid in starving:
-            node = book.nodes.get(uid, "")
-            port = self.pools.take_fullest(node) if uid in book.pods else None
+            node = book.node(uid)
+            port = self.pools.take_fullest(node) if uid in book else None
             if port is None:
                 break
             try:
@@ -238,9 +241,9 @@ class Provision:
         within = self.fence.left() + COMMIT_WAIT * likely
         # Pods with their PodPort, or gone, need no one to wait for them.
         self.announced = {u: t for u, t in self.announced.items()
-                          if t > now and u in book.pods
-                          and u not in book.written}
-        for uid, until in [*book.inflight.items(),
+                          if t > now and (pod := book.get(u)) is not None
+                          and not pod.written}
+        for uid, until in [*book.creates(),
                            *((u, now + within) for u in uids)]:
             if until > now:
                 self.announced[uid] = max(self.announced.get(uid, 0.0), until)
@@ -254,30 +257,31 @@ class Provision:
         book = self.book
         items = []
         for uid, port in write:
-            if uid not in book.pods:
+            pod = book.get(uid)
+            if pod is None:
                 continue
             try:
                 data = self.owned.data(uid, port)
             except Exception as exc:  # noqa: BLE001 - counted per pod below
                 self.retries.failed([uid], exc, book.pods)
                 continue
-            ns, name, _ = book.pods[uid]
-            items.append(PodPort(uid, ns, name, data,
-                                 port.state if new else "",
-                                 book.nodes.get(uid, "")))
+            items.append(PodPort(uid, pod.namespace, pod.name, data,
+                                 port.state if new else "", pod.node))
         ports = dict(write)
         done = self.writer.write_all(items, self.beat)
         for uid, error in done.items():
             if isinstance(error, Kept):     # the PodPort stays as it is
-                book.named[uid] = error.named
+                book.name(uid, error.named)
                 error = None
             elif error is None and uid in ports:
                 port = ports[uid]
-                book.named[uid] = Named(port.id, str(port.ip),
-                                        port.mac.lower())
+                book.name(uid, Named(port.id, str(port.ip),
+                                     port.mac.lower()))
                 self.status.made(uid, port.id)
             if error is None:
-                book.written.add(uid)
+                pod = book.get(uid)
+                if pod is not None:
+                    pod.wrote()
                 self.retries.succeeded(uid)
             else:
                 self.retries.failed([uid], error, book.pods)

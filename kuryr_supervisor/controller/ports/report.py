@@ -37,6 +37,7 @@ from typing import Any
 
 from kuryr_supervisor.controller.openstack import wire
 from kuryr_supervisor.controller.openstack.making import Modes
+from kuryr_supervisor.controller.ports.book import PodRecord
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes.events import SOURCE, rfc3339
 from kuryr_supervisor.state import Fault, Mode, SharedState
@@ -83,12 +84,12 @@ class PortReport:
                    "with ports that lack the tag; the sweep deletes nothing "
                    "until a list proves which ports are ours")
 
-    def subnet_full(self, pods: Iterable[tuple[str, str, str]],
+    def subnet_full(self, pods: Iterable[PodRecord],
                     why: str) -> None:
-        """``pods`` ((uid, namespace, name)) wait for an address."""
+        """``pods`` wait for an address."""
         self.fault(Fault.SUBNET_FULL, True, why)
-        for uid, ns, name in pods:
-            self.event(uid, ns, name, "PortSubnetFull",
+        for pod in pods:
+            self.event(pod.uid, pod.namespace, pod.name, "PortSubnetFull",
                        f"no Neutron port: the pod subnet has no free "
                        f"address ({why[:200]}); the pod waits")
 
@@ -98,16 +99,16 @@ class PortReport:
         self.fault(Fault.PORT_LOST, True, f"pod {namespace}/{name}: {why}")
         self.event(uid, namespace, name, "PortLost", why)
 
-    def refused(self, pods: Iterable[tuple[str, str, str]],
+    def refused(self, pods: Iterable[PodRecord],
                 exc: Exception) -> bool:
-        """``pods`` ((uid, namespace, name)) wait for a port Neutron
+        """``pods`` wait for a port Neutron
         refuses in a way no restart fixes (``exc``); False when ``exc`` is
         no such refusal."""
         for kind, fault, reason in UNFIXABLE:
             if isinstance(exc, kind):
                 self.fault(fault, True, f"Neutron: {exc}")
-                for uid, ns, name in pods:
-                    self.event(uid, ns, name, reason,
+                for pod in pods:
+                    self.event(pod.uid, pod.namespace, pod.name, reason,
                                f"no Neutron port: {str(exc)[:300]}; the "
                                f"pod waits")
                 return True

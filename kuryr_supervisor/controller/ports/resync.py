@@ -32,12 +32,12 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 
 from kuryr_supervisor.controller.openstack import adapter as osa
-from kuryr_supervisor.controller.ports.book import Named
+from kuryr_supervisor.controller.ports.book import Named, PodBook, PodRecord
 
 LOG = logging.getLogger(__name__)
 
-#: uid -> (namespace, name, port id or "")
-Pods = dict[str, tuple[str, str, str]]
+#: uid -> the pod's record
+Pods = Mapping[str, PodRecord]
 ByDevice = dict[str, list[osa.Port]]
 
 
@@ -80,39 +80,36 @@ class Plan:
         default_factory=list)
 
 
-def plan(need: Iterable[str], pods: Pods, written: set[str],
-         listed: ByDevice, named: Mapping[str, Named],
-         inflight: Mapping[str, float], now: float) -> Plan:
-    """The work for the pods ``need`` (see the module). Updates ``pods``
-    (the port each keeps) and ``written`` (a pod whose PodPort must be
-    written is no longer written)."""
+def plan(need: Iterable[str], book: PodBook, listed: ByDevice,
+         now: float) -> Plan:
+    """The work for the pods ``need`` (see the module). Updates their
+    records: the port each keeps, and whether its PodPort is written (a
+    pod whose PodPort must be written is no longer written)."""
     out = Plan()
     for uid in need:
-        if uid not in pods:
+        pod = book.get(uid)
+        if pod is None:
             continue
         ports = listed.get(uid) or []
-        ns, name, _ = pods[uid]
-        mine = named.get(uid)
+        mine = pod.named
         if mine is not None:
             kept = [p for p in ports if is_named(p, mine)]
             if kept:
-                pods[uid] = (ns, name, kept[0].id)
-                written.add(uid)
+                pod.keeps(kept[0].id)
                 out.keep[uid] = kept[0].id
-                if kept[0].id != mine[0]:
+                if kept[0].id != mine.port_id:
                     out.repoint.append((uid, kept[0]))
             else:
                 out.verify.append(uid)
             continue
         if ports:
-            written.discard(uid)
-            pods[uid] = (ns, name, ports[0].id)
+            pod.adopts(ports[0].id)
             out.write.append((uid, ports[0]))
             out.keep[uid] = ports[0].id
-        elif inflight.get(uid, 0.0) > now:
+        elif pod.inflight > now:
             out.waiting.append(uid)
         else:
-            written.discard(uid)
+            pod.unwritten()
             out.create.append(uid)
     return out
 

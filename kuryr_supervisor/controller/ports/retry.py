@@ -30,6 +30,7 @@ from typing import Protocol
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.wire import UNFIXABLE, SubnetFull
+from kuryr_supervisor.controller.ports.book import PodRecord
 from kuryr_supervisor.kubernetes import client as k8s
 
 LOG = logging.getLogger(__name__)
@@ -87,9 +88,9 @@ class Retries:
         self.pending.update(uids)
 
     def failed(self, uids: Iterable[str], exc: BaseException,
-               pods: Mapping[str, tuple[str, str, str]]) -> None:
-        """``uids`` (those still in ``pods``, uid -> (namespace, name,
-        port id)) failed with ``exc``; see the module for what follows."""
+               pods: Mapping[str, PodRecord]) -> None:
+        """``uids`` (those still in ``pods``, their records) failed with
+        ``exc``; see the module for what follows."""
         uids = [u for u in uids if u in pods]
         if uids and not self.pending:       # the first to wait: not at once
             self.at = self._clock() + self._delay
@@ -100,7 +101,7 @@ class Retries:
             self._outage = str(exc)
             return
         for uid in uids:
-            ns, name, _ = pods[uid]
+            ns, name = pods[uid].namespace, pods[uid].name
             if isinstance(exc, k8s.K8sPermanent) and exc.status == 409:
                 self.pending.add(uid)   # the PodPort changed: read it again
             elif isinstance(exc, k8s.K8sPermanent):

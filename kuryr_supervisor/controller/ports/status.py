@@ -30,9 +30,10 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.ports.book import PodRecord
 from kuryr_supervisor.controller.ports.report import PortReport
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
@@ -91,7 +92,7 @@ class PortStatus:
         self.said.setdefault(uid, "")
         self.polling[uid] = (port_id, self._clock())
 
-    def seen(self, client: k8s.K8sClient, pods: dict[str, tuple[str, str, str]],
+    def seen(self, client: k8s.K8sClient, pods: Mapping[str, PodRecord],
              ports: Iterable[tuple[str, osa.Port]],
              beat: Callable[[], None]) -> None:
         """``ports`` ((uid, its kept port)) as Neutron lists them: write
@@ -100,13 +101,15 @@ class PortStatus:
             state = port.state
             if uid in pods and uid not in self.busy and \
                     differs(self.said.get(uid, ""), state):
-                self._write(client, uid, pods[uid][:2], state, port.id)
+                pod = pods[uid]
+                self._write(client, uid, (pod.namespace, pod.name), state,
+                            port.id)
                 beat()
             if state in SETTLED:
                 self.polling.pop(uid, None)
 
     def poll(self, cloud: osa.OpenStack, client: k8s.K8sClient,
-             pods: dict[str, tuple[str, str, str]], interval: float,
+             pods: Mapping[str, PodRecord], interval: float,
              beat: Callable[[], None]) -> None:
         """What the last round found written, then the next round started
         when due (see the module); never waits for Neutron."""
@@ -138,7 +141,7 @@ class PortStatus:
         return float("inf") if self._round is None else ROUND_CHECK
 
     def _take(self, client: k8s.K8sClient,
-              pods: dict[str, tuple[str, str, str]],
+              pods: Mapping[str, PodRecord],
               beat: Callable[[], None]) -> None:
         """A finished round's ports, for the pods still polled for them."""
         done = self._round

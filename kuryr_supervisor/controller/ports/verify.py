@@ -36,8 +36,9 @@ from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import wire
 from kuryr_supervisor.controller.openstack.making import PortMaker, Want
 from kuryr_supervisor.controller.ports import podports
+from kuryr_supervisor.controller.ports.book import Named, PodBook
 from kuryr_supervisor.controller.ports.report import PortReport
-from kuryr_supervisor.controller.ports.resync import Named, Plan, Pods
+from kuryr_supervisor.controller.ports.resync import Plan
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.kubernetes import podport
 
@@ -55,8 +56,7 @@ class Where:
 
 
 def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
-           pods: Pods, written: set[str], named: dict[str, Named],
-           where: Where, report: PortReport,
+           book: PodBook, where: Where, report: PortReport,
            beat: Callable[[], None]) -> tuple[bool, list[str]]:
     """Settle ``plan.verify`` (see the module), filling ``plan.keep`` and,
     for pods not bound whose port is gone, ``plan.create``. Returns
@@ -66,9 +66,11 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
     incomplete = False
     for i, uid in enumerate(plan.verify):
         beat()
-        mine = named[uid]
-        port_id = mine.port_id
-        ns, name, _ = pods[uid]
+        pod = book.pods[uid]
+        mine = pod.named
+        if mine is None:                # the plan verifies what is named
+            continue
+        port_id, ns, name = mine.port_id, pod.namespace, pod.name
         try:
             port = cloud.port(port_id)
         except osa.OpenStackError as exc:
@@ -81,7 +83,7 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
                         "Neutron still has: the list is not trusted this "
                         "time", port_id, ns, name)
             plan.keep[uid] = port.id
-            written.add(uid)
+            pod.wrote()
             incomplete = True
             again += plan.verify[i + 1:]
             break
@@ -94,21 +96,19 @@ def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
         if current is None or not podport.bound_at(current):
             LOG.info("pod %s/%s: port %s is gone and the pod is not bound: "
                      "a new port", ns, name, port_id)
-            named.pop(uid, None)
-            written.discard(uid)
+            pod.lost()
             plan.create.append(uid)
             continue
-        again += _remake(cloud, uid, mine, plan, pods, written, where,
-                         report)
+        again += _remake(cloud, uid, mine, plan, book, where, report)
     return incomplete, again
 
 
 def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
-            pods: Pods, written: set[str], where: Where,
-            report: PortReport) -> list[str]:
+            book: PodBook, where: Where, report: PortReport) -> list[str]:
     """The port is gone: make it again as it was (see the module)."""
     port_id, ip, mac = mine
-    ns, name, _ = pods[uid]
+    pod = book.pods[uid]
+    ns, name = pod.namespace, pod.name
     try:
         [port] = where.maker.make(
             [Want(wire.port_name(where.tag, f"{ns}/{name}"), uid,
@@ -129,17 +129,14 @@ def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
     LOG.warning("pod %s/%s: its port %s vanished; made %s again with the "
                 "same address %s and MAC %s, bound to %s", ns, name, port_id,
                 port.id, ip, mac, port.host or where.hosts(uid) or "no node")
-    pods[uid] = (ns, name, port.id)
+    pod.keeps(port.id)
     plan.keep[uid] = port.id
     plan.repoint.append((uid, port))
-    written.add(uid)
     return []
 
 
-def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
-            named: dict[str, Named], report: PortReport,
-            beat: Callable[[], None],
-            hosts: Callable[[str], str] = lambda uid: "") -> list[str]:
+def repoint(client: k8s.K8sClient, plan: Plan, book: PodBook,
+            report: PortReport, beat: Callable[[], None]) -> list[str]:
     """The PodPorts of ``plan.repoint`` name their pod's port made again
     (same address and MAC, a new id), and each pod gets a Normal Event
     ``PortRecreated``: the node re-points the pod's interface to it. The
@@ -147,25 +144,27 @@ def repoint(client: k8s.K8sClient, plan: Plan, pods: Pods,
     again = []
     for uid, port in plan.repoint:
         beat()
-        ns, name, _ = pods[uid]
-        old = named[uid]
+        pod = book.pods[uid]
+        ns, name, old = pod.namespace, pod.name, pod.named
+        if old is None:
+            continue
         try:
             kept = podports.repoint(client, ns, name, old, port.id,
-                                    port.host or hosts(uid))
+                                    port.host or pod.node)
         except k8s.K8sError as exc:
             LOG.warning("pod %s/%s: PodPort not yet re-pointed to port %s: "
                         "%s", ns, name, port.id, exc)
             again.append(uid)
             continue
         if kept is not None:            # it says otherwise by now
-            named[uid] = kept.named
+            pod.names(kept.named)
             continue
-        named[uid] = old._replace(port_id=port.id)
+        pod.names(old._replace(port_id=port.id))
         report.forget(uid, "PortRecreated")
         report.event(uid, ns, name, "PortRecreated",
-                     f"Neutron port {old[0]} vanished; port {port.id} was "
-                     f"made again with the same address {old[1]} and MAC "
-                     f"{old[2]}, bound to {port.host or 'its node'}; the "
+                     f"Neutron port {old.port_id} vanished; port {port.id} "
+                     f"was made again with the same address {old.ip} and "
+                     f"MAC {old.mac}, bound to {port.host or 'its node'}; the "
                      f"node re-points the pod's interface to it",
                      kind="Normal")
     return again
