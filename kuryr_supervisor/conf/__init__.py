@@ -33,6 +33,7 @@ from kuryr_supervisor.conf import (
     metrics,
     network_health,
     secretfiles,
+    services,
     supervisor,
     unknown,
     vif_pool,
@@ -42,7 +43,7 @@ CONF = cfg.CONF
 PROJECT = files.PROJECT
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller, vif_pool, network_health)
+    cni_install, controller, vif_pool, network_health, services)
 
 
 class ConfigError(Exception):

@@ -141,11 +141,13 @@ class Runtime:
 
     def informer(self, source: Source[T], sink: Sink[T], *,
                  heartbeat: Callable[[], None], what: str = "pod",
-                 wake_in: Callable[[], float] = lambda: math.inf
+                 wake_in: Callable[[], float] = lambda: math.inf,
+                 on_synced: Callable[[], None] | None = None
                  ) -> Informer[T]:
         """The standard watch of ``source`` into ``sink``: the configured
         heartbeat interval and backoff, stalled after the client's read
-        timeout, the handler ready once listed; ``heartbeat`` is the
+        timeout, the handler ready once listed (``on_synced``: what to do
+        instead, for a handler ready only later); ``heartbeat`` is the
         handler's tick, ``wake_in`` when it wants the next one sooner."""
         conf = self.conf
         return Informer(
@@ -153,7 +155,8 @@ class Runtime:
             heartbeat_interval=float(conf.supervisor.heartbeat_interval),
             backoff_max=float(conf.watcher.backoff_max),
             stall_timeout=self.kubernetes().watch_read_timeout + STALL_MARGIN,
-            on_synced=lambda: self.ready(True), wake_in=wake_in)
+            on_synced=on_synced or (lambda: self.ready(True)),
+            wake_in=wake_in)
 
     # -- the hooks -----------------------------------------------------------
     def ready(self, value: bool) -> None:

@@ -5,9 +5,10 @@ pool, deadlines, errors and the write fence, over urllib3 to the endpoint
 :mod:`.config` resolves, re-exported here for callers) with this node's
 name and one generic client (:class:`~.resource.ResourceClient`) per
 resource the daemon uses: ``pods``, ``nodes``, ``namespaces``,
-``events``, ``leases``, ``podports``, ``nodenetworks``. Every verb is
-that client's; what an object means is its own module's (:mod:`.podport`,
-:mod:`.nodenetwork`, :mod:`.leases`, :mod:`.nodes`, :mod:`.events`).
+``events``, ``leases``, ``services``, ``endpointslices``, ``podports``,
+``nodenetworks``. Every verb is that client's; what an object means is
+its own module's (:mod:`.podport`, :mod:`.nodenetwork`, :mod:`.leases`,
+:mod:`.nodes`, :mod:`.events`, :mod:`.services`).
 Besides, this node's pods as an informer's source (:attr:`K8sClient.
 node_pods`) and the health probes. Answers are decoded by :mod:`.wire`,
 whose errors and types are re-exported here too.
@@ -26,11 +27,13 @@ from kuryr_supervisor.kubernetes.config import (  # noqa: F401 - re-exported
 from kuryr_supervisor.kubernetes.listing import Listing
 from kuryr_supervisor.kubernetes.registry import Pod
 from kuryr_supervisor.kubernetes.resource import (
+    ENDPOINTSLICES,
     EVENTS,
     LEASES,
     NAMESPACES,
     NODES,
     PODS,
+    SERVICES,
     ResourceClient,
 )
 from kuryr_supervisor.kubernetes.transport import K8sTransport
@@ -70,6 +73,14 @@ class K8sClient(K8sTransport):
     @functools.cached_property
     def leases(self) -> ResourceClient:
         return ResourceClient(self, LEASES)
+
+    @functools.cached_property
+    def services(self) -> ResourceClient:
+        return ResourceClient(self, SERVICES)
+
+    @functools.cached_property
+    def endpointslices(self) -> ResourceClient:
+        return ResourceClient(self, ENDPOINTSLICES)
 
     @functools.cached_property
     def podports(self) -> ResourceClient:

@@ -62,13 +62,18 @@ class Subject:
     name: str
     namespace: str = ""
     api_version: str = "v1"
+    #: The object's UID (``kubectl describe`` finds its Events by it);
+    #: a Node's is its name.
+    uid: str = ""
 
     def reference(self) -> dict[str, str]:
         ref = {"apiVersion": self.api_version, "kind": self.kind,
                "name": self.name}
         if self.namespace:
             ref["namespace"] = self.namespace
-        if self.kind == "Node":
+        if self.uid:
+            ref["uid"] = self.uid
+        elif self.kind == "Node":
             ref["uid"] = self.name
         return ref
 

@@ -80,6 +80,9 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease",
                   namespaced=True)
+SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
+ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices",
+                          "EndpointSlice", namespaced=True)
 
 
 def versioned(resource_version: str) -> list[tuple[str, str]]:

@@ -16,7 +16,9 @@ Parts: :mod:`.components` (workers and their slots), :mod:`.verdict` (live
 causes, faults, the overall verdict), :mod:`.counters` (the metric block),
 the boards of one writer each (:mod:`.poolstats`, :mod:`.creates`,
 :mod:`.cnistatus`: what CNI STATUS answers, :mod:`.netverdicts`: the
-network judge's verdicts, :mod:`.lostports`: the pods whose port is lost) and :mod:`.shared` (:class:`SharedState` itself).
+network judge's verdicts, :mod:`.lostports`: the pods whose port is lost,
+:mod:`.lbstats`: the services handler's load balancers) and
+:mod:`.shared` (:class:`SharedState` itself).
 """
 from kuryr_supervisor.state.cnistatus import Cause as StatusCause
 from kuryr_supervisor.state.components import (

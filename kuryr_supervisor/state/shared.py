@@ -20,6 +20,7 @@ from kuryr_supervisor.state.components import (
 )
 from kuryr_supervisor.state.counters import M_IPAM_SIZE, METRICS_SIZE, Counters
 from kuryr_supervisor.state.creates import CreatesBoard
+from kuryr_supervisor.state.lbstats import LoadBalancerBoard
 from kuryr_supervisor.state.lostports import LostPortBoard
 from kuryr_supervisor.state.netverdicts import VerdictBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
@@ -46,6 +47,7 @@ class Section(enum.Enum):
     CNI_STATUS = "cni_status"
     VERDICTS = "verdicts"
     LOST_PORTS = "lost_ports"
+    LOAD_BALANCERS = "load_balancers"
 
 
 #: Every section (a state made without a role, as tests make it).
@@ -63,7 +65,8 @@ class SharedState(Counters):
                  creates: CreatesBoard | None = None,
                  cni_status: StatusBoard | None = None,
                  verdicts: VerdictBoard | None = None,
-                 lost_ports: LostPortBoard | None = None) -> None:
+                 lost_ports: LostPortBoard | None = None,
+                 load_balancers: LoadBalancerBoard | None = None) -> None:
         self.active = active
         #: The role's boards (:meth:`create`'s ``sections``; all of them
         #: for a state made without a role).
@@ -82,6 +85,9 @@ class SharedState(Counters):
         #: This node's pods whose port is lost (written by the Watcher's
         #: PodPort follower; read by the HealthManager).
         self.lost_ports = lost_ports or LostPortBoard()
+        #: The services handler's load balancers and writes (written by
+        #: the services handler; read by /metrics).
+        self.load_balancers = load_balancers or LoadBalancerBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -116,7 +122,8 @@ class SharedState(Counters):
             Section.CREATES: CreatesBoard.create,
             Section.CNI_STATUS: StatusBoard.create,
             Section.VERDICTS: VerdictBoard.create,
-            Section.LOST_PORTS: LostPortBoard.create}
+            Section.LOST_PORTS: LostPortBoard.create,
+            Section.LOAD_BALANCERS: LoadBalancerBoard.create}
         shared = {s.value: boards[s](ctx) for s in sections}
         state = cls(slots, globals_, summary, metrics, clock=clock,
                     active=active, **shared)

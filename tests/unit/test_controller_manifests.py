@@ -209,6 +209,31 @@ def controller_conf(monkeypatch: pytest.MonkeyPatch) -> cfg.ConfigOpts:
     return conf
 
 
+def test_the_octavia_component_adds_the_services_handler(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As shipped the controller runs no services handler (a cloud may
+    have no Octavia); the octavia component adds it to the shipped ones,
+    with its service subnet, a valid configuration with every entry point
+    installed."""
+    from kuryr_supervisor.controller import handlers
+    assert "services" not in controller_conf(monkeypatch).controller.handlers
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": [os.path.relpath(HERE, tmp_path)],
+        "components": [os.path.relpath(HERE.parent / "components" / "octavia",
+                                       tmp_path)]}))
+    docs = kustomize.build(tmp_path)
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    for env in c["env"]:
+        if env["name"].startswith("OS_"):
+            monkeypatch.setenv(env["name"], env["value"])
+    conf = controller_conf(monkeypatch)
+    assert conf.controller.handlers == ["neutron_port", "network_health",
+                                        "network_canary", "services"]
+    assert conf.services.service_subnet_id == "REPLACE-WITH-SERVICE-SUBNET-ID"
+    assert handlers.missing(conf.controller.handlers) == []
+
+
 def test_command_and_config_make_a_valid_controller(monkeypatch: pytest.MonkeyPatch) -> None:
     conf = controller_conf(monkeypatch)
     assert conf.role == "controller"
@@ -312,6 +337,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     creates.cover({"uid-1": 10.0, "uid-2": 100.0})
     network_judge(api, client)
     network_canary(client)
+    services_handler(api, client)
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -348,6 +374,15 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
                       else verbs[method]))
         elif parts[:2] == ["apis", "coordination.k8s.io"]:
             used.add(("coordination.k8s.io", "leases", verbs[method]))
+        elif path == "/api/v1/services":
+            used.add(("", "services", "watch" if query.get("watch")
+                      else "list"))
+        elif parts[:3] == ["api", "v1", "namespaces"] and \
+                parts[4] == "services":
+            used.add(("", "services", verbs[method]))
+        elif path == "/apis/discovery.k8s.io/v1/endpointslices":
+            used.add(("discovery.k8s.io", "endpointslices",
+                      "watch" if query.get("watch") else "list"))
         elif path not in ("/readyz", "/healthz"):
             raise AssertionError(f"unexpected request {method} {path}")
     return used
@@ -394,6 +429,19 @@ def network_judge(api: FakeAPI, client: Any) -> None:
         recorder.send(events.Note("Warning", "NodeNetworkFault", "x",
                                   subject=events.Subject("Node", "node-a")))
     handler.release_all()
+
+
+def services_handler(api: FakeAPI, client: Any) -> None:
+    """What the services handler calls: the Services' and the
+    EndpointSlices' list and watch, a Service read before its load
+    balancer is swept, Events on Services (as every handler's)."""
+    from kuryr_supervisor.controller.services.cluster import Cluster
+    from kuryr_supervisor.kubernetes.services import EndpointSlices, Services
+    api.add_service("ns", "web", "10.96.0.10", ports=[{"port": 80}])
+    for source in (Services(client), EndpointSlices(client)):
+        _, rv = source.list()
+        list(source.watch(rv))
+    assert Cluster(client).gone("uid-1", "ns/web")
 
 
 def network_canary(client: Any) -> None:

@@ -82,7 +82,7 @@ def test_the_controller_role() -> None:
     assert health["base_checks"].__name__ == "controller_checks"
     assert role.listeners == (PROBES, METRICS)
     assert role.sections == {Section.POOLS, Section.CREATES,
-                             Section.VERDICTS}
+                             Section.VERDICTS, Section.LOAD_BALANCERS}
     assert [c.__name__ for c in role.checks()] == ["handlers_installed"]
     assert role.hooks(conf) == roles.Hooks()
     assert not role.installs_shim

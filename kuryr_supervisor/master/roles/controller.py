@@ -8,7 +8,8 @@ host. Its HealthManager runs the controller's base checks
 the dependencies' (:func:`~.dependencies.dependency_checks`), and speaks
 for no node. Preflight: each configured handler's entry point is
 installed. Shared state: the port pools' figures, the creates at Neutron
-kept for a restarted handler, the network judge's verdicts. No hooks.
+kept for a restarted handler, the network judge's verdicts, the services
+handler's load balancers. No hooks.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class ControllerRole(Role):
 
     name = "controller"
     listeners = (PROBES, METRICS)
-    sections = frozenset({Section.POOLS, Section.CREATES, Section.VERDICTS})
+    sections = frozenset({Section.POOLS, Section.CREATES, Section.VERDICTS,
+                          Section.LOAD_BALANCERS})
 
     def components(self, conf: cfg.ConfigOpts) -> tuple[Component, ...]:
         return controller_components(conf.controller.handlers)

@@ -1,5 +1,6 @@
 """Readiness on the controller's dependencies: Kubernetes watchable,
-Keystone authenticating, Neutron answering with port quota left.
+Keystone authenticating, Neutron answering with port quota left, and,
+where the services handler runs, Octavia answering.
 
 Here, where the roles are assembled, because they hold the OpenStack
 adapter: :mod:`kuryr_supervisor.health` never imports the controller. The
@@ -27,7 +28,10 @@ Keystone check green, and a Neutron check that cannot get a token says
 that it could not ask, leaving the cause to the Keystone check. The
 ``neutron`` check also says whether the pod network and subnet exist
 (``[controller] pod_network_id``, ``pod_subnet_id``): a deleted one is a
-refusal no restart fixes, named.
+refusal no restart fixes, named. The ``octavia`` check (built only where
+``[controller] handlers`` names ``services``) asks Octavia for one load
+balancer on a call path of Octavia's own: a hung or stopped Octavia fails
+it alone, and, like every dependency, never liveness.
 
 Bounded: like every I/O check each runs on a thread of its own under its
 ``timeout`` (:mod:`kuryr_supervisor.health.runner`): past it the check
@@ -206,10 +210,33 @@ class NeutronCheck(_Cached):
         return ""
 
 
+class OctaviaCheck(_Cached):
+    """``octavia``: Octavia answers (the services handler's load
+    balancers); only where that handler runs."""
+
+    name = "octavia"
+
+    def __init__(self, cloud: Any, interval: Callable[[], float],
+                 deadline: Callable[[], float] | None = None) -> None:
+        super().__init__(interval, deadline)
+        self.cloud = cloud
+
+    def probe(self) -> Result:
+        from kuryr_supervisor.controller.openstack import adapter as osa
+        try:
+            self.cloud.octavia().reachable()
+        except osa.KeystoneUnavailable:
+            return Result.failed("Octavia not asked: no token yet")
+        except osa.OpenStackError as exc:
+            return Result.failed(f"Octavia does not answer: {exc}")
+        return Result.passed("Octavia answers")
+
+
 def openstack_checks(conf: cfg.ConfigOpts, *,
                      master_pid: int | None = None) -> list[Check]:
-    """Keystone and Neutron checks, sharing one adapter (one token;
-    ``master_pid``: the daemon's, named in its User-Agent)."""
+    """Keystone and Neutron checks (and Octavia's, where the services
+    handler runs), sharing one adapter (one token; ``master_pid``: the
+    daemon's, named in its User-Agent)."""
     from kuryr_supervisor.controller.openstack import adapter as osa
     from kuryr_supervisor.controller.openstack import timeouts
     # The adapter's own whole-call bound is shorter than the check's, so
@@ -225,11 +252,18 @@ def openstack_checks(conf: cfg.ConfigOpts, *,
 
     def deadline() -> float:
         return timeouts.check_wait(conf)
-    return [KeystoneCheck(cloud, interval, deadline=deadline),
-            NeutronCheck(cloud, lambda: str(opts.project_id), interval,
-                         deadline=deadline,
-                         network_id=str(opts.pod_network_id or ""),
-                         subnet_id=str(opts.pod_subnet_id or ""))]
+    from kuryr_supervisor.conf import controller as controller_conf
+    from kuryr_supervisor.conf import services as services_conf
+    checks: list[Check] = [
+        KeystoneCheck(cloud, interval, deadline=deadline),
+        NeutronCheck(cloud, lambda: str(opts.project_id), interval,
+                     deadline=deadline,
+                     network_id=str(opts.pod_network_id or ""),
+                     subnet_id=str(opts.pod_subnet_id or ""))]
+    if controller_conf.needs(conf).handlers and \
+            services_conf.HANDLER in opts.handlers:
+        checks.append(OctaviaCheck(cloud, interval, deadline=deadline))
+    return checks
 
 
 def dependency_checks(state: SharedState, conf: cfg.ConfigOpts,
