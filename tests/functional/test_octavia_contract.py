@@ -25,6 +25,7 @@ its end, failed or not (the real Octavia is shared by the session).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,6 +181,8 @@ def test_vip_in_use_and_cascade_delete(any_octavia: LbCloud,
     lb = make(cloud, octavia, ListenerSpec(
         "UDP", 53, "SOURCE_IP_PORT", members(cloud, 1, port=53)), vip=vip)
     assert wait_active(octavia, lb.id) == "ACTIVE"
+    # The provider logs Neutron's refusal of the VIP port as an ERROR.
+    cloud.expect_error(rf"IP address {re.escape(vip)} already allocated")
     with pytest.raises(lbwire.VipInUse):
         make(cloud, octavia, vip=vip)
 

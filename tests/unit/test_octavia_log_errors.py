@@ -2,7 +2,9 @@
 ``ERROR`` in the configuration dump that Octavia logs at every start."""
 from __future__ import annotations
 
-from tests.fixtures.realcloud.octavia import error_lines
+import re
+
+from tests.fixtures.realcloud.octavia import error_lines, unexpected
 
 #: Lines as Octavia 19 (oslo.log), gunicorn and Python write them.
 HEALTHY = """\
@@ -28,3 +30,19 @@ def test_the_config_dump_is_no_error() -> None:
 def test_real_errors_are_found_among_healthy_lines() -> None:
     text = HEALTHY + "\n".join(ERRORS) + "\n" + HEALTHY
     assert error_lines(text) == ERRORS
+
+
+def test_an_error_a_test_provoked_is_left_out_with_its_traceback() -> None:
+    """A VIP asked twice on purpose: the provider logs Neutron's refusal,
+    a traceback under the same request; any other error still counts."""
+    req = "req-17b24bcb-0000-4000-8000-08e7e00aca04"
+    provoked = [
+        f"2026-11-29 06:43:39.769 17703 ERROR ovn_octavia_provider.helper "
+        f"[None {req} - - - - -] Conflict: IP address 10.43.0.233 already "
+        f"allocated in subnet 2368c34d",
+        f"2026-11-29 06:43:39.770 17703 ERROR ovn_octavia_provider.helper "
+        f"[None {req} - - - - -] Traceback (most recent call last):"]
+    lines = provoked + ERRORS
+    assert unexpected(lines, [re.compile(
+        r"IP address 10\.43\.0\.233 already allocated")]) == ERRORS
+    assert unexpected(lines, []) == lines
