@@ -5,22 +5,22 @@ here and nowhere else, and each bound below is derived from them by one
 rule:
 
 - the *request timeout* (:func:`request_timeout`): every socket operation
-  of a Keystone token request, a version discovery or a Neutron request;
-  ``openstack_timeout``, or ``[neutron] timeout`` when that is set and
-  shorter;
+  of a Keystone token request, a version discovery, a Neutron or an
+  Octavia request; ``openstack_timeout``, or ``[neutron] timeout`` when
+  that is set and shorter;
 - a port create's timeout: the request timeout plus a share per port
   (:class:`~.pace.Pace`, built from the request timeout: the pods' and the
   pools' creates alike);
 - the *whole-call deadline* of one public call of the adapter (discovery,
   token and request back to back, :mod:`.deadline`): three request
   timeouts (:func:`call_deadline`);
-- a readiness check of Keystone or Neutron waits at most the request
-  timeout, and never more than a quarter of ``[supervisor]
-  health_deadline`` (:func:`check_wait`: the two checks together never
-  make the HealthManager stale); the checks' own adapter is built with a
+- a readiness check of Keystone, Neutron or Octavia waits at most the
+  request timeout, and never more than a quarter of ``[supervisor]
+  health_deadline`` (:func:`check_wait`: the checks together never make
+  the HealthManager stale); the checks' own adapter is built with a
   whole-call deadline within that wait (:func:`check_call_deadline`), so
   a hung call fails inside the check, with the adapter's words naming
-  Keystone or Neutron.
+  Keystone, Neutron or Octavia.
 """
 from __future__ import annotations
 
