@@ -232,6 +232,8 @@ def test_a_service_through_its_vip_follows_its_endpoints(
         wait_for(lambda: lb.id not in ovn_octavia.ovn_load_balancers(), 30,
                  "no NB Load_Balancer left")
         assert not any(probe(client, "tcp", address, 80, 1, 1))
+        healthy = d.log()
+        assert " ERROR " not in healthy and "Traceback" not in healthy
     finally:
         d.close()
         sweep(lbs, api)
