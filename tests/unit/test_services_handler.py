@@ -319,3 +319,22 @@ def test_a_vip_held_by_someone_else_is_refused_and_told(
     assert other.id in refused["message"] and refused["type"] == "Warning"
     assert uid not in world.balancers()
     assert world.state.load_balancers.read()["refusals"] >= 1
+
+
+def test_a_service_deleted_while_watched_goes_at_once(
+        api: FakeAPI, fake_octavia: LbCloud, tmp_path: Path) -> None:
+    """The watch saw it go: its load balancer is deleted at once, not at
+    the next full look (a minute away here)."""
+    world = World(api, fake_octavia, tmp_path, resync_interval=60.0)
+    try:
+        uid = world.service("web", VIP, ("http", "TCP", 80))
+        running = world.start()
+        world.ready_after(running)
+        world.settled(uid, {("TCP", 80): set()})
+        api.delete_service("default", "web")
+        until(lambda: uid not in world.balancers(), timeout=5.0)
+        # and the next Service with that VIP gets it
+        again = world.service("again", VIP, ("http", "TCP", 80))
+        world.settled(again, {("TCP", 80): set()}, timeout=5.0)
+    finally:
+        world.stop()

@@ -30,6 +30,9 @@ class ServiceBook:
         #: (namespace, service name) -> slice (namespace/name) -> slice
         self._slices: dict[Key, dict[str, EndpointSlice]] = {}
         self._dirty: set[str] = set()
+        #: UIDs of Services the watch saw go (their load balancers go
+        #: without another read: the watch said so)
+        self._deleted: set[str] = set()
         self.services_synced = False
         self.slices_synced = False
 
@@ -81,7 +84,22 @@ class ServiceBook:
         old = self._services.pop(uid, None)
         if old is not None and self._uids.get(old.key) == uid:
             del self._uids[old.key]
+        if old is not None:
+            self._deleted.add(uid)
         self._dirty.add(uid)
+
+    def deleted(self, uid: str) -> bool:
+        """Whether the watch saw Service ``uid`` go (a delete, or a relist
+        from a version not older than one it was in: never a first list,
+        which forgets nothing)."""
+        with self._lock:
+            return uid in self._deleted
+
+    def settled(self, uid: str) -> None:
+        """Service ``uid``'s deletion is done with (its load balancer
+        gone): no longer remembered."""
+        with self._lock:
+            self._deleted.discard(uid)
 
     def replace_services(self, services: Iterable[Service]) -> None:
         listed = {s.uid: s for s in services}

@@ -84,6 +84,7 @@ class Outcomes:
             report.untell(uid, "LoadBalancerRefused")
             if out.actual is None and self.book.get(uid) is None:
                 self.gone.discard(uid)
+                self.book.settled(uid)
                 report.forget(uid)
             self.rt.succeeded()
             return

@@ -8,10 +8,12 @@ for a full look): it
    ``resync_interval``, and after an outage with backoff: the member
    subnets (one Neutron list), the cluster's load balancers (three
    Octavia lists, :mod:`.inventory`), every Service marked to compare;
-   a load balancer of a Service the book lacks is deleted only once a
-   consistent read of the Service (named in its description) confirms it
-   gone (the list may come from a lagging watch cache), and only while
-   Octavia's lists proved to hold our tagged objects alone;
+   a load balancer of a Service the book never had (one deleted while no
+   handler ran) is deleted only once a consistent read of the Service
+   (named in its description) confirms it gone (the first list may come
+   from a lagging watch cache), and only while Octavia's lists proved to
+   hold our tagged objects alone; one of a Service the watch saw go, at
+   once;
 2. plans each Service marked since (a change of it or of its slices,
    :mod:`.book`): one already as wanted costs no call; any other gets a
    job (:mod:`.work`), at most ``octavia_requests`` at once, one per
@@ -33,10 +35,9 @@ from collections.abc import Callable
 
 from oslo_config import cfg
 
-from kuryr_supervisor.controller.openstack import lbwire
 from kuryr_supervisor.controller.openstack.wire import (
     OpenStackError,
-    OpenStackRefused,
+    OpenStackUnavailable,
 )
 from kuryr_supervisor.controller.services import desired
 from kuryr_supervisor.controller.services.book import ServiceBook
@@ -179,7 +180,10 @@ class Reconciler:
         actual = self.inventory.found.get(uid)
         complete = uid in self.inventory.complete
         wanted = self._wanted(uid, tell=True)
-        if isinstance(wanted, Leave) or (actual is None and wanted is None):
+        if actual is None and wanted is None:
+            self.book.settled(uid)          # nothing of it to delete
+            return None
+        if isinstance(wanted, Leave):
             return None
         if (complete or actual is None) and plan(wanted, actual).done:
             return None
@@ -193,7 +197,8 @@ class Reconciler:
         if entry is None:
             if tell:
                 self.skipped.discard(uid)
-            return None if uid in self.outcomes.gone else LEAVE
+            gone = uid in self.outcomes.gone or self.book.deleted(uid)
+            return None if gone else LEAVE
         got = desired.wanted(*entry, sctp=bool(self.opts.sctp))
         if isinstance(got, desired.Skipped):
             if tell:
@@ -220,8 +225,7 @@ class Reconciler:
                 LOG.exception("services: the job of Service %s failed", uid)
                 got = Outcome(uid, self.inventory.found.get(uid),
                               complete=False, error=exc)
-            if isinstance(got.error, OpenStackError) and not isinstance(
-                    got.error, (OpenStackRefused, lbwire.LoadBalancerBusy)):
+            if isinstance(got.error, OpenStackUnavailable):
                 self.outage(self.clock())
             out.append(got)
         return out
