@@ -35,7 +35,7 @@ LOG = logging.getLogger(__name__)
 _PROBE = {"alive": (Kind.LIVENESS, "livez"), "ready": (Kind.READINESS, "readyz")}
 _NO_CACHE = {"Cache-Control": "no-store"}
 #: ``cniStatus.excused`` in ``/status``: why a failing data-plane check
-#: does not fail STATUS (:mod:`kuryr_supervisor.health.statushold`).
+#: does not fail STATUS (:mod:`kuryr_supervisor.netcheck.node.statushold`).
 EXCUSED = {Excuse.NONE: None, Excuse.HELD: "held",
            Excuse.CLUSTER: "cluster-wide"}
 

@@ -13,11 +13,9 @@ list+watch loop (``Informer[T]`` over a ``Source[T]`` into a
 ``Sink[T]``) and ``listing`` its source over one resource. Each
 resource's module keeps only its schema and codec: ``podport`` (the
 PodPort resource: the pod's Neutron port, written by the controller
-alone, read by the CNI role), ``nodenetwork`` (the NodeNetwork resource:
-what a node says of its data plane, written by that node, read by the
-controller's judge) with the controller's parts of its spec
-(``canaryspec``: the node's canary and probing; ``clusterspec``: the
-judge's cluster-wide verdict), ``nodes`` (a Node's pod CIDR and
+alone, read by the CNI role), ``nodenetwork`` (the NodeNetwork
+resource's name only: what a record says is network health's,
+:mod:`kuryr_supervisor.netcheck.codecs`), ``nodes`` (a Node's pod CIDR and
 conditions, a namespace's UID), ``leases`` (the Lease) and ``events``
 (Events on this Node).
 The CNI role's: ``registry`` the on-disk pod registry, ``reclaim``
@@ -26,6 +24,5 @@ condition, ``podportfollow`` follows this node's PodPorts and
 ``lostpods`` books the pods whose port is lost. The controller role's:
 ``clusterpods`` (every pod of the cluster, for the informer),
 ``portdata`` (the port data a PodPort carries and its checks; the legacy
-annotation, never trusted), ``lease`` (leader election) and ``netconditions`` (the judge's
-Node conditions, and which are ours).
+annotation, never trusted) and ``lease`` (leader election).
 """

@@ -39,7 +39,7 @@ class Cause(enum.IntEnum):
 
 class Excuse(enum.IntEnum):
     """Why a failing check does not fail STATUS (see :mod:`kuryr_supervisor.
-    health.statushold`)."""
+    netcheck.node.statushold`)."""
 
     NONE = 0
     HELD = 1              # a shared cause: waiting for the judge's verdict

@@ -39,9 +39,8 @@ from typing import Any
 from cotyledon.types import WorkerId
 from oslo_config import cfg
 
-from kuryr_supervisor.health import httpserver, netwatch, nodeevents
+from kuryr_supervisor.health import httpserver, nodeevents
 from kuryr_supervisor.health.checks import Check, default_checks
-from kuryr_supervisor.health.checks.verdict import VerdictCheck
 from kuryr_supervisor.health.httpserver import BoundedHTTPServer, Limits
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor, Report
@@ -49,6 +48,8 @@ from kuryr_supervisor.health.probes import ProbeApp
 from kuryr_supervisor.health.runner import Offloaded
 from kuryr_supervisor.kubernetes import nodecondition
 from kuryr_supervisor.kubernetes.nodecondition import NodeConditionPublisher
+from kuryr_supervisor.netcheck.node import netwatch
+from kuryr_supervisor.netcheck.node.assembly import NodeNetwork
 from kuryr_supervisor.state import Component, SharedState, WorkerKind
 from kuryr_supervisor.workers.base import Worker
 
@@ -80,16 +81,22 @@ def build_server(app: Any, sock: socket.socket,
 CheckFactory = Callable[[SharedState, cfg.ConfigOpts, int], Iterable[Check]]
 #: The role's base set of checks (the CNI role's by default).
 BaseChecks = Callable[..., list[Check]]
+#: Assembles the node's side of network health in the worker process
+#: (:func:`kuryr_supervisor.netcheck.node.assembly.build`), from the
+#: options and the master's pid.
+NodeFactory = Callable[[cfg.ConfigOpts, int], NodeNetwork]
 
 
 class HealthManagerWorker(Worker):
     """The HealthManager; other subsystems add checks (e.g. ``k8s-api``
     readiness) with ``extra_checks`` or, for checks holding connections,
-    ``check_factory``. ``node_network``: it speaks for the node (the CNI
-    role's): STATUS flags, the node's record and the judge's word on it
-    (:mod:`~kuryr_supervisor.health.netwatch`), the node's Events
-    (:mod:`~kuryr_supervisor.health.nodeevents`); the controller role's
-    speaks for no node."""
+    ``check_factory``. ``node_network``: given, it speaks for the node (the
+    CNI role's): the node's side of network health, assembled once
+    (:mod:`~kuryr_supervisor.netcheck.node.assembly`: the data-plane checks
+    over one OVSDB connection, STATUS flags, the node's record and the
+    judge's word on it, the canary), the node's Events
+    (:mod:`~kuryr_supervisor.health.nodeevents`); None (the controller
+    role's) speaks for no node."""
 
     name = "HealthManager"
     kind = WorkerKind.HEALTH
@@ -101,7 +108,7 @@ class HealthManagerWorker(Worker):
                  extra_checks: Iterable[Check] = (),
                  check_factory: CheckFactory | None = None,
                  base_checks: BaseChecks = default_checks,
-                 node_network: bool = True,
+                 node_network: NodeFactory | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(worker_id, state, conf, master_pid)
         self._probe_listener = probe_listener
@@ -129,12 +136,12 @@ class HealthManagerWorker(Worker):
         if self._factory is not None:
             extra.extend(self._factory(self.state, self.conf,
                                        self._master_pid))
-        # The judge's word on this node (the CNI role with the record):
-        # its check among the others, its feeds started with the rest.
-        node = self._node_network
-        view = netwatch.cluster_view(self.conf) if node else None
-        if view is not None:
-            extra.append(VerdictCheck(view))
+        # The node's side of network health (the CNI role's), assembled
+        # once: its checks among the others, its loops started below.
+        node = self._node_network(self.conf, self._master_pid) \
+            if self._node_network is not None else None
+        if node is not None:
+            extra.extend(node.checks())
         checks = self._base_checks(self.state, self.conf, self._master_pid,
                                    extra=extra)
         self.monitor = HealthMonitor(self.state, self.conf, checks,
@@ -151,9 +158,8 @@ class HealthManagerWorker(Worker):
         # checked yet" for an I/O check that answers within a heartbeat.
         self.monitor.tick(wait=self.heartbeat_interval)
         # STATUS flags and the node's record, off this loop's thread.
-        self._network = netwatch.from_conf(
-            self.monitor, self.state, self.conf, view,
-            master_pid=self._master_pid) if node else None
+        self._network = node.start(self.monitor, self.state) \
+            if node is not None else None
         self._ipam = IpamSampler(self.state, self.conf)
         self._sample()
         network = self._network.status if self._network is not None \

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.health.canary import probes
-from kuryr_supervisor.health.canary.netns import OwnNetns
+from kuryr_supervisor.netcheck.node.canary import probes
+from kuryr_supervisor.netcheck.node.canary.netns import OwnNetns
 
 pytestmark = pytest.mark.privileged
 
@@ -105,8 +105,8 @@ def test_a_round_and_the_responder(pair: tuple[OwnNetns, OwnNetns]) -> None:
 #: A raw ICMP socket made inside a namespace of the daemon's own, under a
 #: capability bounding set (as the DaemonSet's securityContext sets it).
 RAW = """
-from kuryr_supervisor.health.canary.netns import OwnNetns
-from kuryr_supervisor.health.canary.probes import icmp_socket
+from kuryr_supervisor.netcheck.node.canary.netns import OwnNetns
+from kuryr_supervisor.netcheck.node.canary.probes import icmp_socket
 ns = OwnNetns()
 out = {}
 import threading

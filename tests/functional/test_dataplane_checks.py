@@ -21,7 +21,7 @@ from oslo_config import cfg
 from kuryr_supervisor.cni.ovsdb import MARK, openflow
 from kuryr_supervisor.conf import binding as binding_conf
 from kuryr_supervisor.health.checks.ovn import DatapathCheck, FlowsCheck
-from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
+from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck, connection
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.ovs import PrivateOVS
 from tests.fixtures.unixctl import Unixctl
@@ -65,8 +65,9 @@ def test_flows_and_datapath_on_a_real_switch(ovs: PrivateOVS,
                        ("ovs_bridge", bridge), ("ovsdb_timeout", 2.0),
                        ("ovn_rundir", str(tmp_path))):
         conf.set_override(key, value, "binding")
-    held = OvsdbCheck(conf)
-    flows, datapath = FlowsCheck(conf, held), DatapathCheck(conf, held)
+    db = connection(conf)
+    held = OvsdbCheck(conf, db)
+    flows, datapath = FlowsCheck(conf, db), DatapathCheck(conf, db)
     ctl = Unixctl(tmp_path, "ovn-controller",
                   {"coverage/read-counter lflow_run": "3"}).start()
     try:

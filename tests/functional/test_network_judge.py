@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.kubernetes import netconditions as nc
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.codecs import conditions as nc
+from kuryr_supervisor.netcheck.codecs import record as nn
 from tests.fixtures.controller import Cloud, cloud_fixture, controller_daemon
 from tests.fixtures.daemon import Daemon, wait_until
 

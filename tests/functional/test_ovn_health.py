@@ -43,7 +43,7 @@ import pytest
 
 from kuryr_supervisor.cni.binding import OvsBinding
 from kuryr_supervisor.cni.binding.base import CANARY
-from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.netcheck.codecs import conditions as nc
 from tests.fixtures.autohealer import AutoHealer, NodeConditionCheck
 from tests.fixtures.daemon import session_pids
 from tests.fixtures.ovn import health

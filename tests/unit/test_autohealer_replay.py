@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.netcheck.codecs import conditions as nc
 from tests.fixtures.autohealer import AutoHealer, NodeConditionCheck
 from tests.fixtures.netjudge import OWN, World, nodes_api, report, world_fixture
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from kuryr_supervisor.health.canary.agent import CanaryAgent
-from kuryr_supervisor.health.canary.prober import Aim, Seen
-from kuryr_supervisor.health.canary.probes import Outcome
-from kuryr_supervisor.kubernetes import canaryspec as cs
-from kuryr_supervisor.kubernetes.nodenetwork import Canary, Probe
+from kuryr_supervisor.netcheck.codecs import canaryspec as cs
+from kuryr_supervisor.netcheck.codecs.record import Canary, Probe
+from kuryr_supervisor.netcheck.node.canary.agent import CanaryAgent
+from kuryr_supervisor.netcheck.node.canary.prober import Aim, Seen
+from kuryr_supervisor.netcheck.node.canary.probes import Outcome
 
 GW = ipaddress.IPv4Address("10.0.0.1")
 B = ipaddress.IPv4Address("10.0.0.7")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.kubernetes import canaryspec as cs
+from kuryr_supervisor.netcheck.codecs import canaryspec as cs
 
 A = cs.Assignment(
     cs.CanaryPort("port-1", "fa:16:3e:00:00:05",

@@ -28,8 +28,7 @@ from kuryr_supervisor.health.checks.ovn import (
     OvnControllerCheck,
     ovs_checks,
 )
-from kuryr_supervisor.health.checks.ovsdb import OvsdbCheck
-from kuryr_supervisor.health.dataplane import STATUS_CHECKS
+from kuryr_supervisor.netcheck.node.dataplane import STATUS_CHECKS
 from tests.fixtures.unixctl import Unixctl
 
 DPIF = """netdev@ovs-netdev: hit:15 missed:21
@@ -80,7 +79,7 @@ def rundir(tmp_path: Path) -> Path:
     return path
 
 
-def make(rundir: Path) -> tuple[cfg.ConfigOpts, Db, OvsdbCheck]:
+def make(rundir: Path) -> tuple[cfg.ConfigOpts, Any]:
     conf = cfg.ConfigOpts()
     binding_conf.register_opts(conf)
     conf([], default_config_files=[])
@@ -88,25 +87,26 @@ def make(rundir: Path) -> tuple[cfg.ConfigOpts, Db, OvsdbCheck]:
     conf.set_override("ovn_rundir", str(rundir), "binding")
     conf.set_override("ovsdb_timeout", 3.0, "binding")
     db = Db()
-    return conf, db, OvsdbCheck(conf, connect=lambda c: db)  # type: ignore[arg-type,return-value]
+    return conf, db
 
 
 def test_names_kinds_and_bounds(rundir: Path) -> None:
-    conf, _, _ = make(rundir)
-    checks = ovs_checks(conf)
+    conf, db = make(rundir)
+    checks = ovs_checks(conf, db)
     assert [c.name for c in checks] == ["ovsdb", "ovn-controller", "flows",
                                         "datapath"]
     for check in checks:
         assert (check.kind, check.sort) == (Kind.READINESS, Sort.IO)
         assert check.timeout() == 3.0
         assert check.name in STATUS_CHECKS     # they reach STATUS
-    # The three share the ovsdb check's one connection.
-    assert {id(c._db) for c in checks[1:]} == {id(checks[0])}  # type: ignore[attr-defined]
+    # The four hold the one connection they are given.
+    assert checks[0].db is db  # type: ignore[attr-defined]
+    assert {id(c._db) for c in checks[1:]} == {id(db)}  # type: ignore[attr-defined]
 
 
 def test_ovn_controller(rundir: Path) -> None:
-    conf, db, held = make(rundir)
-    check = OvnControllerCheck(conf, held)
+    conf, db = make(rundir)
+    check = OvnControllerCheck(conf, db)
     result = check.run(0)
     assert not result.ok and not result.shared      # this node's own
     assert result.message == (f"ovn-controller is not running (no pidfile "
@@ -147,8 +147,8 @@ def test_ovn_controller(rundir: Path) -> None:
 
 
 def test_flows_processed_and_installed_ports(rundir: Path) -> None:
-    conf, db, held = make(rundir)
-    check = FlowsCheck(conf, held)
+    conf, db = make(rundir)
+    check = FlowsCheck(conf, db)
     ctl = Unixctl(rundir, "ovn-controller",
                   {"coverage/read-counter lflow_run": "0"}).start()
     try:
@@ -206,7 +206,7 @@ def churned(rundir: Path, meanwhile: Any = None
     """Two installed ports with their flows (STAY on ofport 5, GOING on 6),
     as the monitor and the database have them; ``meanwhile(db)`` runs
     during the check's pause."""
-    conf, db, held = make(rundir)
+    conf, db = make(rundir)
     db.rows = [iface(STAY, "row-a", 5), iface(GOING, "row-b", 6)]
     switch = Switch({5: 3, 6: 2})
     slept: list[float] = []
@@ -215,7 +215,7 @@ def churned(rundir: Path, meanwhile: Any = None
         slept.append(seconds)
         if meanwhile is not None:
             meanwhile(db)
-    return db, switch, slept, FlowsCheck(conf, held, counts=switch,
+    return db, switch, slept, FlowsCheck(conf, db, counts=switch,
                                          sleep=sleep)
 
 
@@ -310,8 +310,8 @@ def test_flows_a_port_that_lost_its_flows_fails_within_the_run(
 
 
 def test_datapath(rundir: Path) -> None:
-    conf, _, held = make(rundir)
-    check = DatapathCheck(conf, held)
+    conf, db = make(rundir)
+    check = DatapathCheck(conf, db)
     assert check.run(0).message.startswith("ovs-vswitchd is not running")
     ctl = Unixctl(rundir, "ovs-vswitchd", {"dpif/show": DPIF}).start()
     try:

@@ -3,7 +3,9 @@
 Each handler is built by one function once its clients exist, every
 collaborator passed to a constructor (:mod:`kuryr_supervisor.controller.
 runtime`). Two shapes would say otherwise, and this scan of every module
-of ``kuryr_supervisor/controller`` finds them:
+of ``kuryr_supervisor/controller`` and of the network judge's room
+(``kuryr_supervisor/netcheck/judge``, a room of the controller's) finds
+them:
 
 - ``assert self.x is not None``: a collaborator that a constructor could
   have guaranteed, missing until something sets it;
@@ -24,6 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTROLLER = ROOT / "kuryr_supervisor" / "controller"
+#: The network judge's room: a room of the controller outside its package.
+JUDGE = ROOT / "kuryr_supervisor" / "netcheck" / "judge"
 
 #: (module under controller/, the assigned target as written) -> why it
 #: stays.
@@ -88,8 +92,10 @@ def findings(root: Path) -> list[str]:
     return out
 
 
-def test_no_collaborator_is_wired_or_guarded_after_construction() -> None:
-    assert findings(CONTROLLER) == []
+@pytest.mark.parametrize("root", [CONTROLLER, JUDGE], ids=["controller", "judge"])
+def test_no_collaborator_is_wired_or_guarded_after_construction(root: Path) -> None:
+    assert list(root.rglob("*.py"))
+    assert findings(root) == []
 
 
 def test_every_allowance_is_still_needed() -> None:

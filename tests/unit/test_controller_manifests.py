@@ -93,14 +93,16 @@ def test_nodenetwork_crd_matches_the_code() -> None:
     subresource, and its schema takes a record the node writes (every
     field, at the code's bounds) and refuses more peers than the judge
     reads."""
-    from kuryr_supervisor.kubernetes import nodenetwork as nn
+    from kuryr_supervisor.kubernetes import nodenetwork as crd_name
+    from kuryr_supervisor.netcheck.codecs import record as nn
     crd = by_kind("CustomResourceDefinition",
-                  f"{nn.PLURAL}.{nn.GROUP}")
+                  f"{crd_name.PLURAL}.{crd_name.GROUP}")
     spec = crd["spec"]
     assert (spec["group"], spec["names"]["kind"], spec["names"]["plural"],
-            spec["scope"]) == (nn.GROUP, nn.KIND, nn.PLURAL, "Cluster")
+            spec["scope"]) == (crd_name.GROUP, crd_name.KIND, crd_name.PLURAL,
+                               "Cluster")
     [version] = spec["versions"]
-    assert version["name"] == nn.VERSION and version["subresources"] == {
+    assert version["name"] == crd_name.VERSION and version["subresources"] == {
         "status": {}}
     schema = version["schema"]["openAPIV3Schema"]["properties"]["status"]
     report = nn.NetworkReport(
@@ -140,9 +142,9 @@ def test_nodenetwork_crd_matches_the_code() -> None:
     # probing, the judge's verdict), every field at the code's bounds.
     import ipaddress
 
-    from kuryr_supervisor.kubernetes import canaryspec as cs
-    from kuryr_supervisor.kubernetes import clusterspec
-    from kuryr_supervisor.kubernetes import netconditions as nc
+    from kuryr_supervisor.netcheck.codecs import canaryspec as cs
+    from kuryr_supervisor.netcheck.codecs import clusterspec
+    from kuryr_supervisor.netcheck.codecs import conditions as nc
     from kuryr_supervisor.state.netverdicts import KINDS
     canary = cs.spec("n" * 253, cs.Assignment(
         cs.CanaryPort("p" * nn.MAX_ID, "fa:16:3e:00:00:05",
@@ -396,11 +398,11 @@ def network_judge(api: FakeAPI, client: Any) -> None:
     import multiprocessing
     import threading
 
-    from kuryr_supervisor.controller.network import assembly
-    from kuryr_supervisor.controller.network.records import RecordSource
     from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
     from kuryr_supervisor.kubernetes import events
-    from kuryr_supervisor.kubernetes import nodenetwork as nn
+    from kuryr_supervisor.netcheck.codecs import record as nn
+    from kuryr_supervisor.netcheck.judge import assembly
+    from kuryr_supervisor.netcheck.judge.records import RecordSource
     from kuryr_supervisor.state import SharedState
     for node in ("node-a", "node-b", "node-c"):
         api.add_node(node)
@@ -447,8 +449,8 @@ def services_handler(api: FakeAPI, client: Any) -> None:
 def network_canary(client: Any) -> None:
     """What the network_canary handler calls besides the records' list and
     watch (the judge's): a record's spec replaced."""
-    from kuryr_supervisor.controller.network.records import RecordSource
-    from kuryr_supervisor.kubernetes import canaryspec
+    from kuryr_supervisor.netcheck.codecs import canaryspec
+    from kuryr_supervisor.netcheck.judge.records import RecordSource
     items, _ = RecordSource(client).list()
     obj = dict(items[0])
     obj["spec"] = canaryspec.spec(obj["metadata"]["name"],

@@ -4,9 +4,9 @@ republished by a HealthManager that restarts), the report's readiness."""
 from __future__ import annotations
 
 from kuryr_supervisor.health.checks.base import Result
-from kuryr_supervisor.health.dataplane import ReportSource, status_answer
-from kuryr_supervisor.health.netwatch import StatusFlags
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.node.dataplane import ReportSource, status_answer
+from kuryr_supervisor.netcheck.node.netwatch import StatusFlags
 from kuryr_supervisor.state import LiveCause, Overall, StatusCause
 from kuryr_supervisor.state.cnistatus import StatusBoard
 

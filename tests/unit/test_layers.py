@@ -6,8 +6,9 @@ The same ``lint-imports`` that ``tox -e lint`` runs is run here on the real
 tree, then on copies in which one import goes upward (a foundation imports
 the master; the OpenStack adapter imports the port handler), sideways
 between independent rooms (leadership and the OpenStack adapter), closes
-a cycle (inside a package with no layers), or reaches the controller from
-health: each must break a contract.
+a cycle (inside a package with no layers), reaches the controller from
+health, or crosses between the two sides of network health: each must
+break a contract.
 """
 from __future__ import annotations
 
@@ -69,11 +70,24 @@ def test_tree_keeps_the_layers(tmp_path: Path) -> None:
     # OpenStack adapter: the CNI side, the node's own Kubernetes modules,
     # the transport underneath the client
     ("controller/ports/handler.py", "from kuryr_supervisor.cni import api"),
-    ("controller/network/canary.py",
+    ("netcheck/judge/canary.py",
      "from kuryr_supervisor.kubernetes import registry"),
     ("controller/ports/owned.py",
      "from kuryr_supervisor.kubernetes import transport"),
     ("controller/runtime.py", "from kuryr_supervisor.controller import handlers"),
+    # network health: the node's side above health, never the controller;
+    # the judge a room of the controller's, beside the other rooms; the
+    # two sides never import each other, the codecs neither
+    ("health/monitor.py", "from kuryr_supervisor.netcheck.node import netwatch"),
+    ("netcheck/node/netwatch.py", "from kuryr_supervisor.controller import runtime"),
+    ("netcheck/node/clusterview.py",
+     "from kuryr_supervisor.netcheck.judge import judge"),
+    ("netcheck/judge/report.py", "from kuryr_supervisor.netcheck.node import dataplane"),
+    ("netcheck/judge/handler.py", "from kuryr_supervisor.health import monitor"),
+    ("netcheck/judge/judge.py", "from kuryr_supervisor.controller.ports import book"),
+    ("controller/ports/book.py", "from kuryr_supervisor.netcheck.judge import judge"),
+    ("netcheck/codecs/record.py", "from kuryr_supervisor.netcheck.node import dataplane"),
+    ("kubernetes/resource.py", "from kuryr_supervisor.netcheck.codecs import record"),
     # a subcommand's module and the package that dispatches to it
     ("cli/status.py", "from kuryr_supervisor import cli"),
     ("cli/checks.py", "import kuryr_supervisor.cli"),

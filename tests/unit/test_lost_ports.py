@@ -14,9 +14,9 @@ import pytest
 
 from kuryr_supervisor.cli import status as cli_status
 from kuryr_supervisor.health.checks.base import Result
-from kuryr_supervisor.health.dataplane import ReportSource, status_answer
-from kuryr_supervisor.kubernetes import nodenetwork as nn
 from kuryr_supervisor.kubernetes.lostpods import LostPods
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.node.dataplane import ReportSource, status_answer
 from kuryr_supervisor.state import SharedState
 from kuryr_supervisor.state.lostports import (
     MAX_ROWS,

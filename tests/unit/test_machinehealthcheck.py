@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.netcheck.codecs import conditions as nc
 from tests.fixtures.machinehealthcheck import HealthCheck, duration, load
 from tests.fixtures.netjudge import NODES, OWN, World, nodes_api, report, world_fixture
 

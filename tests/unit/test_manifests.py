@@ -197,8 +197,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str]]:
     podport_bound(client)(PodRef("ns", "p", uid))     # status.boundAt
     # [network_health] record: the node's NodeNetwork, written twice (the
     # second finds it), then released as an uninstall does.
-    from kuryr_supervisor.health.netrecord import RecordWriter, release
-    from kuryr_supervisor.kubernetes import nodenetwork
+    from kuryr_supervisor.netcheck.codecs import record as nodenetwork
+    from kuryr_supervisor.netcheck.node.netrecord import RecordWriter, release
     report = nodenetwork.NetworkReport(nodenetwork.Daemon(True, 0.0))
     for _ in range(2):
         RecordWriter(client, "node-a", lambda: report, heartbeat=lambda: 60,

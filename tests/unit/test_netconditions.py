@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.kubernetes import netconditions as nc
+from kuryr_supervisor.netcheck.codecs import conditions as nc
 
 OWN = "KuryrNetworkHealthy"
 WALL = 1_800_000_000.0

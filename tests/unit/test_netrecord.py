@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.health.netrecord import NOT_INSTALLED_RETRY, RecordWriter, release
-from kuryr_supervisor.kubernetes import netconditions as nc
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.codecs import conditions as nc
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.node.netrecord import NOT_INSTALLED_RETRY, RecordWriter, release
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.netjudge import Clock
 

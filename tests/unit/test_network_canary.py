@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.network import assembly, peers
-from kuryr_supervisor.controller.network.canary import NetworkCanaryHandler
-from kuryr_supervisor.controller.network.canaryports import (
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
+from kuryr_supervisor.netcheck.codecs import canaryspec
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.judge import assembly, peers
+from kuryr_supervisor.netcheck.judge.canary import NetworkCanaryHandler
+from kuryr_supervisor.netcheck.judge.canaryports import (
     CANARY_TAG,
     device_id,
 )
-from kuryr_supervisor.controller.network.records import RecordSource
-from kuryr_supervisor.controller.openstack import adapter as osa
-from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
-from kuryr_supervisor.kubernetes import canaryspec
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.judge.records import RecordSource
 from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.openstack import FakeKeystone, FakeNeutron
 from tests.unit.test_neutronport import Counts

@@ -11,11 +11,11 @@ import threading
 import pytest
 
 from kuryr_supervisor.controller.leadership.election import identity
-from kuryr_supervisor.controller.network import assembly
 from kuryr_supervisor.controller.runtime import HandlerContext, Runtime
-from kuryr_supervisor.kubernetes import clusterspec
-from kuryr_supervisor.kubernetes import netconditions as nc
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.codecs import clusterspec
+from kuryr_supervisor.netcheck.codecs import conditions as nc
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.judge import assembly
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.netjudge import (
     NODES,

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from kuryr_supervisor.controller.network import judge as rules
-from kuryr_supervisor.controller.network.records import RecordBook
-from kuryr_supervisor.kubernetes import canaryspec as cs
-from kuryr_supervisor.kubernetes import nodenetwork as nn
+from kuryr_supervisor.netcheck.codecs import canaryspec as cs
+from kuryr_supervisor.netcheck.codecs import record as nn
+from kuryr_supervisor.netcheck.judge import judge as rules
+from kuryr_supervisor.netcheck.judge.records import RecordBook
 from kuryr_supervisor.state.lostports import LostPort, LostPorts
 from kuryr_supervisor.state.netverdicts import KINDS
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes import nodenetwork as nn
 from kuryr_supervisor.kubernetes.nodes import patch_conditions
+from kuryr_supervisor.netcheck.codecs import record as nn
 from tests.fixtures.fakeapi import FakeAPI
 
 

@@ -204,12 +204,8 @@ class StandIn:
 
 
 def test_readiness_ovsdb_over_one_held_connection() -> None:
-    made: list[StandIn] = []
-
-    def connect(c: cfg.ConfigOpts) -> Any:
-        made.append(StandIn())
-        return made[-1]
-    check = OvsdbCheck(conf(), connect=connect)
+    made = [StandIn()]
+    check = OvsdbCheck(conf(), made[0])  # type: ignore[arg-type]
     assert (check.kind, check.sort, check.name) == (CheckKind.READINESS,
                                                     Sort.IO, "ovsdb")
     assert check.timeout() == 5.0
@@ -224,4 +220,4 @@ def test_readiness_ovsdb_over_one_held_connection() -> None:
     result = check.run(0.0)
     assert not result.ok
     assert result.message == "OVSDB unix:/x/db.sock: no answer within 5 s"
-    assert len(made) == 1                       # one connection, kept
+    assert check.db is made[0]                 # the one connection, kept

@@ -19,6 +19,7 @@ from kuryr_supervisor.kubernetes.resource import (
     STRATEGIC_MERGE_PATCH,
     Resource,
 )
+from kuryr_supervisor.netcheck.codecs import record
 from tests.fixtures.fakeapi import FakeAPI
 
 
@@ -64,9 +65,9 @@ def test_a_path_that_names_nothing_is_refused(resource: Resource,
 def test_get_create_replace_status_delete(api: FakeAPI) -> None:
     records = api.client().nodenetworks
     assert records.get("node-a") is None                 # 404: None
-    made = records.create(nodenetwork.body("node-a", ""))
+    made = records.create(record.body("node-a", ""))
     with pytest.raises(k8s.K8sPermanent) as info:
-        records.create(nodenetwork.body("node-a", ""))
+        records.create(record.body("node-a", ""))
     assert info.value.status == 409
     written = records.replace_status("node-a", dict(made, status={"x": 1}))
     assert written["status"] == {"x": 1}

@@ -17,6 +17,7 @@ from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.master import roles
 from kuryr_supervisor.master.activation import CNI, METRICS, PROBES
 from kuryr_supervisor.master.listeners import Listeners
+from kuryr_supervisor.netcheck.node import assembly
 from kuryr_supervisor.state import Component, Section, SharedState
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +57,7 @@ def test_the_cni_role() -> None:
     assert role.components(conf) == (Component.WATCHER, Component.SERVER,
                                      Component.HEALTH)
     health = workers["HealthManagerWorker"]
-    assert health["node_network"] is True
+    assert health["node_network"] is assembly.build
     assert health["check_factory"].__name__ == "node_checks"
     assert "listener" in workers["ServerWorker"]
     assert role.listeners == (CNI, PROBES, METRICS)
@@ -76,7 +77,7 @@ def test_the_controller_role() -> None:
     assert [c.label for c in role.components(conf)] == [
         "handler:neutron_port", "handler:network_health", "health"]
     health = workers["HealthManagerWorker"]
-    assert health["node_network"] is False
+    assert health["node_network"] is None
     assert health["check_factory"].__name__ == \
         "dependency_checks"
     assert health["base_checks"].__name__ == "controller_checks"

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.health.checks.base import Result
-from kuryr_supervisor.health.checks.verdict import VerdictCheck
-from kuryr_supervisor.health.clusterview import ClusterView
-from kuryr_supervisor.health.netwatch import StatusFlags
-from kuryr_supervisor.health.statushold import StatusHold
-from kuryr_supervisor.kubernetes import canaryspec, clusterspec
-from kuryr_supervisor.kubernetes.clusterspec import ClusterVerdict, NodeVerdict
-from kuryr_supervisor.kubernetes.nodenetwork import rfc3339
+from kuryr_supervisor.netcheck.codecs import canaryspec, clusterspec
+from kuryr_supervisor.netcheck.codecs.clusterspec import ClusterVerdict, NodeVerdict
+from kuryr_supervisor.netcheck.codecs.record import rfc3339
+from kuryr_supervisor.netcheck.node.clusterview import ClusterView
+from kuryr_supervisor.netcheck.node.netwatch import StatusFlags
+from kuryr_supervisor.netcheck.node.statushold import StatusHold
+from kuryr_supervisor.netcheck.node.verdict import VerdictCheck
 from kuryr_supervisor.state import StatusCause
 from kuryr_supervisor.state.cnistatus import Excuse, StatusBoard
 

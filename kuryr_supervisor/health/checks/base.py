@@ -52,8 +52,8 @@ class Result:
     ``shared``: the failure's cause is one every node typically meets at
     once (a dependency they all share: ovn-controller off the Southbound
     database), so CNI STATUS waits a moment for the network judge's
-    verdict before failing for it (:mod:`kuryr_supervisor.health.
-    statushold`)."""
+    verdict before failing for it (:mod:`kuryr_supervisor.
+    netcheck.node.statushold`)."""
 
     ok: bool
     message: str

@@ -13,7 +13,7 @@ the bridge and the node is ready again.
 
 Readiness, never liveness (restarting fixes none of it); an I/O check on
 the HealthManager's timer, one netlink request per run (STATUS code 50
-while it fails: :mod:`kuryr_supervisor.health.dataplane`).
+while it fails: :mod:`kuryr_supervisor.netcheck.node.dataplane`).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Readiness of the node's data plane with the OVS binding, beside
 ``ovsdb``: each named after what is broken, as CNI STATUS and the node's
-record read them (:mod:`kuryr_supervisor.health.dataplane`):
+record read them (:mod:`kuryr_supervisor.netcheck.node.dataplane`):
 
 * ``ovn-controller``: ovn-controller runs, answers on its control socket
   and is connected to the Southbound database (``connection-status``, as
@@ -25,8 +25,8 @@ OVS agent's node) passes ``ovn-controller`` and ``flows`` saying so.
 
 Readiness, never liveness: restarting the daemon fixes none of these.
 Each is an I/O check sharing the ``ovsdb`` check's held connection
-(:attr:`OvsdbCheck.db <kuryr_supervisor.health.checks.ovsdb.OvsdbCheck.db>`)
-and bounded like it (``[binding] ovsdb_timeout``; every question to a
+(:func:`~kuryr_supervisor.health.checks.ovsdb.connection`, handed to all
+four by :func:`ovs_checks`) and bounded like it (``[binding] ovsdb_timeout``; every question to a
 daemon a second, OpenFlow two): a hung ovn-controller, ovs-vswitchd or
 ovsdb-server fails the check, never the HealthManager.
 """
@@ -60,7 +60,7 @@ class _OvsCheck(Check):
     kind = Kind.READINESS
     sort = Sort.IO
 
-    def __init__(self, conf: cfg.ConfigOpts, db: OvsdbCheck) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db: ovsdb.Ovsdb) -> None:
         self.conf = conf
         self._db = db
 
@@ -69,7 +69,7 @@ class _OvsCheck(Check):
 
     @property
     def ovn(self) -> ovnlocal.OvnLocal:
-        return ovnlocal.OvnLocal(self._db.db, self.conf.binding.ovn_rundir)
+        return ovnlocal.OvnLocal(self._db, self.conf.binding.ovn_rundir)
 
     @property
     def vswitchd(self) -> daemons.Vswitchd:
@@ -131,7 +131,7 @@ class FlowsCheck(_OvsCheck):
 
     name = "flows"
 
-    def __init__(self, conf: cfg.ConfigOpts, db: OvsdbCheck, *,
+    def __init__(self, conf: cfg.ConfigOpts, db: ovsdb.Ovsdb, *,
                  counts: FlowCounts | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__(conf, db)
@@ -143,7 +143,7 @@ class FlowsCheck(_OvsCheck):
         try:
             if not self._chassis():
                 return Result.passed(NOT_CHASSIS)
-            rows = self._db.db.our_interfaces()
+            rows = self._db.our_interfaces()
         except ovsdb.OvsdbError as exc:
             return Result.failed(f"cannot tell: {exc}")
         try:
@@ -191,7 +191,7 @@ class FlowsCheck(_OvsCheck):
         suspects = {n: p for n, p in ports.items() if not counts.get(p.ofport)}
         if not suspects:
             return {}, 0
-        now = {str(r["name"]): r for r in self._db.db.our_interfaces_now()}
+        now = {str(r["name"]): r for r in self._db.our_interfaces_now()}
         bare = {n: p for n, p in suspects.items() if _same(now.get(n), p)}
         return bare, len(suspects) - len(bare)
 
@@ -219,8 +219,8 @@ class DatapathCheck(_OvsCheck):
         return Result.passed(f"{bridge} on datapath {found}")
 
 
-def ovs_checks(conf: cfg.ConfigOpts) -> list[Check]:
-    """``ovsdb`` and the data-plane checks that share its connection."""
-    db = OvsdbCheck(conf)
-    return [db, OvnControllerCheck(conf, db), FlowsCheck(conf, db),
-            DatapathCheck(conf, db)]
+def ovs_checks(conf: cfg.ConfigOpts, db: ovsdb.Ovsdb) -> list[Check]:
+    """``ovsdb`` and the data-plane checks, over one held connection
+    ``db`` (:func:`~kuryr_supervisor.health.checks.ovsdb.connection`)."""
+    return [OvsdbCheck(conf, db), OvnControllerCheck(conf, db),
+            FlowsCheck(conf, db), DatapathCheck(conf, db)]

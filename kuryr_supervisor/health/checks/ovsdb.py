@@ -5,11 +5,13 @@ Without either every ADD fails (code 11, never counted), so the node must
 leave the kubelet's rotation and say why; restarting the daemon fixes
 neither, so it is readiness, never liveness. An I/O check on the
 HealthManager's timer, over the HealthManager's own held OVSDB connection
-(:class:`~kuryr_supervisor.cni.ovsdb.Ovsdb`, opened at the first run, after
-the fork): each run is one round trip bounded by ``[binding]
+(:func:`connection`: a :class:`~kuryr_supervisor.cni.ovsdb.Ovsdb` made once
+where the node's side of network health is assembled,
+:mod:`kuryr_supervisor.netcheck.node.assembly`, and opened at its first
+call, after the fork): each run is one round trip bounded by ``[binding]
 ovsdb_timeout``, which is also the check's deadline, so a hung
-ovsdb-server fails the check, never the HealthManager. Other checks of the
-node's OVS or OVN state share that connection (:attr:`OvsdbCheck.db`).
+ovsdb-server fails the check, never the HealthManager. The other checks of
+the node's OVS or OVN state and the canary are handed the same connection.
 """
 from __future__ import annotations
 
@@ -21,10 +23,11 @@ from oslo_config import cfg
 from kuryr_supervisor.cni import ovsdb
 from kuryr_supervisor.health.checks.base import Check, Kind, Result, Sort
 
-Connect = Callable[[cfg.ConfigOpts], ovsdb.Ovsdb]
 
-
-def _connect(conf: cfg.ConfigOpts) -> ovsdb.Ovsdb:
+def connection(conf: cfg.ConfigOpts) -> ovsdb.Ovsdb:
+    """The node's database as ``[binding]`` names it; nothing is
+    connected until its first call (so it may be made before a fork and
+    used after it)."""
     return ovsdb.Ovsdb(conf.binding.ovsdb_connection,
                        conf.binding.ovsdb_timeout,
                        bridge=conf.binding.ovs_bridge)
@@ -35,19 +38,11 @@ class OvsdbCheck(Check):
     kind = Kind.READINESS
     sort = Sort.IO
 
-    def __init__(self, conf: cfg.ConfigOpts, *, connect: Connect = _connect,
+    def __init__(self, conf: cfg.ConfigOpts, db: ovsdb.Ovsdb, *,
                  timer: Callable[[], float] = time.perf_counter) -> None:
         self.conf = conf
-        self._connect = connect
+        self.db = db
         self._timer = timer
-        self._db: ovsdb.Ovsdb | None = None
-
-    @property
-    def db(self) -> ovsdb.Ovsdb:
-        """The HealthManager's OVSDB connection, made at first use."""
-        if self._db is None:
-            self._db = self._connect(self.conf)
-        return self._db
 
     def timeout(self) -> float | None:
         return float(self.conf.binding.ovsdb_timeout)

@@ -4,9 +4,10 @@ Workers: the Watcher, the Server and the HealthManager, one process each.
 Listeners: the CNI socket (served by the Server, watched by the master),
 the probes and ``/metrics`` (the HealthManager). Its HealthManager speaks
 for the node: STATUS flags, the node's NodeNetwork record and its Events
-(:mod:`kuryr_supervisor.health.netwatch`,
-:mod:`kuryr_supervisor.health.nodeevents`), and runs the node's checks (:func:`node_checks`) beside the
-base set. Preflight: the CNI socket's path is trusted. Shared state: what
+(:mod:`kuryr_supervisor.netcheck.node.assembly`: the data-plane checks
+over one OVSDB connection, the record, the canary;
+:mod:`kuryr_supervisor.health.nodeevents`), and runs the node's other
+checks (:func:`node_checks`) beside the base set. Preflight: the CNI socket's path is trusted. Shared state: what
 CNI STATUS answers and the pods whose port is lost. Hooks: the shim and
 conflist installed on first readiness and uninstalled after a graceful
 stop (``[cni_install]``), the node released from the network judge
@@ -37,21 +38,15 @@ def node_checks(state: SharedState, conf: cfg.ConfigOpts,
                 master_pid: int) -> list[Check]:
     """The HealthManager's ``check_factory``: built in the worker, after the
     fork, so the API client is never shared with the master (``k8s-api``;
-    with the OVS binding ``ovsdb`` and the data-plane checks, with the
-    Linux bridge ``bridge``; Keystone's and Neutron's when
-    ``[controller] openstack_checks``)."""
+    Keystone's and Neutron's when ``[controller] openstack_checks``). The
+    data-plane checks are the node side of network health's
+    (:mod:`kuryr_supervisor.netcheck.node.assembly`)."""
     from kuryr_supervisor.health.checks import kubernetes
     check = kubernetes.from_conf(conf, master_pid=master_pid)
     checks: list[Check] = [check] if check is not None else []
     if conf.controller.openstack_checks:     # the CNI role uses Neutron too
         from kuryr_supervisor.master.roles.dependencies import openstack_checks
         checks.extend(openstack_checks(conf, master_pid=master_pid))
-    if conf.binding.driver == "ovs":
-        from kuryr_supervisor.health.checks.ovn import ovs_checks
-        checks.extend(ovs_checks(conf))
-    else:
-        from kuryr_supervisor.health.checks.bridge import BridgeCheck
-        checks.append(BridgeCheck(conf.binding.bridge))
     return checks
 
 
@@ -80,6 +75,7 @@ class CNIRole(Role):
 
     def workers(self, conf: cfg.ConfigOpts,
                 sockets: Listeners) -> list[Service]:
+        from kuryr_supervisor.netcheck.node import assembly
         from kuryr_supervisor.workers.health import HealthManagerWorker
         from kuryr_supervisor.workers.server import ServerWorker
         from kuryr_supervisor.workers.watcher import WatcherWorker
@@ -88,7 +84,7 @@ class CNIRole(Role):
             (ServerWorker, {"listener": sockets.cni,
                             "handoff": sockets.handoff}),
             (HealthManagerWorker, {"check_factory": node_checks,
-                                   "node_network": True,
+                                   "node_network": assembly.build,
                                    "probe_listener": sockets.probe,
                                    "metrics_listener": sockets.metrics}),
         ]
@@ -107,7 +103,7 @@ class CNIRole(Role):
             uninstall_on_stop(conf, code, installer.installed)
 
         def release(code: object) -> None:
-            from kuryr_supervisor.health.netrecord import release_on_stop
+            from kuryr_supervisor.netcheck.node.netrecord import release_on_stop
             release_on_stop(conf, code)
         return Hooks(ready=(installer,), stopped=(lambda: settle_stores(conf),),
                      exited=(uninstall, release))

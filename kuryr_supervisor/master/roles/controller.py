@@ -58,7 +58,7 @@ class ControllerRole(Role):
             (HandlerWorker, {}),
             (HealthManagerWorker, {"check_factory": dependency_checks,
                                    "base_checks": controller_checks,
-                                   "node_network": False,
+                                   "node_network": None,
                                    "probe_listener": sockets.probe,
                                    "metrics_listener": sockets.metrics}),
         ]

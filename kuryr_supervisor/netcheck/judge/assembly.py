@@ -1,0 +1,63 @@
+"""The build functions (entry points) of the ``network_health`` handler
+(the judge, :func:`judge`) and of the ``network_canary`` handler
+(:func:`canary`).
+
+Every collaborator is built here, once the process's clients exist
+(:class:`~kuryr_supervisor.controller.runtime.Runtime`), and passed to a
+constructor: nothing is wired after construction.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from kuryr_supervisor.controller.leadership.election import identity
+from kuryr_supervisor.controller.runtime import Runtime
+from kuryr_supervisor.kubernetes import events
+from kuryr_supervisor.netcheck.judge.canary import NetworkCanaryHandler
+from kuryr_supervisor.netcheck.judge.canaryports import CanaryPorts
+from kuryr_supervisor.netcheck.judge.handler import NetworkHealthHandler
+from kuryr_supervisor.netcheck.judge.known import KnownNodes
+from kuryr_supervisor.netcheck.judge.nodes import NodeConditions
+from kuryr_supervisor.netcheck.judge.records import RecordBook
+from kuryr_supervisor.netcheck.judge.report import Report
+from kuryr_supervisor.netcheck.judge.verdictspecs import VerdictSpecs
+
+Clock = Callable[[], float]
+
+
+def judge(rt: Runtime, *, clock: Clock = time.monotonic,
+          wall: Clock = time.time) -> NetworkHealthHandler:
+    """The network judge of ``rt``'s process; ``clock`` (monotonic) and
+    ``wall`` are the judge's (a test's)."""
+    conf = rt.conf
+    client = rt.kubernetes()
+    book = RecordBook(clock)
+    recorder = events.recorder(client)
+    return NetworkHealthHandler(
+        rt, client=client, book=book,
+        nodes=NodeConditions(client, conf.network_health.condition_type,
+                             wall=wall, clock=clock),
+        known=KnownNodes(client, clock=clock),
+        specs=VerdictSpecs(
+            client, book, judge=identity(rt.ctx.master_pid),
+            lifetime=lambda: float(conf.network_health.verdict_lifetime),
+            wall=wall, beat=rt.beat),
+        recorder=recorder,
+        report=Report(recorder.record, getattr(rt.ctx.state, "verdicts", None),
+                      conf.controller.lease_namespace, wall=wall),
+        clock=clock, wall=wall)
+
+
+def canary(rt: Runtime, *,
+           clock: Clock = time.monotonic) -> NetworkCanaryHandler:
+    """The canary handler of ``rt``'s process; ``clock``: a test's."""
+    opts = rt.conf.controller
+    client = rt.kubernetes()
+    return NetworkCanaryHandler(
+        rt, client=client,
+        ports=CanaryPorts(
+            rt.openstack(), client, network_id=opts.pod_network_id,
+            subnet_id=opts.pod_subnet_id, project_id=str(opts.project_id),
+            cluster_id=opts.cluster_id, beat=rt.beat),
+        known=KnownNodes(client, clock=clock), clock=clock)
