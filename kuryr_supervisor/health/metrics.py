@@ -43,6 +43,7 @@ from kuryr_supervisor.state import (
     Fault,
     SharedState,
 )
+from kuryr_supervisor.state import lbstats
 from kuryr_supervisor.state.netverdicts import KINDS, REASONS
 
 LOG = logging.getLogger(__name__)
@@ -95,6 +96,8 @@ class HealthCollector:
         yield from self._watch_and_ipam()
         yield from _pools(self.state.pools.rows())
         yield from self._network()
+        if any(c.handler == "services" for c in self.state.active):
+            yield from _services(self.state.load_balancers.read())
         if Component.SERVER in self.state.active:
             yield from _canary(self.network() if self.network else None)
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
@@ -234,6 +237,41 @@ class HealthCollector:
         yield GaugeMetricFamily(PREFIX + "ipam_allocated_addresses",
                                 "Addresses allocated to pods.",
                                 value=float(used))
+
+
+def _services(figures: dict[str, float]) -> Iterator[Metric]:
+    """The ``services`` handler's figures (:mod:`~kuryr_supervisor.state.
+    lbstats`): fixed labels, so the series are bounded whatever the
+    cluster."""
+    lbs = GaugeMetricFamily(
+        PREFIX + "services_load_balancers",
+        "The cluster's Octavia load balancers, by provisioning status.",
+        labels=["status"])
+    for name in lbstats.STATES:
+        lbs.add_metric([name], figures[f"lb_{name}"])
+    yield lbs
+    services = GaugeMetricFamily(
+        PREFIX + "services", "Kubernetes Services, by what the handler makes "
+        "of them (wanted: a load balancer; pending: a change under way; "
+        "skipped: headless, ExternalName or no IPv4 clusterIP).",
+        labels=["state"])
+    for name in lbstats.SERVICES:
+        services.add_metric([name], figures[f"services_{name}"])
+    yield services
+    writes = CounterMetricFamily(
+        PREFIX + "services_octavia_writes", "Writes sent to Octavia, by "
+        "kind.", labels=["kind"])
+    for name in lbstats.WRITES:
+        writes.add_metric([name], figures[f"writes_{name}"])
+    yield writes
+    yield CounterMetricFamily(
+        PREFIX + "services_octavia_refusals", "Writes Octavia refused (a "
+        "VIP in use, a quota met): told in an Event on the Service.",
+        value=figures["refusals"])
+    yield CounterMetricFamily(
+        PREFIX + "services_load_balancer_errors", "Load balancers seen in "
+        "provisioning status ERROR (made again with backoff).",
+        value=figures["errors"])
 
 
 #: Labels of the port pools' series: the pool key and its node.

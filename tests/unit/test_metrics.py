@@ -18,6 +18,7 @@ from kuryr_supervisor.health.checks import default_checks
 from kuryr_supervisor.health.metrics import IpamSampler, MetricsApp, MetricsExporter
 from kuryr_supervisor.health.monitor import HealthMonitor
 from kuryr_supervisor.state import CNI_COMPONENTS, Component, Reason, SharedState
+from kuryr_supervisor.state.components import controller_components
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -40,9 +41,11 @@ def scrape(exporter: MetricsExporter) -> dict[tuple[str, tuple], float]:
     return samples
 
 
-def build() -> tuple[SharedState, HealthMonitor, MetricsExporter, Clock]:
+def build(active: tuple[Component, ...] = CNI_COMPONENTS
+          ) -> tuple[SharedState, HealthMonitor, MetricsExporter, Clock]:
     clock = Clock(100.0)
-    state = SharedState.create(multiprocessing.get_context("fork"), clock=clock)
+    state = SharedState.create(multiprocessing.get_context("fork"), clock=clock,
+                               active=active)
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([])
@@ -190,6 +193,31 @@ def test_metrics_app_serves_only_metrics() -> None:
     assert client.post("/metrics").status_code == 405
 
 
+def test_services_figures_only_where_the_services_handler_runs() -> None:
+    state, monitor, exporter, _ = build(controller_components(["services"]))
+    board = state.load_balancers
+    board.gauges({"active": 3, "error": 1}, {"wanted": 4, "skipped": 2})
+    for kind in ("create", "create", "members", "unknown-kind"):
+        board.wrote(kind)
+    board.count("refusals")
+    got = scrape(exporter)
+    prefix = "kuryr_supervisor_services"
+    assert got[(f"{prefix}_load_balancers", (("status", "active"),))] == 3
+    assert got[(f"{prefix}_load_balancers", (("status", "error"),))] == 1
+    assert got[(f"{prefix}_load_balancers", (("status", "pending"),))] == 0
+    assert got[(prefix, (("state", "wanted"),))] == 4
+    assert got[(prefix, (("state", "skipped"),))] == 2
+    assert got[(f"{prefix}_octavia_writes_total", (("kind", "create"),))] == 2
+    assert got[(f"{prefix}_octavia_writes_total", (("kind", "members"),))] == 1
+    assert not [k for k in got if k[1] == (("kind", "unknown-kind"),)]
+    assert got[(f"{prefix}_octavia_refusals_total", ())] == 1
+    assert got[(f"{prefix}_load_balancer_errors_total", ())] == 0
+    # A controller without the handler, and the CNI role, say nothing of it.
+    for active in (controller_components(["neutron_port"]), CNI_COMPONENTS):
+        _, _, other, _ = build(active)
+        assert not [k for k in scrape(other) if k[0].startswith(prefix)]
+
+
 def test_promtool_check_metrics() -> None:
     """Names, types, units and help by Prometheus's own linter. The test
     command installs promtool (Debian's ``prometheus``); where the suite must
@@ -204,7 +232,17 @@ def test_promtool_check_metrics() -> None:
     state.record_cni_request("ADD", 0, 0.01)
     state.record_restart_cause(Component.SERVER, Reason.KILLED)
     state.set_ipam_pool(10, 1)
-    payload, _ = exporter.render()
+    # The controller's with the services handler too.
+    _, services_monitor, services, _ = build(controller_components(["services"]))
+    services_monitor.tick()
+    family = b"kuryr_supervisor_services"
+
+    def named(line: bytes) -> bytes:      # "# HELP <name> ...", "<name>{...} v"
+        return line.split(b" ")[2] if line.startswith(b"#") else line
+    payload = exporter.render()[0] + b"".join(
+        line + b"\n" for line in services.render()[0].splitlines()
+        if named(line).startswith(family))
+    assert payload.count(b"# TYPE kuryr_supervisor_services") == 5
     done = subprocess.run([promtool, "check", "metrics"], input=payload,
                           capture_output=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
