@@ -22,12 +22,21 @@ run where 127.0.0.1 cannot be reached (a new namespace's ``lo`` is down)
 stops before the first test with one line saying so
 (:func:`loopback_problem`), rather than failing test after test and
 waiting out each one's deadline.
+
+A run never outlives its tests by more than :data:`EXIT_GRACE` seconds:
+a thread a test left running (an executor's job retrying against a fake
+that is gone) would otherwise hold the interpreter's exit, which joins
+them, until CI's own deadline. Past the grace the stacks of every thread
+are printed and the run exits with status 3 (:func:`pytest_unconfigure`).
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
 import sys
+import threading
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -38,6 +47,8 @@ pytest_plugins = ["tests.fixtures.netns", "tests.fixtures.clients",
                   "tests.fixtures.ovn.stack", "tests.fixtures.lbclouds"]
 
 REQUIRE = os.environ.get("KURYR_SUPERVISOR_REQUIRE_PRIVILEGED") == "1"
+#: Seconds the interpreter may take to exit once the run is over.
+EXIT_GRACE = float(os.environ.get("KURYR_SUPERVISOR_TEST_EXIT_GRACE", "60"))
 _ran: list[str] = []
 
 #: The tiers, fastest first (doc/source/contributor/testing.rst says what
@@ -148,3 +159,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(f"privileged tests passed: {len(_ran)}")
+
+
+def _exit_watchdog(grace: float) -> None:
+    time.sleep(grace)
+    print(f"\ntest run still exiting {grace:.0f} s after its end: a thread "
+          "a test left running holds the interpreter's exit (its stack "
+          "below); exiting with status 3", file=sys.stderr, flush=True)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+    sys.stderr.flush()
+    os._exit(3)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The exit's watchdog (module docstring): a daemon thread, gone with
+    the interpreter when the exit takes less than the grace."""
+    if hasattr(config, "workerinput"):
+        return
+    threading.Thread(target=_exit_watchdog, args=(EXIT_GRACE,),
+                     name="exit-watchdog", daemon=True).start()

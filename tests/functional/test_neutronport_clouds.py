@@ -96,6 +96,7 @@ def world(tmp_path: Path, any_neutron: AnyCloud) -> Iterator[World]:
     api = FakeAPI().start()
     w = World(tmp_path, any_neutron, api)
     yield w
+    w.stop_handlers()
     api.stop()
     for port in any_neutron.ports(device_owner="compute:kuryr"):
         if port["name"].startswith(f"{w.tag}:") or w.tag in port["tags"]:

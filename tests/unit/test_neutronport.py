@@ -92,7 +92,9 @@ def world(tmp_path: Path) -> Iterator[World]:
     neutron = FakeNeutron(keystone).start()
     conf = neutron_conf(tmp_path, keystone, pod_network_id=neutron.network_id,
                         pod_subnet_id=neutron.subnet["id"])
-    yield World(api, neutron, conf, Counts())
+    world = World(api, neutron, conf, Counts())
+    yield world
+    world.stop_handlers()
     neutron.stop()
     keystone.stop()
     api.stop()

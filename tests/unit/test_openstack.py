@@ -197,7 +197,8 @@ def test_wrong_password_is_unavailable(tmp_path: Path,
 def test_cni_role_can_check_openstack_too(tmp_path: Path,
                                           cloud: tuple[FakeKeystone, FakeNeutron]) -> None:
     """Nested deployments: [controller] openstack_checks adds the keystone and
-    neutron readiness checks to the CNI role's HealthManager."""
+    neutron readiness checks to the CNI role's HealthManager (the
+    data-plane checks are the node side of network health's)."""
     from kuryr_supervisor.health.checks.base import Kind, Sort
     from kuryr_supervisor.master.roles.cni import node_checks
     keystone, neutron = cloud
@@ -205,7 +206,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
                         openstack_check_interval=60)
     conf.set_override("api_root", "http://127.0.0.1:9", "kubernetes")
     checks = {c.name: c for c in node_checks(None, conf, os.getpid())}  # type: ignore[arg-type]
-    assert set(checks) == {"k8s-api", "keystone", "neutron", "bridge"}
+    assert set(checks) == {"k8s-api", "keystone", "neutron"}
     for name in ("keystone", "neutron"):
         assert (checks[name].kind, checks[name].sort) == (Kind.READINESS, Sort.IO)
     now = time.monotonic()

@@ -79,6 +79,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 
 def stop(w: World) -> None:
+    w.stop_handlers()
     w.neutron.stop()
     w.neutron.keystone.stop()
     w.api.stop()

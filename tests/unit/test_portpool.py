@@ -38,7 +38,9 @@ def world(tmp_path: Path) -> Iterator[World]:
                        ("ports_pool_max", 30), ("ports_pool_batch", 10),
                        ("ports_pool_update_frequency", 0.2)):
         conf.set_override(key, value, "vif_pool")
-    yield World(api, neutron, conf, Counts())
+    world = World(api, neutron, conf, Counts())
+    yield world
+    world.stop_handlers()
     neutron.stop()
     keystone.stop()
     api.stop()
