@@ -220,8 +220,7 @@ def test_cni_role_can_check_openstack_too(tmp_path: Path,
     assert not result.ok and "port quota exhausted" in result.message
     conf.clear_override("api_root", "kubernetes")
     conf.set_override("openstack_checks", False, "controller")
-    assert [c.name for c in node_checks(None, conf, os.getpid())] == [  # type: ignore[arg-type]
-        "bridge"]
+    assert [c.name for c in node_checks(None, conf, os.getpid())] == []  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("which", ["keystone", "neutron"])
