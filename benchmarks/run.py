@@ -44,6 +44,7 @@ from benchmarks import (
     ovsdb_clients,
     probes,
     recovery,
+    services,
     shim_cpu,
     startup,
     status,
@@ -64,7 +65,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "controller-slow": controller_slow.run, "fleet": fleet.run,
     "cri": cri.run, "dataplane": dataplane.run,
     "ovs-binding": ovs_binding.run, "ovsdb-clients": ovsdb_clients.run,
-    "status": status.run, "health": health.run,
+    "status": status.run, "health": health.run, "services": services.run,
 }
 
 
