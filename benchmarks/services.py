@@ -26,7 +26,8 @@ controller would, and a controller daemon whose only handler is
   0), asked of Octavia, Neutron and OVN;
 * **kills**: the 100 Services added in 20 batches, after each batch the
   controller (master and workers, every process of its session, as a
-  container's) SIGKILLed at a random moment, a new one started: duplicate
+  container's) SIGKILLed at a random moment within 4 s of its first write
+  to Octavia, a new one started: duplicate
   load balancers (two for one Service or one VIP, goal 0), and what is
   left once all are deleted (goal 0).
 
@@ -44,6 +45,7 @@ import re
 import signal
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,9 @@ ACCESS = re.compile(r'"(POST|PUT|DELETE) (/v2/lbaas/\S*) HTTP/[\d.]+" (\d{3})')
 #: trailing write would land there), and after a restart is ready.
 QUIET = 3.0
 RESTART_WATCH = 10.0
+#: A controller of the kill phase is killed within this many seconds of
+#: its first write (uniformly).
+KILL_WITHIN = 4.0
 
 
 class Probes:
@@ -193,12 +198,21 @@ class Bench:
         return [(m.group(1), m.group(2), int(m.group(3)))
                 for m in ACCESS.finditer(text)]
 
-    def converged(self, want: dict[str, set[str]], timeout: float) -> float:
+    def converged(self, want: dict[str, set[str]], d: Any,
+                  timeout: float) -> float:
         """Seconds until every Service of ``want`` (uid → member
-        addresses) has its load balancer ACTIVE with those members."""
-        started, done = time.monotonic(), set[str]()
+        addresses) has its load balancer ACTIVE with those members, as
+        Octavia's status trees say. They are read once the controller
+        ``d`` has no Service pending (its ``/metrics``), or every 5 s
+        when it does not say: a hundred trees read every second would
+        load the one Octavia API worker the handler waits for."""
+        started, done, read = time.monotonic(), set[str](), 0.0
         prefix = f"{self.tag}:"
         while time.monotonic() - started < timeout:
+            if _pending(d) != 0 and time.monotonic() - read < 5.0:
+                time.sleep(0.5)
+                continue
+            read = time.monotonic()
             lbs = {lb.name[len(prefix):]: lb for lb in self.ours()}
             for uid in set(want) - done:
                 lb = lbs.get(uid)
@@ -211,7 +225,7 @@ class Bench:
                     done.add(uid)
             if done >= set(want):
                 return time.monotonic() - started
-            time.sleep(1.0)
+            time.sleep(0.5)
         raise RuntimeError(f"{len(set(want) - done)} of {len(want)} Services "
                            f"not converged after {timeout:.0f} s")
 
@@ -219,15 +233,16 @@ class Bench:
                timeout: float = 60.0) -> float | None:
         """Seconds from ``since`` until the Service's load balancer is
         settled with ``members`` in every pool, as Octavia says."""
-        name = f"{self.tag}:{uid}"
+        name, lb_id = f"{self.tag}:{uid}", ""
         while time.monotonic() - since < timeout:
-            lb = next((x for x in self.ours() if x.name == name), None)
-            tree = self.lbs.tree(lb.id) if lb is not None else None
+            if not lb_id:
+                lb_id = next((x.id for x in self.ours() if x.name == name), "")
+            tree = self.lbs.tree(lb_id) if lb_id else None
             if tree is not None and tree.settled and tree.members and all(
                     {m.address for m in ms} == members
                     for ms in tree.members.values()):
                 return time.monotonic() - since
-            time.sleep(0.1)
+            time.sleep(0.25)
         return None
 
     def leftovers(self, timeout: float = 120.0) -> dict[str, int]:
@@ -254,6 +269,20 @@ class Bench:
             if not any(left.values()) or time.monotonic() > deadline:
                 return left
             time.sleep(1.0)
+
+
+def _pending(d: Any) -> float | None:
+    """The controller's Services pending (its ``/metrics``), None if it
+    does not answer."""
+    try:
+        with urllib.request.urlopen(
+                f"http://127.0.0.1:{d.metrics_port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    found = re.search(r'^kuryr_supervisor_services\{state="pending"\} (\S+)$',
+                      text, re.M)
+    return float(found.group(1)) if found else None
 
 
 def _vips(start: int, count: int) -> list[str]:
@@ -352,7 +381,7 @@ def _scale(b: Bench, d: Any, figures: list[Figure], raw: dict[str, Any],
     started = time.monotonic()
     for i, vip in enumerate(_vips(30, n)):
         want[b.service(f"s{i}", vip, _members(i))] = set(_members(i))
-    took = b.converged(want, 600)
+    took = b.converged(want, d, 900)
     time.sleep(QUIET)
     created = b.writes(since)
     figures.append(Figure(NAME, f"{n} Services x 3 endpoints → all ACTIVE "
@@ -366,7 +395,7 @@ def _scale(b: Bench, d: Any, figures: list[Figure], raw: dict[str, Any],
     for i in range(n):
         b.endpoints(f"s{i}", _members(i, 1))
         want[uids[f"s{i}"]] = set(_members(i, 1))
-    took_change = b.converged(want, 600)
+    took_change = b.converged(want, d, 900)
     time.sleep(QUIET)
     change = b.writes(since)
     figures.append(Figure(NAME, f"{n} EndpointSlices changed (one endpoint "
@@ -418,13 +447,17 @@ def _kills(b: Bench, d: Any, figures: list[Figure], raw: dict[str, Any],
     for k in range(kills):
         for i in range(k * per, min(n, (k + 1) * per)):
             want[b.service(f"k{i}", vips[i], _members(i))] = set(_members(i))
-        wait = rng.uniform(0.5, 6.0)
-        time.sleep(wait)
-        lived.append(wait)
+        # Killed at a random moment once it writes: a kill while it
+        # starts up (5 s on a loaded machine) would meet no create.
+        started, mark = time.monotonic(), b.log_size()
+        while not b.writes(mark) and time.monotonic() - started < 60:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, KILL_WITHIN))
+        lived.append(time.monotonic() - started)
         b.kill(d)
         made.append((len(want), len(b.ours())))
         d = b.controller()
-    took = b.converged(want, 900)
+    took = b.converged(want, d, 900)
     time.sleep(QUIET)
     writes = b.writes(since)
     prefix = f"{b.tag}:"

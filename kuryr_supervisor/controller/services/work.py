@@ -95,6 +95,11 @@ class Run:
             self._run()
         except OpenStackError as exc:
             error = exc
+            if self.writes:
+                # What the last write made is unread (its answer or the
+                # read after it lost): the next job reads it first, not
+                # write it again from what was there before.
+                self.complete = False
         return Outcome(self.job.uid, self.actual, self.done, self.complete,
                        self.ids, tuple(self.writes), self.created,
                        self.errored, self.stuck, error)
