@@ -42,8 +42,8 @@ from kuryr_supervisor.state import (
     Component,
     Fault,
     SharedState,
+    lbstats,
 )
-from kuryr_supervisor.state import lbstats
 from kuryr_supervisor.state.netverdicts import KINDS, REASONS
 
 LOG = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ def test_one_ovsdb_connection_held_by_every_data_plane_check() -> None:
     checks = node.checks()
     assert [c.name for c in checks] == ["ovsdb", "ovn-controller", "flows",
                                         "datapath"]
-    held = {id(getattr(c, "db", None) or getattr(c, "_db")) for c in checks}
+    held = {id(getattr(c, "db", None) or c._db) for c in checks}
     assert held == {id(node.db)}
     # Standalone: no record, so no judge is heard.
     assert node.view is None
