@@ -9,35 +9,18 @@ followed was reset, and the job tried again 12 s later wrote the same
 members a second time."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kuryr_supervisor.controller.openstack.lbwire import Member
-from tests.fixtures.fakeapi import FakeAPI
-from tests.fixtures.lbclouds import LbCloud
 from tests.fixtures.octavia import _Error
 from tests.fixtures.servicehandler import World, until
+from tests.unit import test_services_handler as handler_tests
 
 VIP = "10.96.0.11"
 MEMBERS = "PUT /v2/lbaas/pools/{id}/members"
 
-
-@pytest.fixture
-def api() -> Iterator[FakeAPI]:
-    fake = FakeAPI().start()
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def world(api: FakeAPI, fake_octavia: LbCloud,
-          tmp_path: Path) -> Iterator[World]:
-    made = World(api, fake_octavia, tmp_path)
-    yield made
-    made.stop()
+#: The handler tests' fixtures: the API fake, the handler over it.
+api, world = handler_tests.api, handler_tests.world
 
 
 def test_a_read_lost_after_a_write_is_not_written_again(world: World) -> None:
