@@ -12,6 +12,9 @@ would); pods plugged by hand on the fixture's pod network
   gets some; a restart of the controller writes nothing (to Octavia, to
   Kubernetes); the Service deleted leaves no load balancer, listener,
   pool, VIP port or NB Load_Balancer;
+- a name resolved by a pod on node 2 through a "kube-dns" Service's VIP
+  (a DNS server pod on node 1; glibc's resolver, over UDP and TCP), the
+  Service it names answering through its VIP;
 - the ``kubernetes`` Service, whose endpoint is no pod (an "API server"
   on a subnet of its own behind the same router), answers through its VIP;
 - Octavia stopped (its API's processes SIGSTOPped): readiness names
@@ -39,6 +42,7 @@ from kuryr_supervisor.controller.services.inventory import SERVICES_TAG
 from tests.fixtures.clouds import controller_options
 from tests.fixtures.daemon import Daemon
 from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.ovn.dnspod import DnsServer, Resolver
 from tests.fixtures.ovn.lb import OvnOctavia, log
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 from tests.fixtures.ovn.svcpods import Pods, probe
@@ -238,6 +242,62 @@ def test_a_service_through_its_vip_follows_its_endpoints(
         d.close()
         sweep(lbs, api)
     assert ovn_octavia.errors() == []
+
+
+def test_a_pod_resolves_a_service_by_name_through_kube_dns(
+        tmp_path: Path, real_cloud: RealCloud, ovn_stack: OvnStack,
+        ovn_octavia: OvnOctavia, api: FakeAPI, pods: Pods,
+        catalog: None) -> None:
+    """A client pod on node 2 resolves ``web.default.svc.cluster.local``
+    with its resolver pointed at kube-dns's ClusterIP, as the kubelet
+    points a pod's, over UDP and TCP (the resolver's retry over TCP of a
+    truncated answer), and reaches the address it got: the web Service's
+    VIP, answered by the web pod. Both Services' members are on node 1."""
+    node1, node2 = ovn_stack.fabric.nodes
+    dns_pod, server = pods.make(node1), pods.make(node1, "web")
+    client = pods.make(node2)
+    dns_vip = vip(ovn_octavia)
+    web_vip = next(a for a in iter(lambda: vip(ovn_octavia), "")
+                   if a != dns_vip)
+    name = "web.default.svc.cluster.local"
+    dns = DnsServer(dns_pod, {name: web_vip})
+    resolver = Resolver(client, dns_pod.address)
+    lbs = lb_api(tmp_path, real_cloud)
+    d = daemon(tmp_path, real_cloud, ovn_octavia, api)
+    try:
+        # The server answers the client directly: only the VIP is missing.
+        assert resolver.resolve(name) == [web_vip]
+        resolver.nameserver = dns_vip
+        assert resolver.resolve(name) == []
+        api.add_service("kube-system", "kube-dns", dns_vip, ports=[
+            {"name": "dns", "protocol": "UDP", "port": 53, "targetPort": 53},
+            {"name": "dns-tcp", "protocol": "TCP", "port": 53,
+             "targetPort": 53}], selector={"k8s-app": "kube-dns"})
+        api.put_endpointslice("kube-system", "kube-dns-x1", "kube-dns",
+                              addresses=[dns_pod.address],
+                              ports={"dns": 53, "dns-tcp": 53})
+        web(api, "web", web_vip)
+        endpoints(api, "web", server.address)
+        d.start()
+        d.wait_ready(60)
+        for tcp in (False, True):
+            wait_for(lambda t=tcp: resolver.resolve(name, tcp=t) == [web_vip],
+                     60, lambda t=tcp: f"{name} through {dns_vip} (tcp={t})"
+                     f"\n{d.log()[-3000:]}", interval=0.2)
+        [address] = resolver.resolve(name)
+        wait_for(lambda: "web" in probe(client, "tcp", address, 80, 1, 2),
+                 60, f"the web Service through {address}:80", interval=0)
+        assert {lb.vip for lb in ours(lbs, api)} == {dns_vip, web_vip}
+        api.delete_service("kube-system", "kube-dns")
+        api.delete_service("default", "web")
+        wait_for(lambda: not ours(lbs, api), 60, "no load balancer left")
+        healthy = d.log()
+        assert " ERROR " not in healthy and "Traceback" not in healthy
+    finally:
+        d.close()
+        sweep(lbs, api)
+        resolver.close()
+        dns.close()
 
 
 def test_the_kubernetes_service_reaches_an_endpoint_that_is_no_pod(
