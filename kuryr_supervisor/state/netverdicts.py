@@ -24,12 +24,12 @@ LABEL_BYTES = 256
 #: What a cluster-wide fault's trouble is most often (the ``kind`` label;
 #: the judge says what each most likely means).
 KINDS = ("ovn-controller", "flows", "datapath", "ovsdb", "bridge",
-         "other-check", "gateway", "peers", "daemon", "stale")
+         "other-check", "gateway", "peers", "daemon", "stale", "services")
 #: The reasons of a local fault (the ``reason`` label; the Node
 #: condition's reason).
 REASONS = ("KuryrRecordStale", "KuryrDaemonNotReady", "KuryrLocalCheckFailed",
            "KuryrGatewayUnreachable", "KuryrPeersUnreachable",
-           "KuryrCanaryUnreachable")
+           "KuryrCanaryUnreachable", "KuryrServicePathBroken")
 #: Header fields.
 HEADER = ("published", "cluster", "kind", "since", "judged", "troubled", "healthy",
           "faulty", "suspect", "rows")

@@ -112,7 +112,8 @@ def test_nodenetwork_crd_matches_the_code() -> None:
         nn.Probe("", "a" * 100, True, 1.5),
         tuple(nn.Probe(f"n{i}", "a" * 100, False)
               for i in range(nn.MAX_PEERS)),
-        nn.Canary("a" * 100, "b" * 100), True)
+        nn.Canary("a" * 100, "b" * 100), True,
+        service=nn.Probe("", "a" * 100, False, 1.5))
     status = nn.status(report, heartbeat_seconds=3600, wall=1.7e9)
     assert set(status) == set(schema["properties"])
 
@@ -159,6 +160,9 @@ def test_nodenetwork_crd_matches_the_code() -> None:
             max(nc.CAUSES, key=len), "m" * 300, nn.rfc3339(4e9)),
         "j" * 300, nn.rfc3339(4e9), clusterspec.MAX_LIFETIME,
         "5e1b6f0c-0000-4000-8000-000000000001"))
+    from kuryr_supervisor.netcheck.codecs import servicespec
+    spec = servicespec.merged(spec, "n" * 253, servicespec.ServiceTarget(
+        ipaddress.IPv4Address("255.255.255.254"), 65535))
     assert clusterspec.verdict({"metadata": {
         "uid": "5e1b6f0c-0000-4000-8000-000000000001"}, "spec": spec},
         "n" * 253).fault == longest

@@ -21,6 +21,7 @@ observed is in the status subresource, replaced whole on each write::
       peers:                                  # a bounded sample
         - {node: node-b, address: 10.0.0.7, reached: true, latencyMs: 0.9}
       canary: {address: 10.0.0.5, portId: "<neutron port id>"}
+      service: {address: 10.43.0.10, reached: true, latencyMs: 1.2}
       canaryWanted: true                      # plugs a canary when given one
       lostPorts:                              # pods whose port is lost
         count: 1                              # all of them
@@ -115,6 +116,9 @@ class NetworkReport:
     canary_wanted: bool = False
     #: This node's pods whose port is lost (never a data-plane fault).
     lost: LostPorts = LostPorts()
+    #: Its canary's probe of the canary Service's VIP (``node`` empty;
+    #: None: no VIP given, or no round yet).
+    service: Probe | None = None
 
     def signature(self) -> tuple[Any, ...]:
         """What a change is: the verdicts, never the messages or the
@@ -125,7 +129,9 @@ class NetworkReport:
                 None if self.gateway is None else (self.gateway.address,
                                                    self.gateway.reached),
                 tuple((p.node, p.reached) for p in self.peers),
-                self.canary, self.canary_wanted, self.lost.count)
+                self.canary, self.canary_wanted, self.lost.count,
+                None if self.service is None else (self.service.address,
+                                                   self.service.reached))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +197,10 @@ def status(report: NetworkReport, *, heartbeat_seconds: float,
     if report.canary is not None:
         out["canary"] = {"address": report.canary.address[:MAX_ID],
                          "portId": report.canary.port_id[:MAX_ID]}
+    if report.service is not None:
+        out["service"] = {"address": report.service.address[:MAX_ID],
+                          "reached": report.service.reached,
+                          **_latency(report.service.latency_ms)}
     if report.canary_wanted:
         out["canaryWanted"] = True
     out["lostPorts"] = report.lost.document()
@@ -269,6 +279,8 @@ def from_object(obj: Mapping[str, Any]) -> Record:
                                   MAX_PEERS)))
     gateway = None if st.get("gateway") is None else _probe(
         st["gateway"], "status.gateway", peer=False)
+    service = None if st.get("service") is None else _probe(
+        st["service"], "status.service", peer=False)
     canary = None
     if st.get("canary") is not None:
         raw = _map(st["canary"], "status.canary")
@@ -280,6 +292,6 @@ def from_object(obj: Mapping[str, Any]) -> Record:
         Daemon(_bool(daemon, "ready", "status.daemon"),
                epoch(daemon.get("since")), _text(daemon, "summary")),
         checks, gateway, peers, canary, wanted,
-        LostPorts.parse(st.get("lostPorts"), "status.lostPorts"))
+        LostPorts.parse(st.get("lostPorts"), "status.lostPorts"), service)
     return Record(name, report, float(beat),
                   str(meta.get("resourceVersion") or ""))

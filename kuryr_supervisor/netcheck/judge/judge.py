@@ -19,7 +19,11 @@ Symptoms of one node (the first one names the cause):
    (ovn-controller, flows, datapath, OVSDB);
 4. ``KuryrGatewayUnreachable``: its canary cannot reach the gateway;
 5. ``KuryrPeersUnreachable`` / ``KuryrCanaryUnreachable``: the probes
-   blame it (:mod:`.reach`).
+   blame it (:mod:`.reach`);
+6. ``KuryrServicePathBroken``: its canary cannot reach the canary
+   Service's VIP while the other nodes' do (:mod:`.servicepath`); when
+   most cannot, it is trouble of kind ``services`` (the load balancer
+   itself: Octavia, OVN Northbound), never a node's fault.
 
 Rules:
 
@@ -55,6 +59,7 @@ from collections.abc import Mapping, Sequence
 
 from kuryr_supervisor.netcheck.codecs import conditions as nc
 from kuryr_supervisor.netcheck.codecs.record import Record
+from kuryr_supervisor.netcheck.judge import servicepath
 from kuryr_supervisor.netcheck.judge.reach import Blame, attribute
 from kuryr_supervisor.state.netverdicts import KINDS
 
@@ -76,6 +81,8 @@ LIKELY = {
     "peers": "the underlay between nodes (tunnels, MTU, security groups)",
     "daemon": "kuryr-supervisor's daemons (or their dependencies)",
     "stale": "the nodes' way to the Kubernetes API (or the daemons)",
+    "services": "the Services' load balancers (Octavia, its OVN provider "
+                "or the OVN Northbound database)",
 }
 IMMEDIATE = ("KuryrRecordStale", "KuryrDaemonNotReady")
 
@@ -230,15 +237,35 @@ def symptoms(seen: Mapping[str, Seen], now: float, p: Params
     found = {node: own[node] + (_blame_symptoms(blame[node])
                                 if node in blame else [])
              for node in seen}
+    services = servicepath.attribute(fresh, {n for n, s in own.items() if s})
+    for node, why in services.items():
+        if why.local:
+            found[node].append(_service_symptom(why))
     troubled = {n for n, s in found.items() if s}
     troubled |= {n for n, b in blame.items() if b.degraded}
+    troubled |= set(services)
     return found, troubled
 
 
+def _service_symptom(why: servicepath.ServiceBlame) -> Symptom:
+    return Symptom(servicepath.REASON, servicepath.KIND,
+                   f"its canary cannot reach the canary Service's VIP "
+                   f"{why.address} that {why.reached_by} other node(s) "
+                   f"reach (its load balancer's flows, or its way to them)")
+
+
 def _cluster_kind(found: Mapping[str, list[Symptom]],
-                  troubled: set[str]) -> str:
+                  troubled: set[str], seen: Mapping[str, Seen]) -> str:
+    def unexplained(node: str) -> str:
+        """A node's trouble with no symptom of its own: its peers failing
+        (the underlay) before its VIP failing (the load balancer)."""
+        report = seen[node].record.report
+        if any(not p.reached for p in report.peers) or \
+                report.service is None or report.service.reached:
+            return "peers"
+        return servicepath.KIND
     kinds = collections.Counter(
-        found[n][0].kind if found[n] else "peers" for n in troubled)
+        found[n][0].kind if found[n] else unexplained(n) for n in troubled)
     return sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
 
 
@@ -290,7 +317,7 @@ def judge(state: State, seen: Mapping[str, Seen], now: float,
     nodes = {n: state.nodes.get(n, NodeState(since=now)) for n in seen}
     cluster, withdrawn = state.cluster, []
     if cluster is None and over:
-        kind = _cluster_kind(found, troubled)
+        kind = _cluster_kind(found, troubled, seen)
         cluster = Cluster(now, kind, _cluster_message(kind, len(troubled),
                                                       judged))
         for name, node in nodes.items():

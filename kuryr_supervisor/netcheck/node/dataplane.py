@@ -86,9 +86,12 @@ class ReportSource:
                  results: Callable[[], Results], *,
                  probes: Probes | None = None,
                  lost: Callable[[], LostPorts] = LostPorts,
+                 service: Callable[[], Probe | None] = lambda: None,
                  wall: Callable[[], float] = time.time) -> None:
         self._overall, self._results = overall, results
         self._probes, self._lost = probes, lost
+        #: The canary's probe of the canary Service's VIP (None: none).
+        self._service = service
         self._wall = wall
         self._ready: bool | None = None
         self._since = wall()
@@ -107,4 +110,4 @@ class ReportSource:
         return NetworkReport(Daemon(ready, self._since, overall.summary),
                              checks, gateway, peers, canary,
                              canary_wanted=self._probes is not None,
-                             lost=self._lost())
+                             lost=self._lost(), service=self._service())

@@ -182,7 +182,9 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
             client, client.node, ReportSource(
                 reported(monitor, state.overall), results,
                 probes=canary.results if canary is not None else None,
-                lost=state.lost_ports.read),
+                lost=state.lost_ports.read,
+                service=canary.service if canary is not None
+                else lambda: None),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),
             counted=state.cni_status.count_write, seen=seen,

@@ -18,7 +18,7 @@ Only a standing verdict counts (:class:`~kuryr_supervisor.
 netcheck.node.clusterview.ClusterView`): one its judge stopped renewing lapses and the
 node judges alone again. Only the verdicts whose evidence the node cannot
 see itself (:data:`OFF_NODE`: what the other nodes' probes, or its
-canary's of its gateway, found) fail the check: for a local check that
+canary's of its gateway or of the canary Service's VIP, found) fail the check: for a local check that
 fails, a daemon not ready or a record gone stale, the node's own checks
 already fail its readiness and STATUS, naming the cause first-hand and
 with the right code (50 when only new ADDs are at stake), and clear the
@@ -37,7 +37,7 @@ from kuryr_supervisor.netcheck.node.clusterview import ClusterView
 NAME = "network-verdict"
 #: The judge's reasons seen only from off the node.
 OFF_NODE = frozenset({"KuryrPeersUnreachable", "KuryrCanaryUnreachable",
-                      "KuryrGatewayUnreachable"})
+                      "KuryrGatewayUnreachable", "KuryrServicePathBroken"})
 
 
 class VerdictCheck(Check):

@@ -13,8 +13,10 @@ the HealthManager's loop, beside the record writer):
 2. its canary port (:mod:`kuryr_supervisor.netcheck.codecs.canaryspec`) is
    plugged (:mod:`.plug`), a new one in place of the old, none unplugged;
 3. once ovn-controller installed it, the prober is aimed at the gateway
-   and the peers the spec names, at its interval; until then (and while
-   it is not), nothing is probed and nothing is reported but why.
+   and the peers the spec names, and the canary Service's VIP where the
+   spec names one (:mod:`kuryr_supervisor.netcheck.codecs.servicespec`), at
+   its interval; until then (and while it is not), nothing is probed and
+   nothing is reported but why.
 
 :meth:`CanaryAgent.results` is the record's provider
 (:data:`~kuryr_supervisor.netcheck.node.dataplane.Probes`): the last round's
@@ -34,9 +36,10 @@ from typing import Any
 from kuryr_supervisor import errors
 from kuryr_supervisor.cni import ovsdb
 from kuryr_supervisor.cni.binding import OvsBinding
-from kuryr_supervisor.netcheck.codecs import canaryspec
+from kuryr_supervisor.netcheck.codecs import canaryspec, servicespec
 from kuryr_supervisor.netcheck.codecs.canaryspec import Assignment
 from kuryr_supervisor.netcheck.codecs.record import Canary, Probe
+from kuryr_supervisor.netcheck.codecs.servicespec import ServiceTarget
 from kuryr_supervisor.netcheck.node.canary.netns import OwnNetns
 from kuryr_supervisor.netcheck.node.canary.plug import CanaryPlug
 from kuryr_supervisor.netcheck.node.canary.prober import Aim, Prober, Seen
@@ -53,6 +56,8 @@ class CanaryAgent:
         self.node = node
         self.plug, self.prober = plug, prober
         self.assignment = Assignment()
+        #: The canary Service's VIP the spec names (None: none).
+        self.vip: ServiceTarget | None = None
         self.up = False
         self.state = "waiting for the controller to make the canary's port"
         self._said = ""
@@ -94,12 +99,21 @@ class CanaryAgent:
         except ValueError as exc:
             self._say(f"the record's spec is refused: {exc}")
             return
+        try:
+            self.vip = servicespec.target(obj, self.node)
+        except ValueError as exc:
+            self.vip = None
+            self._say(f"the record's canary Service is refused: {exc}")
+            return
         self._said = ""
 
     def _aim(self) -> Aim:
         a, port = self.assignment, self.assignment.canary
+        vip = None if self.vip is None or not a.interval else (
+            self.vip.address, self.vip.port)
         return Aim(port.gateway if port is not None else None,
-                   tuple((t.node, t.address) for t in a.peers), a.interval)
+                   tuple((t.node, t.address) for t in a.peers), a.interval,
+                   vip)
 
     def _set(self, up: bool, state: str) -> None:
         if up != self.up or (not up and state != self.state):
@@ -142,6 +156,19 @@ class CanaryAgent:
             for node, address in seen.aim.peers if address in seen.outcomes)
         return gateway, peers, canary
 
+    def service(self) -> Probe | None:
+        """The last round's probe of the canary Service's VIP for the
+        record, on the same terms as :meth:`results` (None: none)."""
+        if not self.up or self.plug.port is None or not self._installed():
+            return None
+        seen = self.prober.outcomes()
+        if seen is None or seen.aim.service is None or \
+                seen.aim.service[0] not in seen.outcomes:
+            return None
+        out = seen.outcomes[seen.aim.service[0]]
+        return Probe("", str(seen.aim.service[0]), out.reached,
+                     out.latency_ms)
+
     def _installed(self) -> bool:
         """Whether the canary is installed now (the monitor: no round
         trip), so a round that failed because its port just went is not
@@ -174,9 +201,15 @@ class CanaryAgent:
             "icmp": self.prober.icmp, "rounds": self.prober.rounds,
             "cpuSeconds": round(self.prober.cpu_seconds + self.cpu_seconds +
                                 self.prober.responder.cpu_seconds, 6),
-            "gateway": None, "peers": []}
+            "gateway": None, "peers": [], "service": None}
         if seen is None:
             return doc
+        if seen.aim.service is not None and \
+                seen.aim.service[0] in seen.outcomes:
+            doc["service"] = {
+                **_probe_doc(str(seen.aim.service[0]),
+                             seen.outcomes[seen.aim.service[0]]),
+                "port": seen.aim.service[1]}
         gateway = self._gateway(seen)
         if gateway is not None:
             doc["gateway"] = _probe_doc(str(seen.aim.gateway), gateway)

@@ -34,16 +34,22 @@ LOG = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Aim:
-    """What to probe: the gateway (ICMP) and peers (node, address)."""
+    """What to probe: the gateway (ICMP), peers (node, address) and the
+    canary Service's VIP."""
 
     gateway: ipaddress.IPv4Address | None = None
     peers: tuple[tuple[str, ipaddress.IPv4Address], ...] = ()
     interval: float = 0.0            # 0: no probing
+    #: The canary Service's VIP and port (TCP alone), if any.
+    service: tuple[ipaddress.IPv4Address, int] | None = None
 
     def targets(self) -> list[Target]:
         out = [Target(a, True) for _, a in self.peers]
         if self.gateway is not None:
             out.append(Target(self.gateway, False))
+        if self.service is not None:
+            out.append(Target(self.service[0], True, self.service[1],
+                              icmp=False))
         return out
 
 

@@ -13,7 +13,8 @@ A round (:func:`probe_round`) probes every target at once in one
 
 A peer is reached when either answered (a security group may let only
 one through); its latency is the TCP exchange's when it answered, else
-the echo's.
+the echo's. The canary Service's VIP is probed by the TCP exchange alone,
+on the Service's port: the load balancer hands it to one of the canaries.
 
 :class:`Responder` is the other side: the canary's listener on ``port``,
 one thread, at most :data:`MAX_CLIENTS` connections at once and each
@@ -48,6 +49,10 @@ _ECHO, _ECHO_REPLY = 8, 0
 class Target:
     address: ipaddress.IPv4Address
     tcp: bool                      # a peer's canary (the gateway: ICMP only)
+    #: The TCP port (0: the round's); ICMP too, unless False (a Service's
+    #: VIP: only its load balancer's path, the TCP exchange, counts).
+    port: int = 0
+    icmp: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +148,8 @@ def probe_round(targets: Sequence[Target], *, port: int, timeout: float,
     icmp_ok: dict[str, float] = {}
     tcp_ok: dict[str, float] = {}
     tcp_failed: set[str] = set()
-    seqs = {addr: i + 1 for i, addr in enumerate(addresses)}
+    seqs = {addr: i + 1 for i, addr in enumerate(addresses)
+            if addresses[addr].icmp}
     resent = False
 
     def send_echoes() -> None:
@@ -159,7 +165,7 @@ def probe_round(targets: Sequence[Target], *, port: int, timeout: float,
     try:
         for addr, target in addresses.items():
             if target.tcp:
-                exchange = _Tcp(addr, port)
+                exchange = _Tcp(addr, target.port or port)
                 pending[exchange.sock] = (addr, exchange)
         send_echoes()
         while True:
@@ -169,7 +175,7 @@ def probe_round(targets: Sequence[Target], *, port: int, timeout: float,
             if not resent and now >= start + timeout / 2:
                 resent = True
                 send_echoes()
-            icmp_done = icmp is None or len(icmp_ok) == len(addresses)
+            icmp_done = icmp is None or len(icmp_ok) == len(seqs)
             if icmp_done and not pending:
                 break
             reads = [s for s, (_, x) in pending.items() if x.sent]
@@ -214,7 +220,7 @@ def probe_round(targets: Sequence[Target], *, port: int, timeout: float,
     for addr, target in addresses.items():
         latency = tcp_ok.get(addr, icmp_ok.get(addr))
         out[target.address] = Outcome(
-            None if icmp is None else addr in icmp_ok,
+            None if icmp is None or not target.icmp else addr in icmp_ok,
             (addr in tcp_ok) if target.tcp else None,
             None if latency is None else latency * 1000)
     return out

@@ -1,0 +1,51 @@
+"""The canary's probe of the canary Service's VIP: a TCP exchange alone
+(no ICMP: the router may answer an echo for a VIP whose load balancer
+is gone), on the Service's port, not the peers'; real sockets on
+loopback."""
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from kuryr_supervisor.netcheck.node.canary.prober import Aim
+from kuryr_supervisor.netcheck.node.canary.probes import (
+    Responder,
+    Target,
+    probe_round,
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
+
+
+def test_the_vip_is_reached_by_tcp_on_its_own_port() -> None:
+    port = free_port()
+    responder = Responder(port).start()
+    try:
+        out = probe_round([Target(LOOPBACK, True, port, icmp=False)],
+                          port=free_port(), timeout=1.0, icmp=None)
+    finally:
+        responder.stop()
+    assert out[LOOPBACK].reached and out[LOOPBACK].tcp is True
+    assert out[LOOPBACK].icmp is None
+
+
+def test_a_vip_that_does_not_answer_is_not_reached() -> None:
+    out = probe_round([Target(LOOPBACK, True, free_port(), icmp=False)],
+                      port=free_port(), timeout=0.5, icmp=None)
+    assert not out[LOOPBACK].reached and out[LOOPBACK].tcp is False
+
+
+def test_the_aim_probes_the_vip_by_tcp_alone() -> None:
+    aim = Aim(ipaddress.IPv4Address("10.0.0.1"), (
+        ("node-b", ipaddress.IPv4Address("10.0.0.7")),), 2.0,
+        (ipaddress.IPv4Address("10.43.0.10"), 8094))
+    assert aim.targets()[-1] == Target(ipaddress.IPv4Address("10.43.0.10"),
+                                       True, 8094, icmp=False)
+    assert len(Aim(peers=aim.peers, interval=2.0).targets()) == 1
