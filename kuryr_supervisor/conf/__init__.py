@@ -32,6 +32,7 @@ from kuryr_supervisor.conf import (
     kubernetes,
     metrics,
     network_health,
+    node_port,
     secretfiles,
     services,
     supervisor,
@@ -43,7 +44,7 @@ CONF = cfg.CONF
 PROJECT = files.PROJECT
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller, vif_pool, network_health, services)
+    cni_install, controller, vif_pool, network_health, services, node_port)
 
 
 class ConfigError(Exception):

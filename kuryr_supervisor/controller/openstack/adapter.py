@@ -72,6 +72,7 @@ from kuryr_supervisor.controller.openstack.octavia import Octavia, OctaviaTransp
 from kuryr_supervisor.controller.openstack.wire import (  # noqa: F401 - re-exported
     CANARY_OWNER,
     DEVICE_OWNER,
+    NODE_OWNER,
     TAG_PREFIX,
     Forbidden,
     MacInUse,

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kuryr_supervisor.controller.openstack.deadline import CallPath
+from kuryr_supervisor.controller.openstack.secgroups import SecurityGroupCalls
 from kuryr_supervisor.controller.openstack.wire import (
     DEVICE_OWNER,
     Network,
@@ -69,8 +70,9 @@ class Transport(Protocol):
              ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any: ...
 
 
-class NeutronApi:
-    """Ports, subnets and quotas over ``transport``, each request within
+class NeutronApi(SecurityGroupCalls):
+    """Ports, subnets, quotas (and security groups, :mod:`.secgroups`)
+    over ``transport``, each request within
     ``timeout`` seconds; how a call is made is its mode's
     (:meth:`_bounded`, see the module)."""
 
@@ -238,10 +240,14 @@ class NeutronApi:
     def _port_body(network_id: str, subnet_id: str, name: str,
                    device_id: str, tags: Sequence[str], host: str = "",
                    ip: str = "", mac: str = "",
-                   device_owner: str = DEVICE_OWNER) -> dict[str, Any]:
+                   device_owner: str = DEVICE_OWNER,
+                   security_groups: Sequence[str] | None = None
+                   ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "network_id": network_id, "name": name, "device_id": device_id,
             "device_owner": device_owner, "admin_state_up": True}
+        if security_groups is not None:
+            body["security_groups"] = list(security_groups)
         if tags:
             body["tags"] = list(tags)
         if host:
@@ -258,12 +264,14 @@ class NeutronApi:
     def create_port(self, *, network_id: str, subnet_id: str, name: str,
                     device_id: str, tags: Sequence[str] = (), host: str = "",
                     ip: str = "", mac: str = "",
-                    device_owner: str = DEVICE_OWNER) -> Port:
+                    device_owner: str = DEVICE_OWNER,
+                    security_groups: Sequence[str] | None = None) -> Port:
         """One port; ``ip`` and ``mac``, when given, are asked for (a
         vanished port made again as it was); ``device_owner`` as for
-        :meth:`owned_ports`."""
+        :meth:`owned_ports`; ``security_groups`` None: the project's
+        default group, as Neutron gives it."""
         body = self._port_body(network_id, subnet_id, name, device_id, tags,
-                               host, ip, mac, device_owner)
+                               host, ip, mac, device_owner, security_groups)
         data = self._bounded("Neutron POST /v2.0/ports", self._call, "POST",
                              "/v2.0/ports", ok=(201,), json={"port": body})
         if not data or not isinstance(data.get("port"), dict):

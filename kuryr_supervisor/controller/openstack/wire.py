@@ -20,6 +20,9 @@ DEVICE_OWNER = "compute:kuryr"
 #: ``device_owner`` of the nodes' canaries (a pod-like port per node, made
 #: by the network_canary handler): the pods' scope filters it out.
 CANARY_OWNER = "compute:kuryr-canary"
+#: ``device_owner`` of the nodes' own ports into the pod network (one per
+#: node, made by the network_canary handler): out of the pods' scope too.
+NODE_OWNER = "compute:kuryr-node"
 #: The Neutron tag naming the cluster: ``kuryr-supervisor:<cluster id>``.
 TAG_PREFIX = "kuryr-supervisor:"
 

@@ -73,11 +73,7 @@ def spec(node: str, a: Assignment) -> dict[str, Any]:
     """The record's spec for ``a``."""
     out: dict[str, Any] = {"nodeName": node}
     if a.canary is not None:
-        port = {"portId": a.canary.port_id, "mac": a.canary.mac,
-                "address": str(a.canary.address)}
-        if a.canary.gateway is not None:
-            port["gateway"] = str(a.canary.gateway)
-        out["canary"] = port
+        out["canary"] = port_doc(a.canary)
     if a.interval:
         out["probe"] = {"intervalSeconds": round(a.interval, 3), "peers": [
             {"node": t.node, "address": str(t.address)}
@@ -104,27 +100,38 @@ def _text(raw: Mapping[str, Any], key: str, what: str, most: int) -> str:
     return value
 
 
-def _canary(raw: Any) -> CanaryPort:
+def port_of(raw: Any, what: str = "spec.canary") -> CanaryPort:
+    """A port the spec names (the canary's, or another of the node's own
+    ports under ``what``), checked: ValueError says what is wrong."""
     if not isinstance(raw, Mapping):
-        raise ValueError("spec.canary is not an object")
-    mac = _text(raw, "mac", "spec.canary", 17).lower()
+        raise ValueError(f"{what} is not an object")
+    mac = _text(raw, "mac", what, 17).lower()
     if not _MAC.match(mac) or int(mac[:2], 16) & 1:
-        raise ValueError("spec.canary.mac is not a unicast MAC")
+        raise ValueError(f"{what}.mac is not a unicast MAC")
     try:
-        address = ipaddress.IPv4Interface(_text(raw, "address",
-                                                "spec.canary", MAX_ID))
+        address = ipaddress.IPv4Interface(_text(raw, "address", what,
+                                                MAX_ID))
         gateway = (ipaddress.IPv4Address(raw["gateway"])
                    if raw.get("gateway") else None)
     except ValueError as exc:
-        raise ValueError(f"spec.canary: {exc}") from exc
+        raise ValueError(f"{what}: {exc}") from exc
     if address.network.prefixlen >= 31 or address.ip in (
             address.network.network_address,
             address.network.broadcast_address):
-        raise ValueError("spec.canary.address is not a host of its subnet")
+        raise ValueError(f"{what}.address is not a host of its subnet")
     if gateway is not None and gateway not in address.network:
-        raise ValueError("spec.canary.gateway is not in its subnet")
-    return CanaryPort(_text(raw, "portId", "spec.canary", MAX_ID), mac,
-                      address, gateway)
+        raise ValueError(f"{what}.gateway is not in its subnet")
+    return CanaryPort(_text(raw, "portId", what, MAX_ID), mac, address,
+                      gateway)
+
+
+def port_doc(port: CanaryPort) -> dict[str, str]:
+    """What the spec says of ``port`` (read back by :func:`port_of`)."""
+    out = {"portId": port.port_id, "mac": port.mac,
+           "address": str(port.address)}
+    if port.gateway is not None:
+        out["gateway"] = str(port.gateway)
+    return out
 
 
 def _peers(raw: Any, node: str) -> tuple[Target, ...]:
@@ -156,7 +163,7 @@ def assignment(obj: Mapping[str, Any], node: str) -> Assignment:
     if not isinstance(spec_, Mapping) or spec_.get("nodeName") != node:
         raise ValueError("spec.nodeName is not this node")
     canary = None if spec_.get("canary") is None else \
-        _canary(spec_["canary"])
+        port_of(spec_["canary"])
     probe = spec_.get("probe")
     if probe is None:
         return Assignment(canary)

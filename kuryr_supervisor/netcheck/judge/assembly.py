@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from kuryr_supervisor.controller.leadership.election import identity
 from kuryr_supervisor.controller.runtime import Runtime
@@ -18,6 +19,8 @@ from kuryr_supervisor.netcheck.judge.canary import NetworkCanaryHandler
 from kuryr_supervisor.netcheck.judge.canaryports import CanaryPorts
 from kuryr_supervisor.netcheck.judge.handler import NetworkHealthHandler
 from kuryr_supervisor.netcheck.judge.known import KnownNodes
+from kuryr_supervisor.netcheck.judge.nodegroups import NodeGroups
+from kuryr_supervisor.netcheck.judge.nodeports import NodePorts
 from kuryr_supervisor.netcheck.judge.nodes import NodeConditions
 from kuryr_supervisor.netcheck.judge.records import RecordBook
 from kuryr_supervisor.netcheck.judge.report import Report
@@ -51,13 +54,18 @@ def judge(rt: Runtime, *, clock: Clock = time.monotonic,
 
 def canary(rt: Runtime, *,
            clock: Clock = time.monotonic) -> NetworkCanaryHandler:
-    """The canary handler of ``rt``'s process; ``clock``: a test's."""
+    """The canary handler of ``rt``'s process, with the node ports
+    (``[node_port] enabled``); ``clock``: a test's."""
     opts = rt.conf.controller
     client = rt.kubernetes()
+    cloud = rt.openstack()
+    where: dict[str, Any] = {
+        "network_id": opts.pod_network_id, "subnet_id": opts.pod_subnet_id,
+        "project_id": str(opts.project_id), "cluster_id": opts.cluster_id,
+        "beat": rt.beat}
+    node_ports = NodePorts(cloud, client, groups=NodeGroups(
+        cloud, beat=rt.beat), **where) if rt.conf.node_port.enabled else None
     return NetworkCanaryHandler(
-        rt, client=client,
-        ports=CanaryPorts(
-            rt.openstack(), client, network_id=opts.pod_network_id,
-            subnet_id=opts.pod_subnet_id, project_id=str(opts.project_id),
-            cluster_id=opts.cluster_id, beat=rt.beat),
-        known=KnownNodes(client, clock=clock), clock=clock)
+        rt, client=client, ports=CanaryPorts(cloud, client, **where),
+        node_ports=node_ports, known=KnownNodes(client, clock=clock),
+        clock=clock)

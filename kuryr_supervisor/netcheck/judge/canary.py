@@ -26,9 +26,16 @@ namespace of its own and says in its status (``canary``) once the port is
 installed, which puts it on the ring. Outages (Neutron, Keystone, the
 API) are waited out and never counted; readiness says so.
 
+With ``[node_port] enabled`` (the default), the same nodes get a node
+port each too (:mod:`.nodeports`: their own port into the pod network,
+in the nodes' security group that the pods' group admits), listed and
+reclaimed in the same pass, and written into the same specs
+(:mod:`~kuryr_supervisor.netcheck.codecs.nodeportspec`, ``nodePort``).
+
 With ``[network_health] release_on_stop`` (uninstalling the controller),
-a graceful stop takes the canary out of every record's spec (each node
-unplugs its canary) and deletes every canary port of the cluster in
+a graceful stop takes the canary and the node port out of every
+record's spec (each node unplugs them) and deletes every canary and node
+port of the cluster (and the nodes' security group) in
 Neutron before the process ends (:meth:`NetworkCanaryHandler.finish`: the
 worker waits for it).
 
@@ -46,11 +53,12 @@ from typing import Any
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.netcheck.codecs import canaryspec
+from kuryr_supervisor.netcheck.codecs import canaryspec, nodeportspec
 from kuryr_supervisor.netcheck.codecs.canaryspec import Assignment, CanaryPort
 from kuryr_supervisor.netcheck.judge import peers, specrelease
 from kuryr_supervisor.netcheck.judge.canaryports import CanaryPorts
 from kuryr_supervisor.netcheck.judge.known import KnownNodes
+from kuryr_supervisor.netcheck.judge.nodeports import NodePorts
 from kuryr_supervisor.netcheck.judge.records import RecordSource
 
 LOG = logging.getLogger(__name__)
@@ -112,10 +120,13 @@ class NetworkCanaryHandler:
 
     def __init__(self, rt: Runtime, *, client: k8s.K8sClient,
                  ports: CanaryPorts, known: KnownNodes,
+                 node_ports: NodePorts | None = None,
                  book: RawRecords | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rt, self.conf, self.client = rt, rt.conf, client
         self.ports, self.known = ports, known
+        #: The nodes' own ports (None: ``[node_port] enabled`` is off).
+        self.node_ports = node_ports
         self._clock = clock
         self.book = RawRecords() if book is None else book
         #: The records' names that are Nodes, as of this tick.
@@ -155,6 +166,11 @@ class NetworkCanaryHandler:
             if not self._guarded(lambda: self.ports.reconcile(
                     self.nodes()), "canary ports"):
                 self._retry_at = now + EARLY_LIST
+            node_ports = self.node_ports
+            if node_ports is not None and not self._guarded(
+                    lambda: node_ports.reconcile(self.nodes()),
+                    "node ports"):
+                self._retry_at = now + EARLY_LIST
         self._guarded(self.write, "canary specs")
 
     def _exist(self, now: float) -> bool:
@@ -179,7 +195,9 @@ class NetworkCanaryHandler:
         since = now - self._listed_at
         gone = self._up - self.up()
         early = self.book.added or bool(gone) or \
-            bool(self.nodes() - set(self.ports.ports))
+            bool(self.nodes() - set(self.ports.ports)) or (
+                self.node_ports is not None and
+                bool(self.nodes() - set(self.node_ports.ports)))
         return since >= float(opts.canary_resync_interval) or (
             early and since >= EARLY_LIST)
 
@@ -238,14 +256,13 @@ class NetworkCanaryHandler:
             obj = self.book.objs.get(node)
             if obj is None or made >= WRITES_PER_TICK:
                 continue
-            try:
-                have = canaryspec.assignment(obj, node)
-            except ValueError:
-                have = None
-            if have == want:
+            own = self._node_port(node)
+            if self._holds(obj, node, want, own):
                 continue
             body = dict(obj)
             body["spec"] = canaryspec.merged(obj.get("spec"), node, want)
+            if self.node_ports is not None:
+                body["spec"] = nodeportspec.merged(body["spec"], node, own)
             try:
                 self.book.objs[node] = self.client.nodenetworks.replace(
                     node, body)
@@ -259,6 +276,24 @@ class NetworkCanaryHandler:
         if made:
             LOG.debug("wrote %d canary specs", made)
 
+    def _node_port(self, node: str) -> nodeportspec.NodePort | None:
+        """What ``node``'s spec should say of its node port."""
+        if self.node_ports is None or node not in self.nodes():
+            return None
+        return self.node_ports.assigned(node)
+
+    def _holds(self, obj: Raw, node: str, want: Assignment,
+               own: nodeportspec.NodePort | None) -> bool:
+        """Whether ``obj``'s spec says ``want`` and, with node ports,
+        ``own`` already."""
+        try:
+            if canaryspec.assignment(obj, node) != want:
+                return False
+            return self.node_ports is None or \
+                nodeportspec.node_port(obj, node) == own
+        except ValueError:
+            return False
+
     # -- uninstalling ------------------------------------------------------------
     def release_all(self) -> None:
         """Every record's canary part taken out (the nodes unplug their
@@ -266,15 +301,18 @@ class NetworkCanaryHandler:
         module); an outage is said, never raised."""
         try:
             written, cleared = specrelease.release(
-                self.client, canaryspec.KEYS, beat=self._beat)
+                self.client, canaryspec.KEYS + nodeportspec.KEYS,
+                beat=self._beat)
         except k8s.K8sError as exc:
             LOG.warning("cannot take the canaries out of the records: %s",
                         exc)
             written, cleared = 0, False
         try:
             deleted = self.ports.reconcile(())
+            if self.node_ports is not None:
+                deleted += self.node_ports.release()
         except (osa.OpenStackError, k8s.K8sError) as exc:
-            LOG.warning("cannot delete the canary ports: %s", exc)
+            LOG.warning("cannot delete the canary and node ports: %s", exc)
             return
         LOG.info("released the canaries: %d ports deleted, %d records "
                  "written%s", deleted, written,

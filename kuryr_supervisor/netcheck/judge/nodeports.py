@@ -1,0 +1,66 @@
+"""The nodes' own ports into the pod network: one per node, made as the
+canaries are.
+
+On the OVS binding a pod's packets never cross its node's network stack;
+the node (where the kubelet runs its probes) reaches its pods, and they
+reach it, through a Neutron port of its own, bound to it, which the node
+plugs as an OVS internal port in its own namespace (OVN-Kubernetes'
+management port; the node's side: :mod:`kuryr_supervisor.netcheck.node.
+nodeport`). A family of per-node ports (:mod:`.pernode`: made, found,
+tagged and reclaimed as the canaries), tagged with :data:`NODE_PORT_TAG`
+under a ``device_owner`` of its own (:data:`~kuryr_supervisor.controller.
+openstack.adapter.NODE_OWNER`), so the port handler and the canaries never
+see it, and in the nodes' security group (:mod:`.nodegroups`, ensured
+before any is made), which the pods' group admits.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.kubernetes import client as k8s
+from kuryr_supervisor.netcheck.judge import pernode
+from kuryr_supervisor.netcheck.judge.nodegroups import NodeGroups
+from kuryr_supervisor.netcheck.judge.pernode import Family, PerNodePorts
+
+#: Tag of every node port, beside the cluster tag.
+NODE_PORT_TAG = "kuryr-supervisor-node-port"
+NODE_PORT = Family(what="node port", tag=NODE_PORT_TAG, owner=osa.NODE_OWNER,
+                   prefix="kuryr-node:", kind="node")
+
+
+def device_id(node: str) -> str:
+    """The node port's ``device_id`` for ``node``."""
+    return pernode.device_id(NODE_PORT, node)
+
+
+class NodePorts(PerNodePorts):
+    """The node ports' family (see the module); ``groups``: the nodes'
+    security group, ensured before a port is made."""
+
+    def __init__(self, cloud: osa.OpenStack, client: k8s.K8sClient, *,
+                 network_id: str, subnet_id: str, groups: NodeGroups,
+                 project_id: str = "", cluster_id: str = "",
+                 beat: Callable[[], None] = lambda: None) -> None:
+        super().__init__(cloud, client, NODE_PORT, network_id=network_id,
+                         subnet_id=subnet_id, project_id=project_id,
+                         cluster_id=cluster_id, beat=beat,
+                         groups=lambda project, tag: self._ids)
+        self.groups = groups
+        self._ids: list[str] = []
+
+    def reconcile(self, nodes: Collection[str]) -> int:
+        """The nodes' group and its rules first (every pass while a node
+        is served: a rule deleted behind our back is made again), then
+        the ports (:meth:`.PerNodePorts.reconcile`)."""
+        if nodes:
+            self._ids = self.groups.ensure(self.project(),
+                                           self.cluster_tag())
+        return super().reconcile(nodes)
+
+    def release(self) -> int:
+        """Every node port of the cluster deleted, then the nodes'
+        group; how many ports."""
+        deleted = self.reconcile(())
+        self.groups.release(self.project(), self.cluster_tag())
+        return deleted
