@@ -344,6 +344,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     network_judge(api, client)
     network_canary(client)
     services_handler(api, client)
+    canary_service(client)
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -389,6 +390,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
         elif path == "/apis/discovery.k8s.io/v1/endpointslices":
             used.add(("discovery.k8s.io", "endpointslices",
                       "watch" if query.get("watch") else "list"))
+        elif parts[:4] == ["apis", "discovery.k8s.io", "v1", "namespaces"]:
+            used.add(("discovery.k8s.io", "endpointslices", verbs[method]))
         elif path not in ("/readyz", "/healthz"):
             raise AssertionError(f"unexpected request {method} {path}")
     return used
@@ -460,6 +463,23 @@ def network_canary(client: Any) -> None:
     obj["spec"] = canaryspec.spec(obj["metadata"]["name"],
                                   canaryspec.Assignment())
     client.nodenetworks.replace(obj["metadata"]["name"], obj)
+
+
+def canary_service(client: Any) -> None:
+    """What the network_canary handler calls for the canary Service (with
+    the services handler): the Service and its EndpointSlice read, made,
+    replaced (its port changed) and deleted (uninstalling)."""
+    import ipaddress
+
+    from kuryr_supervisor.netcheck.judge.canaryservice import CanaryService
+    port = [8094]
+    service = CanaryService(client, port=lambda: port[0])
+    canaries = {"node-a": ipaddress.IPv4Address("10.0.0.5")}
+    assert service.sync(canaries) is not None
+    port[0] = 8095
+    service.refresh()
+    assert service.sync(canaries) is not None
+    assert service.release()
 
 
 def test_rbac_grants_exactly_what_is_used(api: FakeAPI) -> None:

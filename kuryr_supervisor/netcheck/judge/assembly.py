@@ -15,6 +15,7 @@ from typing import Any
 from kuryr_supervisor.controller.leadership.election import identity
 from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import events
+from kuryr_supervisor.netcheck.judge import canaryservice
 from kuryr_supervisor.netcheck.judge.canary import NetworkCanaryHandler
 from kuryr_supervisor.netcheck.judge.canaryports import CanaryPorts
 from kuryr_supervisor.netcheck.judge.handler import NetworkHealthHandler
@@ -68,4 +69,5 @@ def canary(rt: Runtime, *,
     return NetworkCanaryHandler(
         rt, client=client, ports=CanaryPorts(cloud, client, **where),
         node_ports=node_ports, known=KnownNodes(client, clock=clock),
+        service=canaryservice.build(rt.conf, client, rt.beat),
         clock=clock)

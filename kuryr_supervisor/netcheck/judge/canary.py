@@ -19,7 +19,10 @@ records (the same loop as the judge's and the pods'), and on every tick:
    up, ``canary_peers`` each, the interval growing with their count),
    written only when it differs (PUT with the record's version; a
    conflict waits for the watch's next event), at most
-   :data:`WRITES_PER_TICK` a tick.
+   :data:`WRITES_PER_TICK` a tick;
+3. where the ``services`` handler runs, the canary Service's endpoints
+   are the canaries that are up (:mod:`.canaryservice`), and the specs of
+   the nodes on the ring name its VIP (``canaryService``).
 
 A node learns its spec from its own record; it plugs the port into a
 namespace of its own and says in its status (``canary``) once the port is
@@ -44,6 +47,7 @@ given.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -53,10 +57,15 @@ from typing import Any
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.netcheck.codecs import canaryspec, nodeportspec
+from kuryr_supervisor.netcheck.codecs import (
+    canaryspec,
+    nodeportspec,
+    servicespec,
+)
 from kuryr_supervisor.netcheck.codecs.canaryspec import Assignment, CanaryPort
 from kuryr_supervisor.netcheck.judge import peers, specrelease
 from kuryr_supervisor.netcheck.judge.canaryports import CanaryPorts
+from kuryr_supervisor.netcheck.judge.canaryservice import CanaryService
 from kuryr_supervisor.netcheck.judge.known import KnownNodes
 from kuryr_supervisor.netcheck.judge.nodeports import NodePorts
 from kuryr_supervisor.netcheck.judge.records import RecordSource
@@ -122,11 +131,15 @@ class NetworkCanaryHandler:
                  ports: CanaryPorts, known: KnownNodes,
                  node_ports: NodePorts | None = None,
                  book: RawRecords | None = None,
+                 service: CanaryService | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.rt, self.conf, self.client = rt, rt.conf, client
         self.ports, self.known = ports, known
         #: The nodes' own ports (None: ``[node_port] enabled`` is off).
         self.node_ports = node_ports
+        #: The canary Service (None: no ``services`` handler), its VIP.
+        self.service = service
+        self.vip: servicespec.ServiceTarget | None = None
         self._clock = clock
         self.book = RawRecords() if book is None else book
         #: The records' names that are Nodes, as of this tick.
@@ -171,7 +184,19 @@ class NetworkCanaryHandler:
                     lambda: node_ports.reconcile(self.nodes()),
                     "node ports"):
                 self._retry_at = now + EARLY_LIST
+            if self.service is not None:
+                self.service.refresh()
+        if self.service is not None:
+            self._guarded(self.sync_service, "canary Service")
         self._guarded(self.write, "canary specs")
+
+    def sync_service(self) -> None:
+        """The canary Service's endpoints: the canaries that are up."""
+        assert self.service is not None
+        ports = self.ports.ports
+        self.vip = self.service.sync({
+            node: ipaddress.IPv4Address(ports[node].ip)
+            for node in self.up() if ports[node].ip})
 
     def _exist(self, now: float) -> bool:
         """Which records are of Nodes: the Nodes listed at first and every
@@ -257,12 +282,15 @@ class NetworkCanaryHandler:
             if obj is None or made >= WRITES_PER_TICK:
                 continue
             own = self._node_port(node)
-            if self._holds(obj, node, want, own):
+            vip = self.vip if want.interval else None
+            if self._holds(obj, node, want, own) and \
+                    _vip_holds(obj, node, vip):
                 continue
             body = dict(obj)
             body["spec"] = canaryspec.merged(obj.get("spec"), node, want)
             if self.node_ports is not None:
                 body["spec"] = nodeportspec.merged(body["spec"], node, own)
+            body["spec"] = servicespec.merged(body["spec"], node, vip)
             try:
                 self.book.objs[node] = self.client.nodenetworks.replace(
                     node, body)
@@ -299,9 +327,15 @@ class NetworkCanaryHandler:
         """Every record's canary part taken out (the nodes unplug their
         canaries), then every canary port of the cluster deleted (see the
         module); an outage is said, never raised."""
+        if self.service is not None:
+            try:
+                self.service.release()
+            except k8s.K8sError as exc:
+                LOG.warning("cannot delete the canary Service: %s", exc)
         try:
             written, cleared = specrelease.release(
-                self.client, canaryspec.KEYS + nodeportspec.KEYS,
+                self.client,
+                canaryspec.KEYS + nodeportspec.KEYS + servicespec.KEYS,
                 beat=self._beat)
         except k8s.K8sError as exc:
             LOG.warning("cannot take the canaries out of the records: %s",
@@ -317,3 +351,12 @@ class NetworkCanaryHandler:
         LOG.info("released the canaries: %d ports deleted, %d records "
                  "written%s", deleted, written,
                  "" if cleared else " (some still name one)")
+
+
+def _vip_holds(obj: Raw, node: str,
+               vip: servicespec.ServiceTarget | None) -> bool:
+    """Whether ``obj``'s spec names ``vip`` (the canary Service's) already."""
+    try:
+        return servicespec.target(obj, node) == vip
+    except ValueError:
+        return False
