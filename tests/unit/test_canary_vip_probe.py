@@ -36,6 +36,20 @@ def test_the_vip_is_reached_by_tcp_on_its_own_port() -> None:
     assert out[LOOPBACK].icmp is None
 
 
+def test_one_answer_of_three_tries_is_reached() -> None:
+    """Three exchanges at once, one answered (a load balancer with a dead
+    backend, or the prober's own canary behind it): reached."""
+    port = free_port()
+    responder = Responder(port).start()
+    try:
+        out = probe_round([Target(LOOPBACK, True, port, icmp=False,
+                                  tries=3)],
+                          port=free_port(), timeout=1.0, icmp=None)
+    finally:
+        responder.stop()
+    assert out[LOOPBACK].reached
+
+
 def test_a_vip_that_does_not_answer_is_not_reached() -> None:
     out = probe_round([Target(LOOPBACK, True, free_port(), icmp=False)],
                       port=free_port(), timeout=0.5, icmp=None)
@@ -47,5 +61,5 @@ def test_the_aim_probes_the_vip_by_tcp_alone() -> None:
         ("node-b", ipaddress.IPv4Address("10.0.0.7")),), 2.0,
         (ipaddress.IPv4Address("10.43.0.10"), 8094))
     assert aim.targets()[-1] == Target(ipaddress.IPv4Address("10.43.0.10"),
-                                       True, 8094, icmp=False)
+                                       True, 8094, icmp=False, tries=3)
     assert len(Aim(peers=aim.peers, interval=2.0).targets()) == 1

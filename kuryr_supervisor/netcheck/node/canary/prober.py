@@ -30,6 +30,9 @@ from kuryr_supervisor.netcheck.node.canary.probes import (
 )
 
 LOG = logging.getLogger(__name__)
+#: TCP exchanges with the canary Service's VIP in a round (see
+#: :class:`~.probes.Target`).
+VIP_TRIES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Aim:
             out.append(Target(self.gateway, False))
         if self.service is not None:
             out.append(Target(self.service[0], True, self.service[1],
-                              icmp=False))
+                              icmp=False, tries=VIP_TRIES))
         return out
 
 

@@ -14,7 +14,8 @@ A round (:func:`probe_round`) probes every target at once in one
 A peer is reached when either answered (a security group may let only
 one through); its latency is the TCP exchange's when it answered, else
 the echo's. The canary Service's VIP is probed by the TCP exchange alone,
-on the Service's port: the load balancer hands it to one of the canaries.
+on the Service's port, three at once: the load balancer hands each to one
+of the canaries, and the VIP is reached when one answers.
 
 :class:`Responder` is the other side: the canary's listener on ``port``,
 one thread, at most :data:`MAX_CLIENTS` connections at once and each
@@ -53,6 +54,11 @@ class Target:
     #: VIP: only its load balancer's path, the TCP exchange, counts).
     port: int = 0
     icmp: bool = True
+    #: TCP exchanges at once (reached when one answers): a load balancer
+    #: hashes each to a backend, so one dead backend (or the prober's own
+    #: canary, which a security group may not let the VIP hairpin to) does
+    #: not fail the probe.
+    tries: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +170,7 @@ def probe_round(targets: Sequence[Target], *, port: int, timeout: float,
     pending: dict[socket.socket, tuple[str, _Tcp]] = {}
     try:
         for addr, target in addresses.items():
-            if target.tcp:
+            for _ in range(target.tries if target.tcp else 0):
                 exchange = _Tcp(addr, target.port or port)
                 pending[exchange.sock] = (addr, exchange)
         send_echoes()
