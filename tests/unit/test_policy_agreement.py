@@ -1,0 +1,72 @@
+"""The policy model against the reference evaluator, by packets on paper:
+for seeded random worlds (three namespaces, pods with labels and named
+ports that differ between pods, policies of the upstream e2e classes), the
+model's security groups, rules, address groups and ports' groups are put
+in a simulated Neutron (tests/fixtures/netpol/neutron.py: a port admits a
+connection iff some rule of one of its groups matches; stateful) and every
+probe (pod to pod, to and from outside, to and from the nodes; TCP, UDP,
+SCTP; eight ports) must get the reference's answer."""
+from __future__ import annotations
+
+import pytest
+
+from kuryr_supervisor.controller.policy import spec
+from kuryr_supervisor.controller.policy.desired import (
+    Infrastructure,
+    SecurityGroup,
+    desired,
+)
+from kuryr_supervisor.controller.policy.naming import Naming
+from kuryr_supervisor.controller.policy.rules import SgRule
+from tests.fixtures.netpol import worlds
+from tests.fixtures.netpol.neutron import Cloud
+from tests.fixtures.netpol.reference import allowed
+
+NAMING = Naming("kuryr-supervisor:test-cluster")
+#: The pods' default group, as Kubernetes needs it of a pod no policy
+#: selects: it admits everything, both ways.
+OPEN = SecurityGroup("default", "", frozenset(
+    SgRule(d, "IPv4") for d in ("ingress", "egress")))
+CASES = [(i, c) for i, c in enumerate(worlds.CLASSES)] + \
+    [(100 + i, "") for i in range(10)]
+
+
+def cloud(w: worlds.World) -> Cloud:
+    pods = [spec.pod(p) for p in w.pods]
+    want = desired([spec.policy(p) for p in w.policies], pods,
+                   [spec.namespace(n) for n in w.namespaces], NAMING,
+                   infrastructure=Infrastructure(
+                       {n: (ip,) for n, ip in worlds.NODES.items()}))
+    return Cloud(want, {p.key: p.ips for p in pods}, OPEN)
+
+
+def disagreements(w: worlds.World) -> tuple[int, int, list[str]]:
+    made, wrong, admitted = cloud(w), [], 0
+    count = 0
+    for src, dst, port, proto in worlds.probes(w):
+        count += 1
+        want = allowed(w.policies, w.pods, w.namespaces, src, dst, port,
+                       proto, nodes=worlds.NODES)
+        src_ip = src if isinstance(src, str) else src["status"]["podIP"]
+        got = made.allowed(src_ip, dst, port, proto)
+        admitted += want
+        if got != want:
+            wrong.append(f"{src_ip} -> {dst} {port}/{proto}: reference "
+                         f"{want}, model {got}")
+    return count, admitted, wrong
+
+
+@pytest.mark.parametrize(("seed", "first"), CASES,
+                         ids=[f"{s}-{c or 'random'}" for s, c in CASES])
+def test_the_model_admits_what_the_reference_allows(seed: int,
+                                                    first: str) -> None:
+    w = worlds.world(seed, first)
+    count, admitted, wrong = disagreements(w)
+    assert count >= 300
+    assert 0 < admitted < count, "a case that admits all or nothing proves little"
+    assert not wrong, "\n".join([f"classes {w.classes}", *wrong[:20],
+                                 f"... {len(wrong)} of {count}"])
+
+
+def test_enough_cases() -> None:
+    assert len(CASES) >= 15 and set(worlds.CLASSES) <= {c for _, c in CASES}
