@@ -165,3 +165,35 @@ def test_uninstalling_takes_the_canary_service_away(world: World) -> None:
     assert KEY not in world.api.endpointslices
     for node in NODES[:3]:
         assert "canaryService" not in world.api.nodenetworks[node]["spec"]
+
+
+def test_a_crd_that_drops_the_vip_gets_no_write_storm(world: World) -> None:
+    """An API server whose NodeNetwork CRD predates ``canaryService``
+    prunes it from every write: said once, then written no more."""
+    real = world.api.nodenetworks
+    handler = world.handler()
+    for node in NODES[:3]:
+        world.node_writes(node)
+    world.sync(handler)
+    handler.tick()
+    original = handler.client.nodenetworks.replace
+
+    def pruning(name: str, obj: dict, **kw: object) -> dict:
+        obj = dict(obj)
+        obj["spec"] = {k: v for k, v in obj["spec"].items()
+                       if k != "canaryService"}
+        return original(name, obj, **kw)
+    handler.client.nodenetworks.replace = pruning  # type: ignore[method-assign]
+    ports = world.canaries()
+    for node in NODES[:3]:
+        world.node_writes(node, ports[node]["id"])
+    world.sync(handler)
+    handler.tick()
+    world.sync(handler)
+    assert handler.vip is not None and handler.vip_dropped
+    writes = handler.writes
+    for _ in range(5):
+        world.clock.now += 1
+        handler.tick()
+    assert handler.writes == writes
+    assert all("canaryService" not in real[n]["spec"] for n in NODES[:3])

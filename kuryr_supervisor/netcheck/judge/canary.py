@@ -140,6 +140,7 @@ class NetworkCanaryHandler:
         #: The canary Service (None: no ``services`` handler), its VIP.
         self.service = service
         self.vip: servicespec.ServiceTarget | None = None
+        self.vip_dropped = False
         self._clock = clock
         self.book = RawRecords() if book is None else book
         #: The records' names that are Nodes, as of this tick.
@@ -282,7 +283,8 @@ class NetworkCanaryHandler:
             if obj is None or made >= WRITES_PER_TICK:
                 continue
             own = self._node_port(node)
-            vip = self.vip if want.interval else None
+            vip = self.vip if want.interval and not self.vip_dropped \
+                else None
             if self._holds(obj, node, want, own) and \
                     _vip_holds(obj, node, vip):
                 continue
@@ -301,8 +303,21 @@ class NetworkCanaryHandler:
             made += 1
             self.writes += 1
             self._beat()
+            self._dropped(self.book.objs[node], vip)
         if made:
             LOG.debug("wrote %d canary specs", made)
+
+    def _dropped(self, written: Raw, vip: object) -> None:
+        """A VIP the API server dropped from a spec (a NodeNetwork CRD
+        from before ``canaryService``, which prunes it) is not written
+        again until a restart: said once, never a write per tick."""
+        if vip is not None and servicespec.KEY not in (
+                written.get("spec") or {}):
+            self.vip_dropped = True
+            LOG.warning("the API server drops spec.%s from NodeNetwork "
+                        "records: apply the NodeNetwork CRD of this "
+                        "release, then restart the controller; the service "
+                        "path is not checked meanwhile", servicespec.KEY)
 
     def _node_port(self, node: str) -> nodeportspec.NodePort | None:
         """What ``node``'s spec should say of its node port."""
