@@ -8,6 +8,8 @@ probe (pod to pod, to and from outside, to and from the nodes; TCP, UDP,
 SCTP; eight ports) must get the reference's answer."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from kuryr_supervisor.controller.policy import spec
@@ -31,23 +33,36 @@ CASES = [(i, c) for i, c in enumerate(worlds.CLASSES)] + \
     [(100 + i, "") for i in range(10)]
 
 
-def cloud(w: worlds.World) -> Cloud:
+def cloud(w: worlds.World, families: tuple[str, ...] = ("IPv4",)) -> Cloud:
     pods = [spec.pod(p) for p in w.pods]
     want = desired([spec.policy(p) for p in w.policies], pods,
                    [spec.namespace(n) for n in w.namespaces], NAMING,
                    infrastructure=Infrastructure(
-                       {n: (ip,) for n, ip in worlds.NODES.items()}))
-    return Cloud(want, {p.key: p.ips for p in pods}, OPEN)
+                       {n: (ip,) for n, ip in worlds.NODES.items()}),
+                   families=families)
+    default = OPEN if families == ("IPv4",) else SecurityGroup(
+        "default", "", frozenset(SgRule(d, f) for d in ("ingress", "egress")
+                                 for f in families))
+    return Cloud(want, {p.key: p.ips for p in pods}, default)
 
 
-def disagreements(w: worlds.World) -> tuple[int, int, list[str]]:
-    made, wrong, admitted = cloud(w), [], 0
+def _source(src: dict | str, dst: str) -> str:
+    if isinstance(src, str):
+        return src
+    ips = [i["ip"] for i in src["status"]["podIPs"]]
+    return next(ip for ip in ips if (":" in ip) == (":" in dst))
+
+
+def disagreements(w: worlds.World, families: tuple[str, ...] = ("IPv4",),
+                  probes: Iterable[worlds.Probe] | None = None
+                  ) -> tuple[int, int, list[str]]:
+    made, wrong, admitted = cloud(w, families), [], 0
     count = 0
-    for src, dst, port, proto in worlds.probes(w):
+    for src, dst, port, proto in (probes or worlds.probes(w)):
         count += 1
         want = allowed(w.policies, w.pods, w.namespaces, src, dst, port,
                        proto, nodes=worlds.NODES)
-        src_ip = src if isinstance(src, str) else src["status"]["podIP"]
+        src_ip = _source(src, dst)
         got = made.allowed(src_ip, dst, port, proto)
         admitted += want
         if got != want:
@@ -70,3 +85,26 @@ def test_the_model_admits_what_the_reference_allows(seed: int,
 
 def test_enough_cases() -> None:
     assert len(CASES) >= 15 and set(worlds.CLASSES) <= {c for _, c in CASES}
+
+
+@pytest.mark.parametrize("seed", [200, 201, 202])
+def test_dual_stack(seed: int) -> None:
+    """Pods with an IPv4 and an IPv6 address, the model given both
+    families: every probe to either address agrees too (a block is of one
+    family: an IPv6 peer outside every IPv4 block)."""
+    w = worlds.world(seed)
+    for pod in w.pods:
+        v4 = pod["status"]["podIP"]
+        pod["status"]["podIPs"].append({"ip": "fd00::" + v4.replace(".", ":")})
+    six = [(src, dst, port, proto) for src, dst, port, proto
+           in worlds.probes(w) if not isinstance(src, str) and
+           ":" not in dst and dst.startswith("10.")]
+    six = [(src, "fd00::" + dst.replace(".", ":"), port, proto)
+           for src, dst, port, proto in six] + \
+        [("2001:db8::1", "fd00::" + p["status"]["podIP"].replace(".", ":"),
+          80, "TCP") for p in w.pods]
+    count, admitted, wrong = disagreements(w, ("IPv4", "IPv6"), six)
+    assert count >= 300 and 0 < admitted < count
+    assert not wrong, "\n".join([f"classes {w.classes}", *wrong[:20]])
+    count, admitted, wrong = disagreements(w, ("IPv4", "IPv6"))
+    assert not wrong, "\n".join([f"classes {w.classes}", *wrong[:20]])
