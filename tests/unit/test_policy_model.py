@@ -10,6 +10,7 @@ from kuryr_supervisor.controller.policy import spec
 from kuryr_supervisor.controller.policy.cidrs import remaining
 from kuryr_supervisor.controller.policy.desired import (
     Infrastructure,
+    address_groups_of,
     desired,
     port_groups,
 )
@@ -206,3 +207,19 @@ def test_names_and_tags() -> None:
     assert NAMING.uid_of("kuryr-supervisor:other:np:0a1b") == ""
     assert NAMING.tags == ("kuryr-supervisor:c1", "kuryr-supervisor:policy")
     assert len(NAMING.node("n" * 253)) < 255
+
+
+def test_the_address_groups_a_new_pod_belongs_in() -> None:
+    pols = [spec.policy(policy("a", "one", ingress=[{"from": [PEER]}])),
+            spec.policy(policy("a", "two", egress=[{"to": [
+                {"podSelector": labels(app="web")}]}]))]
+    want = desired(pols, pods(3), NSS, NAMING)
+    new = spec.pod(pod("a", "new", "10.2.9.9", {"app": "web"}))
+    mine = address_groups_of(new, want.address_groups.values(), BY_NS)
+    assert len(mine) == 2
+    again = desired(pols, [*pods(3), new], NSS, NAMING)
+    assert {n for n, g in again.address_groups.items()
+            if "10.2.9.9/32" in g.addresses} == set(mine)
+    assert again.groups == want.groups    # no rule changes
+    other = spec.pod(pod("b", "x", "10.3.0.1", {"app": "web"}))
+    assert address_groups_of(other, want.address_groups.values(), BY_NS) == []

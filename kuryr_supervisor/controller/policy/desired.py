@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 
 from kuryr_supervisor.controller.policy.cidrs import ethertype, host
 from kuryr_supervisor.controller.policy.naming import Naming
-from kuryr_supervisor.controller.policy.peers import members
+from kuryr_supervisor.controller.policy.peers import PeerSet, members
 from kuryr_supervisor.controller.policy.rules import (
     SgRule,
     named_ports,
@@ -57,6 +57,8 @@ class AddressGroup:
     name: str
     description: str
     addresses: frozenset[str]
+    #: The pods it holds (None: not pods: the canaries').
+    peers: PeerSet | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +155,18 @@ def desired(policies: Iterable[Policy], pods: Iterable[Pod],
         for name, peers in made.peer_sets.items():
             address_groups.setdefault(name, AddressGroup(
                 name, peers.describe(),
-                members(peers, pods, by_name, families)))
+                members(peers, pods, by_name, families), peers))
     ports = {pod.key: found for pod in pods
              if (found := port_groups(pod, policies, naming)) is not None}
     return Desired(groups, address_groups, ports)
+
+
+def address_groups_of(pod: Pod, address_groups: Iterable[AddressGroup],
+                      namespaces: Mapping[str, Namespace]) -> list[str]:
+    """The address groups ``pod``'s addresses belong in: what a pod that
+    comes (or is relabelled) changes, one member update per group and
+    never a rule; and what must hold its address before its port is
+    handed out."""
+    return sorted(ag.name for ag in address_groups if ag.peers is not None
+                  and not pod.host_network
+                  and ag.peers.matches(pod, namespaces))
