@@ -128,28 +128,9 @@ def policy_rules(policy: Policy, pods: Iterable[Pod],
     pods = [p for p in pods if not p.host_network]
     out = _Rules(policy, naming, families)
     main: set[SgRule] = set()
-    if "Egress" in policy.types:
-        for rule in policy.egress:
-            peers = rule.peers or (None,)
-            for spec in rule.ports or (None,):
-                if spec is not None and not spec.valid:
-                    continue
-                if spec is None or not isinstance(spec.port, str):
-                    main |= out.make("egress", peers, *_plain(spec))
-                    continue
-                for peer in peers:
-                    if peer is not None and not peer.valid:
-                        continue
-                    base = EVERY_POD if peer is None else \
-                        peer_set(peer, policy.namespace)
-                    key = (spec.port, spec.protocol)
-                    for number in sorted({p.ports[key] for p in pods
-                                          if key in p.ports and
-                                          base.matches(p, namespaces)}):
-                        main |= out.make(
-                            "egress", (peer,), spec.protocol.lower(), number,
-                            number, (spec.port, spec.protocol, number))
     variants: dict[str, frozenset[SgRule]] = {}
+    if "Egress" in policy.types:
+        main |= _egress(policy, pods, namespaces, out)
     if "Ingress" in policy.types:
         for rule in policy.ingress:
             for spec in rule.ports or (None,):
@@ -162,10 +143,37 @@ def policy_rules(policy: Policy, pods: Iterable[Pod],
             if named and pod.namespace == policy.namespace and \
                     policy.selector.matches(pod.labels) and \
                     variant(named) not in variants:
-                variants[variant(named)] = frozenset(
-                    _variant_rules(policy, dict(
-                        ((n, p), v) for n, p, v in named), out))
+                variants[variant(named)] = frozenset(_variant_rules(
+                    policy, {(n, p): v for n, p, v in named}, out))
     return PolicyRules(frozenset(main), variants, dict(out.peer_sets))
+
+
+def _egress(policy: Policy, pods: list[Pod],
+            namespaces: Mapping[str, Namespace], out: _Rules) -> set[SgRule]:
+    """The egress rules; a named port: a rule per number its peer's pods
+    give it."""
+    rules: set[SgRule] = set()
+    for rule in policy.egress:
+        peers = rule.peers or (None,)
+        for spec in rule.ports or (None,):
+            if spec is not None and not spec.valid:
+                continue
+            if spec is None or not isinstance(spec.port, str):
+                rules |= out.make("egress", peers, *_plain(spec))
+                continue
+            key = (spec.port, spec.protocol)
+            for peer in peers:
+                if peer is not None and not peer.valid:
+                    continue
+                base = EVERY_POD if peer is None else \
+                    peer_set(peer, policy.namespace)
+                numbers = {p.ports[key] for p in pods if key in p.ports
+                           and base.matches(p, namespaces)}
+                for number in sorted(numbers):
+                    rules |= out.make("egress", (peer,),
+                                      spec.protocol.lower(), number, number,
+                                      (spec.port, spec.protocol, number))
+    return rules
 
 
 def _variant_rules(policy: Policy, numbers: Mapping[tuple[str, str], int],
