@@ -19,5 +19,9 @@ The only importer of keystoneauth1; every failure leaves it as one of
 - :mod:`.tagging`: tags set after a create, where Neutron drops a create's;
 - :mod:`.octavia`: the Octavia calls (load balancers, listeners, pools,
   members; the ``load-balancer`` service of the catalog, over the same
-  sessions), :mod:`.lbwire` their records and refusals.
+  sessions), :mod:`.lbwire` their records and refusals;
+- :mod:`.secgroups`, :mod:`.policycalls`, :mod:`.addrgroups`: security
+  groups, their rules (in bulk) and address groups (members one call per
+  change), as the nodes' ports and NetworkPolicy use them, :mod:`.sgwire`
+  the policy's records and refusals.
 """

@@ -33,6 +33,7 @@ import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from kuryr_supervisor.controller.openstack.addrgroups import AddressGroupCalls
 from kuryr_supervisor.controller.openstack.deadline import CallPath
 from kuryr_supervisor.controller.openstack.secgroups import SecurityGroupCalls
 from kuryr_supervisor.controller.openstack.wire import (
@@ -70,9 +71,10 @@ class Transport(Protocol):
              ok: tuple[int, ...] = (200,), **kwargs: Any) -> Any: ...
 
 
-class NeutronApi(SecurityGroupCalls):
-    """Ports, subnets, quotas (and security groups, :mod:`.secgroups`)
-    over ``transport``, each request within
+class NeutronApi(AddressGroupCalls, SecurityGroupCalls):
+    """Ports, subnets, quotas (and security groups, :mod:`.secgroups`;
+    NetworkPolicy's groups, rules and address groups, :mod:`.policycalls`
+    and :mod:`.addrgroups`) over ``transport``, each request within
     ``timeout`` seconds; how a call is made is its mode's
     (:meth:`_bounded`, see the module)."""
 
