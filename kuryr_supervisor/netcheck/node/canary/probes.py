@@ -55,9 +55,9 @@ class Target:
     port: int = 0
     icmp: bool = True
     #: TCP exchanges at once (reached when one answers): a load balancer
-    #: hashes each to a backend, so one dead backend (or the prober's own
-    #: canary, which a security group may not let the VIP hairpin to) does
-    #: not fail the probe.
+    #: hashes each to a backend, so one dead backend (the canary of a node
+    #: that is cut off, until it is out of the endpoints) does not fail
+    #: the probe.
     tries: int = 1
 
 
