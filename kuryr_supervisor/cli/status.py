@@ -187,6 +187,10 @@ def network_line(doc: dict[str, Any]) -> str | None:
             if isinstance(gateway, dict):
                 parts.append("gateway ok" if gateway.get("reached")
                              else "gateway UNREACHABLE")
+            service = canary.get("service")
+            if isinstance(service, dict):
+                parts.append("service VIP ok" if service.get("reached")
+                             else "service VIP UNREACHABLE")
     controller = (doc.get("checks") or {}).get("ovn-controller")
     if isinstance(controller, dict) and "not an OVN chassis" not in str(
             controller.get("message")):

@@ -340,12 +340,14 @@ def _canary(doc: dict[str, Any] | None) -> Iterator[Metric]:
                             value=float(doc["interval"] or 0))
     reached = GaugeMetricFamily(
         PREFIX + "canary_reached", "1 when the last round reached the "
-        "target (the gateway, or a peer's canary) by that protocol.",
+        "target (the gateway, the canary Service's VIP: service, or a "
+        "peer's canary) by that protocol.",
         labels=["target", "protocol"])
     latency = GaugeMetricFamily(
         PREFIX + "canary_latency_seconds", "Round trip of the last probe "
         "that reached the target.", labels=["target"])
     targets = ([("gateway", doc["gateway"])] if doc["gateway"] else []) + \
+        ([("service", doc["service"])] if doc.get("service") else []) + \
         [(p["node"], p) for p in doc["peers"]]
     for name, probe in targets:
         for protocol in ("icmp", "tcp"):

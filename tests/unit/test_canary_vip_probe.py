@@ -63,3 +63,26 @@ def test_the_aim_probes_the_vip_by_tcp_alone() -> None:
     assert aim.targets()[-1] == Target(ipaddress.IPv4Address("10.43.0.10"),
                                        True, 8094, icmp=False, tries=3)
     assert len(Aim(peers=aim.peers, interval=2.0).targets()) == 1
+
+
+def canary_doc(service: dict[str, object] | None) -> dict[str, object]:
+    return {"up": True, "state": "up", "port": "p", "address": "10.0.0.5/24",
+            "interval": 2.0, "icmp": True, "rounds": 3, "cpuSeconds": 0.1,
+            "gateway": None, "peers": [], "service": service}
+
+
+def test_the_vip_probe_in_metrics_and_the_status_line() -> None:
+    from kuryr_supervisor.cli import status
+    from kuryr_supervisor.health import metrics
+    service = {"address": "10.43.0.10", "port": 8094, "reached": False,
+               "icmp": None, "tcp": False, "latencyMs": None}
+    families = {f.name: f for f in metrics._canary(canary_doc(service))}
+    samples = {tuple(s.labels.items()): s.value
+               for s in families["kuryr_supervisor_canary_reached"].samples}
+    assert samples == {(("target", "service"), ("protocol", "tcp")): 0.0}
+    doc = {"network": {"canary": canary_doc(service)}, "checks": {}}
+    assert "service VIP UNREACHABLE" in str(status.network_line(doc))
+    service.update(reached=True, tcp=True, latencyMs=1.5)
+    assert "service VIP ok" in str(status.network_line(doc))
+    none = {f.name: f for f in metrics._canary(canary_doc(None))}
+    assert not none["kuryr_supervisor_canary_reached"].samples
