@@ -197,3 +197,23 @@ def test_a_crd_that_drops_the_vip_gets_no_write_storm(world: World) -> None:
         handler.tick()
     assert handler.writes == writes
     assert all("canaryService" not in real[n]["spec"] for n in NODES[:3])
+
+
+def test_a_node_the_judge_holds_faulty_leaves_the_endpoints(
+        world: World) -> None:
+    handler = world.handler()
+    up(world, handler, NODES[:3])
+    world.api.nodenetworks["node-b"]["spec"]["cluster"] = {
+        "node": {"reason": "KuryrPeersUnreachable"}}
+    world.sync(handler)
+    handler.tick()
+    eps = world.api.endpointslices[KEY]
+    assert {e["nodeName"] for e in eps["endpoints"]} == {"node-a", "node-c"}
+    # Its own spec still names the VIP: it still probes it.
+    assert servicespec.target(world.api.nodenetworks["node-b"],
+                              "node-b") is not None
+    world.api.nodenetworks["node-b"]["spec"].pop("cluster")
+    world.sync(handler)
+    handler.tick()
+    eps = world.api.endpointslices[KEY]
+    assert {e["nodeName"] for e in eps["endpoints"]} == set(NODES[:3])

@@ -59,6 +59,7 @@ from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
 from kuryr_supervisor.netcheck.codecs import (
     canaryspec,
+    clusterspec,
     nodeportspec,
     servicespec,
 )
@@ -192,12 +193,16 @@ class NetworkCanaryHandler:
         self._guarded(self.write, "canary specs")
 
     def sync_service(self) -> None:
-        """The canary Service's endpoints: the canaries that are up."""
+        """The canary Service's endpoints: the canaries that are up, but
+        those of nodes the judge holds faulty (its verdict in their
+        record), as a NotReady pod leaves its Services: a dead backend
+        would fail the other nodes' probes."""
         assert self.service is not None
         ports = self.ports.ports
         self.vip = self.service.sync({
             node: ipaddress.IPv4Address(ports[node].ip)
-            for node in self.up() if ports[node].ip})
+            for node in self.up() if ports[node].ip and
+            not _judged_faulty(self.book.objs.get(node) or {})})
 
     def _exist(self, now: float) -> bool:
         """Which records are of Nodes: the Nodes listed at first and every
@@ -375,3 +380,9 @@ def _vip_holds(obj: Raw, node: str,
         return servicespec.target(obj, node) == vip
     except ValueError:
         return False
+
+
+def _judged_faulty(obj: Raw) -> bool:
+    """Whether ``obj``'s spec carries the judge's verdict on its node."""
+    cluster = (obj.get("spec") or {}).get(clusterspec.KEY)
+    return isinstance(cluster, Mapping) and bool(cluster.get("node"))

@@ -16,7 +16,8 @@ handler runs (:func:`wanted`):
   Kubernetes' EndpointSlice controller leaves it alone (it manages only
   its own, and selector-less Services get none), owned by the Service
   (the garbage collector deletes it with it): an endpoint per node whose
-  canary is up (its address, its node), ready;
+  canary is up and that the judge does not hold faulty (its address, its
+  node), ready;
 * written only when it differs from what was last read (a PUT with its
   resourceVersion; a conflict reads it again at the next pass), read
   again every ``canary_resync_interval`` so that a change by someone
