@@ -14,6 +14,9 @@ tests/fixtures/octavia.py.
 - a batch replace of a pool's members keeps those of the same address
   and port (same ids), adds and deletes the rest (a deleted member is
   listed, ACTIVE, for a while after the rest settled);
+- one member's own create and delete (the others untouched, their ids
+  kept): each one write, refused while pending; the status tree names
+  each member's id; a member already deleted is gone (404);
 - a listener is made, then its default pool, then the pool's members
   (each one write: only a load balancer's create takes a tree); a pool
   is deleted and made again for its listener; a listener is deleted;
@@ -197,3 +200,35 @@ def test_vip_in_use_and_cascade_delete(any_octavia: LbCloud,
     # the VIP is free again
     again = make(cloud, octavia, vip=vip)
     assert wait_active(octavia, again.id) == "ACTIVE"
+
+
+def test_one_member_created_and_deleted_alone(any_octavia: LbCloud,
+                                              octavia: Octavia) -> None:
+    cloud = any_octavia
+    lb = make(cloud, octavia, ListenerSpec(
+        "TCP", 80, "SOURCE_IP_PORT", members(cloud, 1, 2)))
+    [pool] = octavia.pools(tags=[cloud.tag])
+    assert wait_active(octavia, lb.id) == "ACTIVE"
+    before = octavia.tree(lb.id)
+    assert before is not None
+    one, two, three = (Member(cloud.member(n), 8080) for n in (1, 2, 3))
+    assert set(before.ids_of[pool.id]) == {one, two}
+    assert set(before.ids_of[pool.id].values()) == before.member_ids[pool.id]
+
+    [spec] = members(cloud, 3)
+    octavia.add_member(pool.id, spec, [cloud.tag])
+    with pytest.raises(lbwire.LoadBalancerBusy):
+        octavia.add_member(pool.id, members(cloud, 4)[0], [cloud.tag])
+    assert wait_active(octavia, lb.id) == "ACTIVE"
+    added = wait_for(lambda: (t := octavia.tree(lb.id)) is not None
+                     and t.members[pool.id] == {one, two, three} and t, 30)
+    kept = {m: before.ids_of[pool.id][m] for m in (one, two)}
+    assert {m: added.ids_of[pool.id][m] for m in (one, two)} == kept
+
+    assert octavia.delete_member(pool.id, kept[one])
+    assert wait_active(octavia, lb.id) == "ACTIVE"
+    after = wait_for(lambda: (t := octavia.tree(lb.id)) is not None
+                     and t.members[pool.id] == {two, three}
+                     and len(t.member_ids[pool.id]) == 2 and t, 30)
+    assert after.ids_of[pool.id][two] == kept[two]
+    assert not octavia.delete_member(pool.id, kept[one])

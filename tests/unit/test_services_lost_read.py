@@ -48,12 +48,15 @@ def test_a_read_lost_after_a_write_is_not_written_again(world: World) -> None:
         return route(method, parts, query, body)
     since = fake.accepted[-1][0] + 1e-6
     fake._route = flaky  # type: ignore[method-assign]
-    world.endpoints("web", one, ports={"http": 8080})
+    # One endpoint replaced by another: the pool's batch (a member added
+    # or deleted alone is its own write, read alike).
+    three = world.octavia.member(3)
+    world.endpoints("web", one, three, ports={"http": 8080})
     # The job tried again (after its backoff) and ended as wanted.
     reconciler = running.handler.reconciler
     until(lambda: after and reconciler.outcomes.not_before(uid) == 0.0
           and uid not in reconciler.running and uid not in reconciler.pending,
           timeout=20)
     fake._route = route  # type: ignore[method-assign]
-    world.settled(uid, {("TCP", 80): {Member(one, 8080)}})
+    world.settled(uid, {("TCP", 80): {Member(one, 8080), Member(three, 8080)}})
     assert fake.writes(since) == {MEMBERS: 1}

@@ -174,6 +174,10 @@ class Tree:
     pending: bool
     members: Mapping[str, frozenset[Member]]
     member_ids: Mapping[str, frozenset[str]]
+    #: Each pool's members' ids by member (those of :attr:`members`): a
+    #: member deleted alone is deleted by its id.
+    ids_of: Mapping[str, Mapping[Member, str]] = dataclasses.field(
+        default_factory=dict)
 
     @property
     def settled(self) -> bool:
@@ -184,6 +188,7 @@ def tree(obj: Mapping[str, Any]) -> Tree:
     lb = obj["statuses"]["loadbalancer"]
     members: dict[str, frozenset[Member]] = {}
     ids: dict[str, frozenset[str]] = {}
+    ids_of: dict[str, dict[Member, str]] = {}
     statuses = [lb["provisioning_status"]]
     for li in lb.get("listeners") or ():
         statuses.append(li.get("provisioning_status"))
@@ -191,10 +196,11 @@ def tree(obj: Mapping[str, Any]) -> Tree:
             statuses.append(p.get("provisioning_status"))
             found = [m for m in p.get("members") or ()]
             statuses += [m.get("provisioning_status") for m in found]
-            members[str(p["id"])] = frozenset(
+            ids_of[str(p["id"])] = {
                 Member(str(ipaddress.ip_address(m["address"])),
-                       int(m["protocol_port"])) for m in found
-                if m.get("provisioning_status") != "PENDING_DELETE")
+                       int(m["protocol_port"])): str(m["id"]) for m in found
+                if m.get("provisioning_status") != "PENDING_DELETE"}
+            members[str(p["id"])] = frozenset(ids_of[str(p["id"])])
             ids[str(p["id"])] = frozenset(str(m["id"]) for m in found)
     return Tree(str(lb["provisioning_status"]),
-                any(s in PENDING for s in statuses), members, ids)
+                any(s in PENDING for s in statuses), members, ids, ids_of)

@@ -323,6 +323,19 @@ class OctaviaApi:
         self._call("PUT", f"/pools/{pool_id}/members", ok=(202,),
                    json={"members": [m.body(tags) for m in members]})
 
+    def add_member(self, pool_id: str, member: MemberSpec,
+                   tags: Sequence[str]) -> None:
+        """One member added to the pool, the others left untouched (a
+        batch also updates every member it keeps: one more request of the
+        OVN provider, handled before the batch's deletions)."""
+        self._call("POST", f"/pools/{pool_id}/members", ok=(201,),
+                   json={"member": member.body(tags)})
+
+    def delete_member(self, pool_id: str, member_id: str) -> bool:
+        """One member deleted, the others left untouched; False if it
+        was already gone."""
+        return self._delete(f"/pools/{pool_id}/members/{member_id}")
+
 
 def _next_marker(links: Any) -> str:
     """The marker of a list's ``next`` link ("": the last page)."""

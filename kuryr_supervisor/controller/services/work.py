@@ -3,7 +3,8 @@ run in one of the handler's workers.
 
 A job plans (:mod:`.plan`), carries out the plan's first write, waits for
 the load balancer to settle (its status tree polled at short intervals,
-0.1 s growing to 1 s: the OVN provider settles in about a second), reads
+0.1 s growing to 0.3 s: the OVN provider settles in about a second, and
+the next pool's write waits for it), reads
 it again and plans anew from what the Service asks then, until nothing
 differs; so one load balancer never has two writes in flight, and what
 is written is always the whole current difference (endpoints that
@@ -12,6 +13,9 @@ from before a restart, someone's) is met the same way: wait, read, plan.
 After a batch replace of members the pool's members are what was sent
 (Octavia reports a deleted member last, a second after the rest settled:
 a tree read then would show it still).
+
+A pool's members are one write: the batch, or the one member added or
+deleted alone when that is the pool's one difference (:mod:`.members`).
 
 Idempotent creates: before a create, the load balancers holding the VIP
 are looked up (the VIP is unique on the service subnet; a create that
@@ -32,9 +36,9 @@ import time
 from collections.abc import Callable
 
 from kuryr_supervisor.controller.openstack import lbwire
+from kuryr_supervisor.controller.openstack.lbwire import Member
 from kuryr_supervisor.controller.openstack.octavia import (
     ListenerSpec,
-    MemberSpec,
     OctaviaApi,
 )
 from kuryr_supervisor.controller.openstack.wire import OpenStackError
@@ -48,6 +52,7 @@ from kuryr_supervisor.controller.services.jobs import (
     StillFailing,
     VipHeld,
 )
+from kuryr_supervisor.controller.services.members import MemberWrites
 from kuryr_supervisor.controller.services.plan import Actual
 
 LOG = logging.getLogger(__name__)
@@ -56,7 +61,7 @@ LOG = logging.getLogger(__name__)
 #: a few listener or pool changes).
 MAX_WRITES = 12
 #: Polls of a settling load balancer: the first after this, growing.
-FIRST_POLL, POLL_GROWTH, LAST_POLL = 0.1, 1.5, 1.0
+FIRST_POLL, POLL_GROWTH, LAST_POLL = 0.1, 1.5, 0.3
 
 
 class Worker:
@@ -86,6 +91,7 @@ class Run:
         self.actual = job.actual
         self.done, self.complete, self.stuck = False, job.complete, False
         self.ids: dict[str, frozenset[str]] | None = None
+        self.members = MemberWrites(self.api, worker.subnet_of)
         self.writes: list[str] = []
         self.created = self.errored = ""
 
@@ -171,8 +177,8 @@ class Run:
                 step.listener, step.algorithm), tags)
         elif isinstance(step, planning.SetMembers):
             self.writes.append("members")
-            api.replace_members(step.pool_id, self._members(step.listener),
-                                tags)
+            self.members.write(actual.id, step.pool_id, _members(
+                actual, step.pool_id), step.listener, tags)
             if self.ids is not None:    # its ids: those the next list says
                 self.ids.pop(step.pool_id, None)
             self._settled(actual.id)
@@ -208,13 +214,9 @@ class Run:
         self.created = lb.id
         return self._read(lb.id, lb.vip or wanted.vip)
 
-    def _members(self, listener: Listener) -> tuple[MemberSpec, ...]:
-        return tuple(MemberSpec(m.address, m.port, self.w.subnet_of(m.address))
-                     for m in sorted(listener.members))
-
     def _spec(self, listener: Listener, algorithm: str) -> ListenerSpec:
         return ListenerSpec(listener.protocol, listener.port, algorithm,
-                            self._members(listener))
+                            self.members.specs(listener))
 
     # -- waiting and reading ---------------------------------------------------------
     def _settled(self, lb_id: str, *, gone: bool = False) -> lbwire.Tree | None:
@@ -251,6 +253,7 @@ class Run:
                 tree.status != actual.status:
             return self._read(actual.id, actual.vip)
         self.ids, self.complete = dict(tree.member_ids), True
+        self.members.saw(tree)
         return dataclasses.replace(actual, listeners=tuple(
             dataclasses.replace(li, pool=dataclasses.replace(
                 li.pool, members=tree.members[li.pool.id]))
@@ -268,7 +271,15 @@ class Run:
                           api.listeners(lb_id=lb_id), api.pools(lb_id=lb_id),
                           tree.members)
         self.ids, self.complete = dict(tree.member_ids), True
+        self.members.saw(tree)
         return actual
+
+
+def _members(actual: Actual, pool_id: str) -> frozenset[Member]:
+    """The members of ``actual``'s pool ``pool_id``."""
+    return next((li.pool.members for li in actual.listeners
+                 if li.pool is not None and li.pool.id == pool_id),
+                frozenset[Member]())
 
 
 def _with_members(actual: Actual, pool_id: str, listener: Listener) -> Actual:
