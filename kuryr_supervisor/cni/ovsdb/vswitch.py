@@ -146,24 +146,27 @@ class Ovsdb:
 
     # -- writes ----------------------------------------------------------------
     def add_port(self, bridge: str, name: str,
-                 external_ids: Mapping[str, str], mtu: int) -> None:
+                 external_ids: Mapping[str, str], mtu: int, *,
+                 internal_mac: str = "") -> None:
         """Add ``name`` to ``bridge`` with its Interface's external_ids
         and MTU, in one transaction; a port of that name already on that
-        bridge is updated in place. OvsdbError "no bridge named" when the
-        bridge is missing."""
-        self.begin_add_port(bridge, name, external_ids, mtu)()
+        bridge is updated in place. ``internal_mac``: an internal port
+        (``type=internal``: ovs-vswitchd makes its interface) with that
+        MAC. OvsdbError "no bridge named" when the bridge is missing."""
+        self.begin_add_port(bridge, name, external_ids, mtu,
+                            internal_mac=internal_mac)()
 
     def begin_add_port(self, bridge: str, name: str,
-                       external_ids: Mapping[str, str], mtu: int
-                       ) -> Callable[[], None]:
+                       external_ids: Mapping[str, str], mtu: int, *,
+                       internal_mac: str = "") -> Callable[[], None]:
         """:meth:`add_port` sent now, finished (and its errors raised) by
         calling what is returned: the caller works meanwhile."""
         mark = dict([MARK])
+        row = _interface_row(external_ids, mtu, internal_mac)
         sent = self.db.begin(
             _bridge_exists(bridge),
             {"op": "insert", "table": "Interface", "uuid-name": "iface",
-             "row": {"name": name, "mtu_request": mtu,
-                     "external_ids": map_json(external_ids)}},
+             "row": {"name": name, **row}},
             {"op": "insert", "table": "Port", "uuid-name": "port",
              "row": {"name": name, "external_ids": map_json(mark),
                      "interfaces": ["named-uuid", "iface"]}},
@@ -181,18 +184,17 @@ class Ovsdb:
                     raise OvsdbError(f"no bridge named {bridge}") from exc
                 if "constraint violation" not in text:
                     raise
-                self._update_port(bridge, name, external_ids, mtu)
+                self._update_port(bridge, name, row)
         return finish
 
     def _update_port(self, bridge: str, name: str,
-                     external_ids: Mapping[str, str], mtu: int) -> None:
+                     row: Mapping[str, Any]) -> None:
         """``--may-exist``: the port is there already; set its Interface."""
         if name not in self.ports(bridge):
             raise OvsdbError(f"port {name} exists, not on bridge {bridge}")
         self.db.transact(
             {"op": "update", "table": "Interface", "where": _named(name),
-             "row": {"mtu_request": mtu,
-                     "external_ids": map_json(external_ids)}},
+             "row": dict(row)},
             _comment(f"update port {name} on {bridge}"))
 
     def del_port(self, bridge: str, name: str) -> None:
@@ -283,6 +285,17 @@ def _copy(row: Row | None) -> Row | None:
     if row is None:
         return None
     return {k: dict(v) if isinstance(v, dict) else v for k, v in row.items()}
+
+
+def _interface_row(external_ids: Mapping[str, str], mtu: int,
+                   internal_mac: str) -> dict[str, Any]:
+    """An Interface's columns we set (an internal port's type and MAC
+    too)."""
+    row: dict[str, Any] = {"mtu_request": mtu,
+                           "external_ids": map_json(external_ids)}
+    if internal_mac:
+        row.update(type="internal", mac=set_json([internal_mac]))
+    return row
 
 
 def _bridge_exists(bridge: str) -> dict[str, Any]:

@@ -9,6 +9,8 @@ shared piece once and passes it to whoever uses it, in constructors:
   (``ovsdb``, ``ovn-controller``, ``flows``, ``datapath``) and by the
   canary's plug, which therefore never opens a second one nor looks a
   check up to borrow its connection;
+* the node's own port into the pod network (:mod:`.nodeport`, the OVS
+  binding, ``[node_port] enabled``), over the same connection;
 * the judge's word on this node (:class:`~.clusterview.ClusterView`, the
   record on: ``[network_health] record`` in Kubernetes mode), read by the
   ``network-verdict`` check and by STATUS's hold, fed by the record's
@@ -36,6 +38,8 @@ from kuryr_supervisor.netcheck.node import netwatch
 from kuryr_supervisor.netcheck.node.canary import agent
 from kuryr_supervisor.netcheck.node.canary.agent import CanaryAgent
 from kuryr_supervisor.netcheck.node.clusterview import ClusterView
+from kuryr_supervisor.netcheck.node.nodeport import agent as nodeport
+from kuryr_supervisor.netcheck.node.nodeport.agent import NodePortAgent
 from kuryr_supervisor.netcheck.node.verdict import VerdictCheck
 from kuryr_supervisor.state import SharedState
 
@@ -74,13 +78,24 @@ class NodeNetwork:
             LOG.warning("no canary on this node: %s", exc)
             return None
 
+    def node_port(self) -> NodePortAgent | None:
+        """The node port's agent (the OVS binding, ``[node_port]
+        enabled``) over the held connection; None otherwise."""
+        if self.db is None or not self.conf.node_port.enabled:
+            return None
+        return nodeport.from_conf(self.conf, config.node_name(self.conf),
+                                  self.db)
+
     def start(self, monitor: HealthMonitor,
               state: SharedState) -> netwatch.NetworkWatch:
         """The STATUS flags started, and with the record its writer, its
-        watch and the canary (:func:`~.netwatch.from_conf`)."""
+        watch, the canary and the node port (:func:`~.netwatch.
+        from_conf`)."""
         canary = self.canary() if self.view is not None else None
+        node_port = self.node_port() if self.view is not None else None
         return netwatch.from_conf(monitor, state, self.conf, self.view,
-                                  canary=canary, master_pid=self._master_pid)
+                                  canary=canary, node_port=node_port,
+                                  master_pid=self._master_pid)
 
 
 def cluster_view(conf: cfg.ConfigOpts) -> ClusterView | None:

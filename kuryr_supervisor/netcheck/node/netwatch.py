@@ -18,7 +18,10 @@ and the published verdict) and never run a check themselves:
   the judge holds the node's own network broken;
 * with the OVS binding, the canary's agent (:mod:`.canary`) on a fourth:
   it plugs the canary port the controller made for the node and aims its
-  prober; the record carries what the prober found.
+  prober; the record carries what the prober found;
+* with the OVS binding, the node port's agent (:mod:`.nodeport`) on a
+  fifth: it keeps the node's own port into the pod network plugged as
+  the record's spec names it.
 
 :func:`from_conf` starts them with the pieces the node side's
 composition root (:mod:`.assembly`) made once: the judge's view and the
@@ -45,6 +48,7 @@ from kuryr_supervisor.netcheck.node.dataplane import (
     status_answer,
 )
 from kuryr_supervisor.netcheck.node.netrecord import RecordWriter, record_loop
+from kuryr_supervisor.netcheck.node.nodeport.agent import NodePortAgent
 from kuryr_supervisor.netcheck.node.recordfollow import RecordFollower
 from kuryr_supervisor.netcheck.node.statushold import StatusHold
 from kuryr_supervisor.state import Overall, SharedState, StatusCause
@@ -53,7 +57,7 @@ from kuryr_supervisor.state.cnistatus import Excuse, StatusBoard
 LOG = logging.getLogger(__name__)
 
 INTERVAL = 0.2
-#: Seconds between two looks of the canary's agent.
+#: Seconds between two looks of the canary's agent (and the node port's).
 CANARY_INTERVAL = 1.0
 
 
@@ -111,13 +115,18 @@ class NetworkWatch:
 
     def __init__(self, flags: StatusFlags, loops: Sequence[Loop] = (),
                  *, canary: CanaryAgent | None = None,
+                 node_port: NodePortAgent | None = None,
                  interval: float = INTERVAL) -> None:
-        self.flags, self.canary = flags, canary
+        self.flags, self.canary, self.node_port = flags, canary, node_port
         self._loops: list[Loop] = [PollLoop(flags.update, interval=interval,
                                             name="net-status"), *loops]
         if canary is not None:
             self._loops.append(PollLoop(canary.step, interval=CANARY_INTERVAL,
                                         name="canary"))
+        if node_port is not None:
+            self._loops.append(PollLoop(node_port.step,
+                                        interval=CANARY_INTERVAL,
+                                        name="node-port"))
 
     def start(self) -> NetworkWatch:
         for loop in self._loops:
@@ -162,10 +171,12 @@ def reported(monitor: HealthMonitor,
 def from_conf(monitor: HealthMonitor, state: SharedState,
               conf: cfg.ConfigOpts, view: ClusterView | None, *,
               canary: CanaryAgent | None = None,
+              node_port: NodePortAgent | None = None,
               master_pid: int | None = None) -> NetworkWatch:
     """Started network duties, built by the node side's composition root
     (:mod:`.assembly`: ``view`` the judge's word, None without the
-    record; ``canary`` the node's, given only with a view; ``master_pid``
+    record; ``canary`` and ``node_port`` the node's, given only with a
+    view; ``master_pid``
     the daemon's, named in its client's User-Agent)."""
     results = snapshot_results(monitor)
     loops: list[Loop] = []
@@ -173,7 +184,8 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
     if view is not None:
         client = k8s.K8sClient.from_conf(conf, master_pid=master_pid)
         opts = conf.network_health
-        told = [view.take] + ([canary.take] if canary is not None else [])
+        told = [view.take] + ([canary.take] if canary is not None else []) \
+            + ([node_port.take] if node_port is not None else [])
 
         def seen(obj: Mapping[str, Any] | None) -> None:
             for tell in told:
@@ -193,4 +205,4 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
                                     backoff_max=float(conf.watcher.backoff_max)))
         hold = StatusHold(view, lambda: float(opts.status_hold))
     return NetworkWatch(StatusFlags(state.cni_status, results, hold=hold),
-                        loops, canary=canary).start()
+                        loops, canary=canary, node_port=node_port).start()
