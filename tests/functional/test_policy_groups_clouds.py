@@ -23,7 +23,7 @@ from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller.openstack import adapter as osa
-from kuryr_supervisor.controller.openstack import sgwire
+from kuryr_supervisor.controller.openstack import policycalls, sgwire
 from kuryr_supervisor.controller.openstack.sgwire import RuleSpec
 from tests.fixtures.clouds import AnyCloud
 
@@ -84,12 +84,13 @@ def test_extension(world: World) -> None:
     assert world.api.extension("security-groups-remote-address-group")
 
 
-def test_groups_by_tag(world: World) -> None:
+def test_groups_by_tag(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     """A group is made tagged (its tag call after the create), described
     by the cluster's tag, with the egress rules Neutron gives every group;
-    listed by its tags, with its rules; one that lost its tags is found by
-    its description."""
+    listed by its tags (page by page), with its rules; one that lost its
+    tags is found by its description."""
     api, tag = world.api, world.tag
+    monkeypatch.setattr(policycalls, "PAGE_SIZE", 1)
     group = api.create_policy_group("np-a", tag, ["policy:uid-a"])
     assert set(group.tags) == {tag, "policy:uid-a"}
     assert group.description == tag and group.stateful
@@ -147,7 +148,8 @@ def test_rules_in_bulk_naming_an_address_group(world: World) -> None:
     assert specs[0] not in api.policy_group(group.id).specs()  # type: ignore[union-attr]
 
 
-def test_membership_one_call_each(world: World) -> None:
+def test_membership_one_call_each(world: World,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A pod joining or leaving a set is one call; a change already made
     (its answer lost, say) is made again without what was done: never an
     error, two calls at most."""
@@ -155,6 +157,10 @@ def test_membership_one_call_each(world: World) -> None:
     group = api.create_address_group("set", tag)
     assert group.addresses == frozenset()
     assert [g.id for g in api.address_groups(tag)] == [group.id]
+    more = api.create_address_group("more", tag)
+    monkeypatch.setattr(policycalls, "PAGE_SIZE", 1)       # page by page
+    assert sorted(g.id for g in api.address_groups(tag)) == sorted(
+        [group.id, more.id])
     assert api.address_groups(osa.cluster_tag("another")) == []
     path = f"{ADDRESS_GROUPS}/{group.id}/"
     since = time.time()
