@@ -163,6 +163,11 @@ def test_nodenetwork_crd_matches_the_code() -> None:
     from kuryr_supervisor.netcheck.codecs import servicespec
     spec = servicespec.merged(spec, "n" * 253, servicespec.ServiceTarget(
         ipaddress.IPv4Address("255.255.255.254"), 65535))
+    from kuryr_supervisor.netcheck.codecs import nodeportspec
+    spec = nodeportspec.merged(spec, "n" * 253, nodeportspec.NodePort(
+        "p" * 64, "fa:16:3e:00:00:06",
+        ipaddress.IPv4Interface("255.255.255.253/24"),
+        ipaddress.IPv4Address("255.255.255.1")))
     assert clusterspec.verdict({"metadata": {
         "uid": "5e1b6f0c-0000-4000-8000-000000000001"}, "spec": spec},
         "n" * 253).fault == longest
