@@ -227,7 +227,8 @@ def test_port_groups(world: World) -> None:
     [seen] = world.cloud.ports(id=port.id)
     assert set(seen["security_groups"]) == {one.id, two.id}
     assert api.set_port_security_groups(port.id, [two.id]) == (two.id,)
-    assert api.set_port_security_groups(port.id, []) == ()
+    # The same calls in the caller's own thread (a pool's claim, say).
+    assert api.within(10.0).set_port_security_groups(port.id, []) == ()
 
 
 def _rule_quota(cloud: AnyCloud, limit: int) -> None:
