@@ -210,8 +210,13 @@ def test_refusals(world: World) -> None:
         api.create_rules(group.id, [RuleSpec(
             "ingress", protocol="tcp", remote_address_group_id=gone)])
     assert missing.value.kind == "AddressGroupNotFound"
-    with pytest.raises(sgwire.Missing):
+    with pytest.raises(sgwire.Missing) as missing:
         api.set_port_security_groups(port.id, [gone])
+    assert missing.value.kind == "SecurityGroupNotFound"
+    api.delete_port(port.id)
+    with pytest.raises(sgwire.Missing) as missing:
+        api.set_port_security_groups(port.id, [group.id])
+    assert missing.value.kind == "PortNotFound"
     with pytest.raises(sgwire.Missing):
         api.remove_addresses(gone, ["10.30.0.1"])
 

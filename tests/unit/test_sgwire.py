@@ -74,7 +74,7 @@ def _refusal(status: int, kind: str, message: str = "") -> OpenStackRefused:
 
 def test_refusals_told_apart() -> None:
     for kind in ("SecurityGroupNotFound", "SecurityGroupRuleNotFound",
-                 "AddressGroupNotFound"):
+                 "AddressGroupNotFound", "PortNotFound"):
         missing = sgwire.refined(_refusal(404, kind))
         assert isinstance(missing, sgwire.Missing) and missing.kind == kind
     rule = "3bf332cc-da38-4918-b8f8-577eafd555a6"
@@ -90,9 +90,9 @@ def test_refusals_told_apart() -> None:
     assert sgwire.refined(plain) is plain
     quota = QuotaExceeded("quota", 409)
     assert sgwire.refined(quota) is quota
-    # A 404 of something else (a port) is no group's.
-    port = _refusal(404, "PortNotFound")
-    assert sgwire.refined(port) is port
+    # A 404 of something else (a network) is none of these.
+    network = _refusal(404, "NetworkNotFound")
+    assert sgwire.refined(network) is network
 
 
 def test_addresses_named() -> None:

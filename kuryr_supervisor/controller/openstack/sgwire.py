@@ -11,7 +11,8 @@ Specs are canonical (CIDRs normalised, the any-address prefix and any
 protocol as ""), so a spec sent and the same rule read back are equal.
 
 Refusals (the rest of the taxonomy is :mod:`.wire`'s): a 404 naming a
-security group, a rule or an address group is :class:`Missing`; a 409 that
+security group, a rule, an address group or the port whose groups are set
+is :class:`Missing`; a 409 that
 is not a quota is a :class:`Conflict`, either :class:`RuleExists` (the
 same rule is there: its id told) or :class:`InUse` (a group still used by
 a port, an address group by a rule); a met quota stays
@@ -34,7 +35,7 @@ from kuryr_supervisor.controller.openstack.wire import (
 _ANY = {"0.0.0.0/0", "::/0"}
 _RULE_ID = re.compile(r"Rule id is ([0-9a-fA-F-]{36})")
 _MISSING = ("SecurityGroupNotFound", "SecurityGroupRuleNotFound",
-            "AddressGroupNotFound")
+            "AddressGroupNotFound", "PortNotFound")
 _IN_USE = ("SecurityGroupInUse", "AddressGroupInUse")
 
 
@@ -191,7 +192,7 @@ def decode_address_group(obj: Mapping[str, Any]) -> AddressGroup:
 
 
 class Missing(OpenStackRefused):
-    """404: the security group, rule or address group named is not
+    """404: the security group, rule, address group or port named is not
     there (``kind``: Neutron's error type)."""
 
     def __init__(self, msg: str, status: int = 404, kind: str = "") -> None:
