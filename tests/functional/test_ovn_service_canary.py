@@ -14,9 +14,9 @@ pods and Services are).
   namespace, again each second while the fault lasts: ovn-controller
   installs them again only at a recompute) → that node alone
   is judged: readiness fails (``network-verdict``), CNI STATUS 51, its
-  conditions ``KuryrServicePathBroken`` and ``NetworkUnavailable``, the
-  other node untouched; the flows back (ovn-controller restarted) clear
-  it all;
+  conditions ``KuryrServicePathBroken`` and ``NetworkUnavailable``, its
+  canary out of the Service's endpoints, the other node untouched; the
+  flows back (ovn-controller restarted) clear it all;
 * the load balancer gone from the OVN Northbound database for every node
   (its VIP taken out of its ``Load_Balancer`` row) → a cluster-wide fault
   of kind ``services`` (a ``ClusterNetworkFault`` Event naming Octavia,
@@ -215,6 +215,10 @@ def test_the_service_path_one_node_and_every_node(
         log(f"{broken.name}'s service path broken -> its conditions in "
             f"{time.time() - start:.1f} s")
         assert canary(c, broken)["service"]["reached"] is False
+        # Judged faulty, it leaves the canary Service's endpoints.
+        wait_for(lambda: {e["nodeName"] for e in c.api.endpointslices[
+            (cs.NAMESPACE, cs.NAME)]["endpoints"]} == {other.name}, 20,
+            f"only {other.name}'s canary behind the VIP")
         # Its own checks still pass: only the VIP is unreachable there.
         body = ready(c, broken)[1]
         assert "[-]flows" not in body and "[-]ovn-controller" not in body
@@ -234,6 +238,14 @@ def test_the_service_path_one_node_and_every_node(
     assert not any(r == "ClusterNetworkFault" for r, _ in told), told
 
     # -- the load balancer gone from OVN NB for every node ---------------
+    # The node judged faulty left the endpoints and is back: its canary a
+    # member again (the provider's write done) before the fault.
+    def members() -> int:
+        backends = nb_load_balancer(ovn_octavia, address)[1].values()
+        return sum(len(v.split(",")) for v in backends if v)
+    wait_for(lambda: members() == len(nodes), 60,
+             lambda: f"every canary behind the VIP in the NB: "
+                     f"{nb_load_balancer(ovn_octavia, address)}")
     uuid_, vips = nb_load_balancer(ovn_octavia, address)
     central = ovn_stack.fabric.central
     start = time.time()

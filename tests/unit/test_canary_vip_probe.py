@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 
+from kuryr_supervisor.netcheck.codecs.record import Probe
 from kuryr_supervisor.netcheck.node.canary.prober import Aim
 from kuryr_supervisor.netcheck.node.canary.probes import (
     Responder,
@@ -86,3 +87,38 @@ def test_the_vip_probe_in_metrics_and_the_status_line() -> None:
     assert "service VIP ok" in str(status.network_line(doc))
     none = {f.name: f for f in metrics._canary(canary_doc(None))}
     assert not none["kuryr_supervisor_canary_reached"].samples
+
+
+def test_the_record_gets_the_vip_once_it_answered_this_canary() -> None:
+    """A new canary Service's load balancer comes a moment after it: until
+    the VIP first answers this canary, its failures are not reported
+    (every node would fail it at once); afterwards they are."""
+    from kuryr_supervisor.netcheck.codecs import canaryspec as cs
+    from kuryr_supervisor.netcheck.node.canary.agent import CanaryAgent
+    from kuryr_supervisor.netcheck.node.canary.prober import Seen
+    from kuryr_supervisor.netcheck.node.canary.probes import Outcome
+    from tests.unit.test_canary_agent import PORT, Plug, Prober, record
+    vip = ipaddress.IPv4Address("10.43.0.10")
+    plug, prober = Plug(), Prober()
+    agent = CanaryAgent("node-a", plug, prober)  # type: ignore[arg-type]
+    spec = cs.spec("node-a", cs.Assignment(PORT, (), 2.0))
+    spec["canaryService"] = {"address": str(vip), "port": 8094}
+    agent.take(record(spec))
+    plug.ok = True
+    agent.step()
+    assert agent.up and prober.aimed.service == (vip, 8094)
+
+    def round_(reached: bool) -> None:
+        prober.seen = Seen(prober.aimed, 1.0, {vip: Outcome(
+            None, reached, 1.0 if reached else None)})
+    round_(False)
+    assert agent.service() is None            # never answered yet
+    round_(True)
+    assert agent.service() == Probe("", str(vip), True, 1.0)
+    round_(False)
+    assert agent.service() == Probe("", str(vip), False, None)
+    # A hostile canaryService is refused: no VIP probed.
+    spec["canaryService"] = {"address": "127.0.0.1", "port": 8094}
+    agent.take(record(spec))
+    agent.step()
+    assert prober.aimed.service is None and agent.service() is None

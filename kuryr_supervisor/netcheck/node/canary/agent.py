@@ -23,7 +23,10 @@ the HealthManager's loop, beside the record writer):
 gateway and peers, and the canary, only while it is up and the round is
 of the current aim, so a canary that is down is never evidence against
 anyone; the gateway only once it has answered this canary (a subnet
-whose gateway is no router has none to probe). Every failure (OVSDB,
+whose gateway is no router has none to probe); the canary Service's VIP
+(:meth:`CanaryAgent.service`) only once it has answered this canary too
+(its load balancer is made a moment after the Service: until then every
+node would fail it at once). Every failure (OVSDB,
 netlink) is said once and tried again at the next look.
 """
 from __future__ import annotations
@@ -64,6 +67,10 @@ class CanaryAgent:
         #: (canary port, gateway) once the gateway answered that canary:
         #: a gateway that never answers (no router) is not probed for.
         self._answered: tuple[str, Any] | None = None
+        #: (canary port, VIP, port) once the VIP answered that canary: a
+        #: load balancer not made yet (a new canary Service) is not
+        #: reported as unreachable.
+        self._vip_answered: tuple[str, Any, int] | None = None
         #: CPU seconds the loop that runs :meth:`step` has spent.
         self.cpu_seconds = 0.0
 
@@ -158,7 +165,8 @@ class CanaryAgent:
 
     def service(self) -> Probe | None:
         """The last round's probe of the canary Service's VIP for the
-        record, on the same terms as :meth:`results` (None: none)."""
+        record, on the same terms as :meth:`results`, once the VIP has
+        answered this canary (None: none)."""
         if not self.up or self.plug.port is None or not self._installed():
             return None
         seen = self.prober.outcomes()
@@ -166,6 +174,11 @@ class CanaryAgent:
                 seen.aim.service[0] not in seen.outcomes:
             return None
         out = seen.outcomes[seen.aim.service[0]]
+        key = (self.plug.port.port_id, *seen.aim.service)
+        if out.reached:
+            self._vip_answered = key
+        if self._vip_answered != key:
+            return None
         return Probe("", str(seen.aim.service[0]), out.reached,
                      out.latency_ms)
 
