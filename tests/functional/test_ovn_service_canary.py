@@ -279,3 +279,12 @@ def test_the_service_path_one_node_and_every_node(
     assert not any(r == "NodeNetworkFault" for r, _, _ in told), told
     faults = [m for r, _, m in told if r == "ClusterNetworkFault"]
     assert faults and "Octavia" in faults[0], told
+    # No ERROR line, no traceback, in the controller's log or the nodes'.
+    assert c.controller is not None
+    logs = {"controller": c.controller.log_path.read_text(errors="replace"),
+            **{n: d.log_path.read_text(errors="replace")
+               for n, d in c.daemons.items()}}
+    for name, text in logs.items():
+        bad = [line for line in text.splitlines()
+               if " ERROR " in line or "Traceback" in line]
+        assert not bad, (name, bad[:5])
