@@ -250,6 +250,12 @@ def render(doc: dict[str, Any], installed: shim.ShimInfo | None = None,
     network = network_line(doc)
     if network:
         lines.append(f"  Network:  {network}")
+    policies = doc.get("policies")
+    if isinstance(policies, dict):
+        lines.append(f"  Policies: {policies.get('pending', 0)} pending, "
+                     f"{policies.get('failed', 0)} failed, "
+                     f"{policies.get('applied', 0)} applied (Neutron "
+                     f"{policies.get('neutron', '?')})")
     lines.append("Workers:")
     for name, comp in (doc.get("components") or {}).items():
         pid = comp.get("pid") or "-"

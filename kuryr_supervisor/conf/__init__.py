@@ -32,6 +32,7 @@ from kuryr_supervisor.conf import (
     kubernetes,
     metrics,
     network_health,
+    network_policy,
     node_port,
     secretfiles,
     services,
@@ -44,7 +45,8 @@ CONF = cfg.CONF
 PROJECT = files.PROJECT
 _MODULES: tuple[types.ModuleType, ...] = (
     supervisor, health, metrics, cni_daemon, ipam, binding, kubernetes,
-    cni_install, controller, vif_pool, network_health, services, node_port)
+    cni_install, controller, vif_pool, network_health, services, node_port,
+    network_policy)
 
 
 class ConfigError(Exception):

@@ -43,6 +43,7 @@ from kuryr_supervisor.state import (
     Fault,
     SharedState,
     lbstats,
+    policystats,
 )
 from kuryr_supervisor.state.netverdicts import KINDS, REASONS
 
@@ -98,6 +99,8 @@ class HealthCollector:
         yield from self._network()
         if any(c.handler == "services" for c in self.state.active):
             yield from _services(self.state.load_balancers.read())
+        if any(c.handler == "network_policy" for c in self.state.active):
+            yield from _policies(self.state.policies.read())
         if Component.SERVER in self.state.active:
             yield from _canary(self.network() if self.network else None)
         yield InfoMetricFamily(PREFIX + "build", "The running version.",
@@ -272,6 +275,33 @@ def _services(figures: dict[str, float]) -> Iterator[Metric]:
         PREFIX + "services_load_balancer_errors", "Load balancers seen in "
         "provisioning status ERROR (made again with backoff).",
         value=figures["errors"])
+
+
+def _policies(figures: dict[str, float]) -> Iterator[Metric]:
+    """The ``network_policy`` handler's figures (:mod:`~kuryr_supervisor.
+    state.policystats`): fixed labels, bounded whatever the cluster."""
+    states = GaugeMetricFamily(
+        PREFIX + "network_policies", "NetworkPolicies by state (applied: "
+        "Neutron holds what each asks; pending: something waits; failed: "
+        "Neutron refuses something, told in a PolicyFailed Event).",
+        labels=["state"])
+    for name in policystats.STATES:
+        states.add_metric([name], figures[f"policies_{name}"])
+    yield states
+    writes = CounterMetricFamily(
+        PREFIX + "network_policy_neutron_writes", "Writes sent to Neutron "
+        "for NetworkPolicies, by kind.", labels=["kind"])
+    for name in policystats.WRITES:
+        writes.add_metric([name], figures[f"writes_{name}"])
+    yield writes
+    yield CounterMetricFamily(
+        PREFIX + "network_policy_neutron_refusals", "Passes in which Neutron "
+        "refused something NetworkPolicies need (a quota met, a conflict).",
+        value=figures["refusals"])
+    yield GaugeMetricFamily(
+        PREFIX + "network_policy_neutron_up", "1 while Neutron answers the "
+        "NetworkPolicy calls and refuses none of them.",
+        value=1.0 if figures["neutron"] == 0 else 0.0)
 
 
 #: Labels of the port pools' series: the pool key and its node.

@@ -194,7 +194,20 @@ class ProbeApp:
             "components": components, "checks": checks,
             "pools": self.state.pools.rows(),
             "network": self.network_status(),
+            "policies": self.policies_status(),
         }
+
+    def policies_status(self) -> dict[str, Any] | None:
+        """Where the network_policy handler runs: its NetworkPolicies by
+        state and Neutron as it last saw it (``kuryr-supervisor status``
+        shows the count pending); None elsewhere."""
+        if not any(c.handler == "network_policy" for c in self.state.active):
+            return None
+        figures = self.state.policies.read()
+        return {"applied": int(figures["policies_applied"]),
+                "pending": int(figures["policies_pending"]),
+                "failed": int(figures["policies_failed"]),
+                "neutron": self.state.policies.neutron_state()}
 
     def network_status(self) -> dict[str, Any] | None:
         """The CNI role: what STATUS answers (and, while it succeeds,

@@ -5,8 +5,8 @@ pool, deadlines, errors and the write fence, over urllib3 to the endpoint
 :mod:`.config` resolves, re-exported here for callers) with this node's
 name and one generic client (:class:`~.resource.ResourceClient`) per
 resource the daemon uses: ``pods``, ``nodes``, ``namespaces``,
-``events``, ``leases``, ``services``, ``endpointslices``, ``podports``,
-``nodenetworks``. Every verb is that client's; what an object means is
+``events``, ``leases``, ``services``, ``endpointslices``,
+``networkpolicies``, ``podports``, ``nodenetworks``. Every verb is that client's; what an object means is
 its own module's (:mod:`.podport`, :mod:`.nodenetwork`, :mod:`.leases`,
 :mod:`.nodes`, :mod:`.events`, :mod:`.services`).
 Besides, this node's pods as an informer's source (:attr:`K8sClient.
@@ -31,6 +31,7 @@ from kuryr_supervisor.kubernetes.resource import (
     EVENTS,
     LEASES,
     NAMESPACES,
+    NETWORKPOLICIES,
     NODES,
     PODS,
     SERVICES,
@@ -81,6 +82,10 @@ class K8sClient(K8sTransport):
     @functools.cached_property
     def endpointslices(self) -> ResourceClient:
         return ResourceClient(self, ENDPOINTSLICES)
+
+    @functools.cached_property
+    def networkpolicies(self) -> ResourceClient:
+        return ResourceClient(self, NETWORKPOLICIES)
 
     @functools.cached_property
     def podports(self) -> ResourceClient:

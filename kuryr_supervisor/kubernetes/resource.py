@@ -83,6 +83,8 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease",
 SERVICES = Resource("", "v1", "services", "Service", namespaced=True)
 ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices",
                           "EndpointSlice", namespaced=True)
+NETWORKPOLICIES = Resource("networking.k8s.io", "v1", "networkpolicies",
+                           "NetworkPolicy", namespaced=True)
 
 
 def versioned(resource_version: str) -> list[tuple[str, str]]:

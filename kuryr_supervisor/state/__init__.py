@@ -17,7 +17,8 @@ causes, faults, the overall verdict), :mod:`.counters` (the metric block),
 the boards of one writer each (:mod:`.poolstats`, :mod:`.creates`,
 :mod:`.cnistatus`: what CNI STATUS answers, :mod:`.netverdicts`: the
 network judge's verdicts, :mod:`.lostports`: the pods whose port is lost,
-:mod:`.lbstats`: the services handler's load balancers) and
+:mod:`.lbstats`: the services handler's load balancers,
+:mod:`.policystats`: the network_policy handler's policies) and
 :mod:`.shared` (:class:`SharedState` itself).
 """
 from kuryr_supervisor.state.cnistatus import Cause as StatusCause

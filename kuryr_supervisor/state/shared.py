@@ -23,6 +23,7 @@ from kuryr_supervisor.state.creates import CreatesBoard
 from kuryr_supervisor.state.lbstats import LoadBalancerBoard
 from kuryr_supervisor.state.lostports import LostPortBoard
 from kuryr_supervisor.state.netverdicts import VerdictBoard
+from kuryr_supervisor.state.policystats import PolicyBoard
 from kuryr_supervisor.state.poolstats import PoolBoard
 from kuryr_supervisor.state.verdict import Fault, LiveCause, Mode, Overall
 
@@ -48,6 +49,7 @@ class Section(enum.Enum):
     VERDICTS = "verdicts"
     LOST_PORTS = "lost_ports"
     LOAD_BALANCERS = "load_balancers"
+    POLICIES = "policies"
 
 
 #: Every section (a state made without a role, as tests make it).
@@ -66,7 +68,8 @@ class SharedState(Counters):
                  cni_status: StatusBoard | None = None,
                  verdicts: VerdictBoard | None = None,
                  lost_ports: LostPortBoard | None = None,
-                 load_balancers: LoadBalancerBoard | None = None) -> None:
+                 load_balancers: LoadBalancerBoard | None = None,
+                 policies: PolicyBoard | None = None) -> None:
         self.active = active
         #: The role's boards (:meth:`create`'s ``sections``; all of them
         #: for a state made without a role).
@@ -88,6 +91,9 @@ class SharedState(Counters):
         #: The services handler's load balancers and writes (written by
         #: the services handler; read by /metrics).
         self.load_balancers = load_balancers or LoadBalancerBoard()
+        #: The network_policy handler's policies, writes and Neutron's
+        #: state (written by that handler; read by /metrics, readiness).
+        self.policies = policies or PolicyBoard()
         self._slots = slots
         self._globals = globals_
         self._summary = summary
@@ -123,7 +129,8 @@ class SharedState(Counters):
             Section.CNI_STATUS: StatusBoard.create,
             Section.VERDICTS: VerdictBoard.create,
             Section.LOST_PORTS: LostPortBoard.create,
-            Section.LOAD_BALANCERS: LoadBalancerBoard.create}
+            Section.LOAD_BALANCERS: LoadBalancerBoard.create,
+            Section.POLICIES: PolicyBoard.create}
         shared = {s.value: boards[s](ctx) for s in sections}
         state = cls(slots, globals_, summary, metrics, clock=clock,
                     active=active, **shared)

@@ -350,6 +350,7 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
     network_canary(client)
     services_handler(api, client)
     canary_service(client)
+    policy_handler(api, client)
     used = set()
     verbs = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update",
              "DELETE": "delete"}
@@ -357,6 +358,12 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "v1"] and parts[2:] == ["pods"]:
             used.add(("", "pods", "watch" if query.get("watch") else "list"))
+        elif parts == ["api", "v1", "namespaces"]:
+            used.add(("", "namespaces",
+                      "watch" if query.get("watch") else "list"))
+        elif parts == ["apis", "networking.k8s.io", "v1", "networkpolicies"]:
+            used.add(("networking.k8s.io", "networkpolicies",
+                      "watch" if query.get("watch") else "list"))
         elif parts[:3] == ["api", "v1", "namespaces"] and len(parts) == 4:
             used.add(("", "namespaces", verbs[method]))
         elif parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
@@ -456,6 +463,30 @@ def services_handler(api: FakeAPI, client: Any) -> None:
         _, rv = source.list()
         list(source.watch(rv))
     assert Cluster(client).gone("uid-1", "ns/web")
+
+
+def policy_handler(api: FakeAPI, client: Any) -> None:
+    """What the network_policy handler calls: the NetworkPolicies', the
+    namespaces' and the pods' list and watch (as its sources make them),
+    the Nodes' list (their addresses), Events on NetworkPolicies."""
+    from kuryr_supervisor.controller.policy import assembly
+    from kuryr_supervisor.controller.policy.handler import PolicyHandler
+    api.put_networkpolicy("ns", "deny", {"podSelector": {}})
+    handler = PolicyHandler.__new__(PolicyHandler)
+    handler.client, handler._beat = client, lambda: None
+    for kind in ("NetworkPolicy", "Namespace", "Pod"):
+        source = handler._source(kind)
+        _, rv = source.list()
+        list(source.watch(rv))
+    assembly.node_addresses(client)
+    client.events.create({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "deny.1", "namespace": "ns"},
+        "involvedObject": {"apiVersion": "networking.k8s.io/v1",
+                           "kind": "NetworkPolicy", "name": "deny",
+                           "namespace": "ns"},
+        "reason": "PolicyApplied", "message": "applied", "type": "Normal",
+        "source": {"component": "kuryr-supervisor"}}, namespace="ns")
 
 
 def network_canary(client: Any) -> None:

@@ -168,6 +168,9 @@ class Port:
     #: cluster's tag, see :func:`port_name`) and owner.
     name: str = ""
     device_owner: str = ""
+    #: Its security groups' ids (the policy handler's to change).
+    security_groups: tuple[str, ...] = dataclasses.field(default=(),
+                                                         compare=False)
 
     @property
     def state(self) -> str:
@@ -229,4 +232,6 @@ def _decode_port(obj: Mapping[str, Any]) -> Port:
                 tags=tuple(str(t) for t in obj.get("tags") or ()),
                 host=str(obj.get("binding:host_id") or ""),
                 name=str(obj.get("name") or ""),
-                device_owner=str(obj.get("device_owner") or ""))
+                device_owner=str(obj.get("device_owner") or ""),
+                security_groups=tuple(str(g) for g in
+                                      obj.get("security_groups") or ()))

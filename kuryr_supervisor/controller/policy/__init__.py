@@ -1,6 +1,6 @@
 """Kubernetes NetworkPolicy as Neutron security groups whose rules name
-address groups (the ``policy`` handler's pure core; the handler that
-writes it to Neutron is to come).
+address groups: the ``network_policy`` handler's pure core (the model)
+and the handler that writes it to Neutron.
 
 - :mod:`.selectors`: label selectors, matched and put in a canonical form;
   :mod:`.spec`: NetworkPolicy, Pod and Namespace objects as the model
@@ -12,4 +12,9 @@ writes it to Neutron is to come).
 - :mod:`.rules`: one policy's security-group rules (a pure function);
   :mod:`.desired`: what Neutron should hold for the whole cluster, and
   which groups a pod's port carries.
+
+The handler (not pure): :mod:`.book` (the cluster as the watches say
+it), :mod:`.inventory` (what Neutron holds), :mod:`.apply` (one pass of
+writes), :mod:`.reconcile` (when to pass), :mod:`.report` (Events,
+figures), :mod:`.handler` and :mod:`.assembly` (the entry point).
 """

@@ -142,6 +142,37 @@ class NeutronPortsCheck(Check):
                              or "ok")
 
 
+class NetworkPolicyCheck(Check):
+    """Readiness ``network-policy``, where the ``network_policy`` handler
+    runs: Neutron as that handler last saw it (its board). Neutron that
+    does not answer its calls, or refuses what the NetworkPolicies need (a
+    quota met, a conflict that persists), fails it naming Neutron: a
+    dependency's refusal, not ready, never not live; the port handler is
+    not held by it (a process of its own)."""
+
+    name = "network-policy"
+    kind = Kind.READINESS
+
+    def __init__(self, state: SharedState) -> None:
+        self.state = state
+
+    def run(self, now: float) -> Result:
+        board = self.state.policies
+        neutron = board.neutron_state()
+        figures = board.read()
+        pending = int(figures["policies_pending"] + figures["policies_failed"])
+        if neutron == "down":
+            return Result.failed("Neutron does not answer the NetworkPolicy "
+                                 f"calls: {pending} NetworkPolicies wait")
+        if neutron == "refusing":
+            return Result.failed(
+                "Neutron refuses what NetworkPolicies need (a quota met or a "
+                f"conflict): {int(figures['policies_failed'])} failed, see "
+                "their PolicyFailed Events")
+        return Result.passed(f"{int(figures['policies_applied'])} "
+                             f"NetworkPolicies applied, {pending} pending")
+
+
 def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
                       master_pid: int, *, extra: Iterable[Check] = (),
                       proc_root: str = "/proc",
@@ -156,6 +187,8 @@ def controller_checks(state: SharedState, conf: cfg.ConfigOpts,
         HandlersSyncedCheck(state),
         NeutronPortsCheck(state, conf),
         DrainingCheck(state),
+        *([NetworkPolicyCheck(state)] if any(
+            c.handler == "network_policy" for c in state.active) else []),
         *extra,
     ]
 

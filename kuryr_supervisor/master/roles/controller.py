@@ -43,7 +43,7 @@ class ControllerRole(Role):
     name = "controller"
     listeners = (PROBES, METRICS)
     sections = frozenset({Section.POOLS, Section.CREATES, Section.VERDICTS,
-                          Section.LOAD_BALANCERS})
+                          Section.LOAD_BALANCERS, Section.POLICIES})
 
     def components(self, conf: cfg.ConfigOpts) -> tuple[Component, ...]:
         return controller_components(conf.controller.handlers)

@@ -1,0 +1,137 @@
+"""What the network_policy handler knows of the cluster: its
+NetworkPolicies, pods and namespaces as the watches last said them, read
+through the model (:mod:`.spec`: every field judged, nothing raises).
+
+Three watches (a thread each) write here; the handler's pass reads a
+:class:`Snapshot` (one lock hold, no copy of the objects: they are
+frozen). Every change marks the book (:attr:`PolicyBook.changed`) and
+bumps its generation, so the pass that follows sees every change made
+before it, and a change made during a pass makes another one; many
+changes between two passes are one pass (nothing queues, whatever the
+churn: the work is bounded by the cluster, not by its events).
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from kuryr_supervisor.controller.policy import spec
+from kuryr_supervisor.controller.policy.spec import Namespace, Pod, Policy
+
+T = TypeVar("T")
+KINDS = ("NetworkPolicy", "Pod", "Namespace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    policies: tuple[Policy, ...]
+    pods: tuple[Pod, ...]
+    namespaces: tuple[Namespace, ...]
+    #: pod (namespace, name) -> its UID (its port's device_id)
+    uids: Mapping[tuple[str, str], str]
+    generation: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Item(Generic[T]):
+    """A decoded object: its key in the book, its UID, the model's view."""
+
+    key: Any
+    uid: str
+    value: T
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def decode_policy(obj: Mapping[str, Any]) -> Item[Policy]:
+    found = spec.policy(obj)
+    return Item(found.uid, found.uid, found)
+
+
+def decode_pod(obj: Mapping[str, Any]) -> Item[Pod]:
+    found = spec.pod(obj)
+    return Item(found.key, str(_meta(obj).get("uid") or ""), found)
+
+
+def decode_namespace(obj: Mapping[str, Any]) -> Item[Namespace]:
+    found = spec.namespace(obj)
+    return Item(found.name, str(_meta(obj).get("uid") or ""), found)
+
+
+class PolicyBook:
+    """See the module."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.changed = threading.Event()
+        self._stores: dict[str, dict[Any, Item[Any]]] = {k: {} for k in KINDS}
+        self._synced: set[str] = set()
+        self._generation = 0
+
+    def _mark(self) -> None:
+        self._generation += 1
+        self.changed.set()
+
+    def replace(self, kind: str, items: Iterable[Item[Any]]) -> None:
+        with self._lock:
+            self._stores[kind] = {i.key: i for i in items}
+            self._synced.add(kind)
+            self._mark()
+
+    def upsert(self, kind: str, item: Item[Any]) -> None:
+        with self._lock:
+            self._stores[kind][item.key] = item
+            self._mark()
+
+    def delete(self, kind: str, item: Item[Any]) -> None:
+        with self._lock:
+            self._stores[kind].pop(item.key, None)
+            self._mark()
+
+    @property
+    def synced(self) -> bool:
+        """Every watch has listed once: the book is the whole cluster."""
+        with self._lock:
+            return self._synced >= set(KINDS)
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            self.changed.clear()
+            pods = self._stores["Pod"]
+            return Snapshot(
+                tuple(i.value for i in self._stores["NetworkPolicy"].values()),
+                tuple(i.value for i in pods.values()),
+                tuple(i.value for i in self._stores["Namespace"].values()),
+                {k: i.uid for k, i in pods.items()}, self._generation)
+
+    def policy(self, uid: str) -> Policy | None:
+        with self._lock:
+            item = self._stores["NetworkPolicy"].get(uid)
+            return None if item is None else item.value
+
+
+class Sink:
+    """An informer's sink into the book for one ``kind``."""
+
+    def __init__(self, book: PolicyBook, kind: str) -> None:
+        self.book, self.kind = book, kind
+
+    def replace_all(self, items: Iterable[Item[Any]],
+                    resource_version: str) -> None:
+        self.book.replace(self.kind, items)
+
+    def upsert(self, item: Item[Any]) -> None:
+        self.book.upsert(self.kind, item)
+
+    def delete(self, item: Item[Any]) -> None:
+        self.book.delete(self.kind, item)
+
+
+DECODERS: dict[str, Callable[[Mapping[str, Any]], Item[Any]]] = {
+    "NetworkPolicy": decode_policy, "Pod": decode_pod,
+    "Namespace": decode_namespace}

@@ -1,0 +1,272 @@
+"""The network_policy handler against the fake Kubernetes API and the fake
+Neutron (tests/fixtures/policyhandler.py): NetworkPolicies become
+security groups whose rules name address groups, and the pods' ports
+carry them, as the model asks (compared by names with what the model
+makes of the API's objects); a restart writes nothing; what was deleted
+while no handler ran is swept; the races that broke Kuryr leave nothing
+and no error loop; per-policy Events and figures."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures import policyhandler
+from tests.fixtures.fakeapi import FakeAPI
+from tests.fixtures.fakecloud import FakeCloud
+from tests.fixtures.policyhandler import World
+
+WEB = {"app": "web"}
+DENY_ALL = {"podSelector": {}, "policyTypes": ["Ingress"]}
+FROM_CLIENTS = {"podSelector": {"matchLabels": WEB},
+                "ingress": [{"from": [{"podSelector": {"matchLabels": {
+                    "role": "client"}}}], "ports": [{"port": 80}]}]}
+EGRESS_DNS = {"podSelector": {"matchLabels": WEB},
+              "policyTypes": ["Egress"],
+              "egress": [{"to": [{"namespaceSelector": {"matchLabels": {
+                  "team": "ops"}}}], "ports": [{"port": 53,
+                                                "protocol": "UDP"}]}]}
+
+
+@pytest.fixture
+def api() -> Iterator[FakeAPI]:
+    api = FakeAPI().start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def world(api: FakeAPI, fake_cloud: FakeCloud,
+          tmp_path: Path) -> Iterator[World]:
+    yield from policyhandler.world(api, fake_cloud, tmp_path)
+
+
+def _cluster(world: World) -> None:
+    world.api.add_namespace("shop", {"team": "shop"})
+    world.api.add_namespace("ops", {"team": "ops"})
+    world.pod("shop", "web-1", WEB)
+    world.pod("shop", "web-2", WEB)
+    world.pod("shop", "client-1", {"role": "client"})
+    world.pod("ops", "dns-1", {"app": "dns"})
+
+
+def test_policies_converge_from_scratch(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    world.api.put_networkpolicy("ops", "deny-all", DENY_ALL)
+    world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    groups = world.groups()
+    # Neutron's own "allow all egress" rules are gone from the policies'
+    # groups (only open-egress admits every egress).
+    for name, group in groups.items():
+        if ":np:" in name:
+            assert not any(r["direction"] == "egress" and
+                           not r.get("remote_ip_prefix") and
+                           not r.get("remote_address_group_id")
+                           for r in group["security_group_rules"]), name
+    assert len(world.events("PolicyApplied")) == 3
+    assert world.state.policies.read()["policies_applied"] == 3
+
+
+def test_changes_converge_and_a_pod_joining_costs_one_call(
+        world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    since = time.time()
+    client = world.pod("shop", "client-2", {"role": "client"})
+    world.converged()
+    world.settle(running)
+    writes = world.writes(since)
+    # The new client joins the clients' address group: one call (its own
+    # port keeps its default groups: no policy selects it).
+    assert writes == [("PUT", f"/v2.0/address-groups/{ag}/add_addresses")
+                      for ag in [writes[0][1].split("/")[3]]], writes
+    # Relabelled into the selected set: its port gets the groups; out of
+    # the clients' set: one call.
+    since = time.time()
+    world.relabel("shop", "client-2", WEB)
+    world.converged()
+    world.settle(running)
+    kinds = sorted((m, p.split("/")[2]) for m, p in world.writes(since))
+    assert kinds == [("PUT", "address-groups"), ("PUT", "ports")], kinds
+    # Namespace relabel, policy update and delete.
+    world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+    world.api.add_namespace("ops", {"team": "other"})
+    world.converged()
+    world.api.put_networkpolicy("shop", "dns", dict(
+        EGRESS_DNS, egress=[{"ports": [{"port": 5353, "protocol": "UDP"}]}]))
+    world.converged()
+    world.api.delete_networkpolicy("shop", "dns")
+    world.api.delete_networkpolicy("shop", "from-clients")
+    world.converged()
+    assert client["metadata"]["uid"] in world.ports
+    assert world.groups() == {} and world.address_groups() == {}
+
+
+def test_a_restart_writes_nothing(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+    first = world.start()
+    world.converged()
+    world.settle(first)
+    first.stop()
+    since = time.time()
+    second = world.start()
+    world.settle(second)
+    assert second.handler.reconciler.last is not None
+    assert world.writes(since) == []
+    world.converged()
+
+
+def test_what_was_deleted_while_down_is_swept(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+    first = world.start()
+    world.converged()
+    world.settle(first)
+    first.stop()
+    world.api.delete_networkpolicy("shop", "dns")
+    world.delete_pod("shop", "client-1")
+    second = world.start()
+    world.converged()
+    world.settle(second)
+    names = set(world.groups())
+    assert not any(n.endswith(":np:") for n in names)
+    world.api.delete_networkpolicy("shop", "from-clients")
+    world.converged()
+    assert world.groups() == {} and world.address_groups() == {}
+
+
+def test_two_policies_deleted_at_once(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    with world.api.cond:
+        world.api.delete_networkpolicy("shop", "from-clients")
+        world.api.delete_networkpolicy("shop", "deny-all")
+    world.converged()
+    world.settle(running)
+    assert world.groups() == {} and world.address_groups() == {}
+    assert world.failures == 0
+
+
+def test_a_policy_deleted_while_its_pods_are_relabelled(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    with world.api.cond:
+        world.relabel("shop", "web-1", {"app": "old"})
+        world.relabel("shop", "client-1", WEB)
+        world.api.delete_networkpolicy("shop", "from-clients")
+        world.relabel("shop", "web-2", {"role": "client"})
+    world.converged()
+    world.settle(running)
+    assert world.groups() == {} and world.address_groups() == {}
+    assert world.events("PolicyFailed") == []
+
+
+def test_a_namespace_deleted_with_its_policies(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    world.api.put_networkpolicy("ops", "deny-all", DENY_ALL)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    uids = [p["metadata"]["uid"] for k, p in world.api.pods.items()
+            if k[0] == "shop"]
+    world.api.delete_namespace("shop")
+    for uid in uids:        # the port handler deletes their ports
+        world.cloud.admin("DELETE", f"/v2.0/ports/{world.ports.pop(uid)}")
+    world.converged()
+    world.settle(running)
+    assert not any(":np:" in n and n.endswith(u) for n in world.groups()
+                   for u in uids)
+    world.api.delete_namespace("ops")
+    world.converged()
+    assert world.groups() == {} and world.address_groups() == {}
+    assert world.events("PolicyFailed") == []
+
+
+def test_a_pod_whose_port_comes_later(world: World) -> None:
+    """A selected pod whose port the port handler has not made yet waits
+    (its policy pending), then gets its groups once the port exists."""
+    _cluster(world)
+    late = world.pod("shop", "web-3", WEB, port=False)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    rec = running.handler.reconciler
+    policyhandler.wait(0.5)
+    assert rec.last is not None and rec.last.pending
+    world.port_made(late)
+    world.converged()
+    world.settle(running)
+
+
+def test_a_met_quota_fails_the_policy_then_it_converges(
+        world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    project = world.cloud.project_id
+    quota = world.cloud.neutron.groups.rule_quota(project)
+    world.cloud.neutron.groups.rule_limits[project] = quota["used"]
+    world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+    policyhandler.wait_for(lambda: world.events("PolicyFailed"))
+    [event] = world.events("PolicyFailed")
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "NetworkPolicy"
+    assert event["involvedObject"]["name"] == "dns"
+    assert "quota" in event["message"]
+    assert world.state.policies.neutron_state() == "refusing"
+    figures = world.state.policies.read()
+    assert figures["policies_failed"] == 1
+    assert figures["policies_applied"] == 1
+    assert world.failures == 0
+    world.cloud.neutron.groups.rule_limits[project] = 100
+    world.converged()
+    world.settle(running)
+    assert world.state.policies.neutron_state() == "ok"
+    assert {e["involvedObject"]["name"]
+            for e in world.events("PolicyApplied")} == {"from-clients", "dns"}
+    assert len(world.events("PolicyFailed")) == 1
+
+
+def test_neutron_down_then_back(world: World) -> None:
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    world.cloud.neutron.stop()
+    try:
+        world.api.put_networkpolicy("shop", "dns", EGRESS_DNS)
+        policyhandler.wait_for(
+            lambda: world.state.policies.neutron_state() == "down")
+        policyhandler.wait_for(lambda: world.events("PolicyPending"))
+        assert world.state.policies.read()["policies_pending"] == 2
+        assert world.failures == 0
+    finally:
+        world.cloud.neutron.start()
+    world.converged(timeout=30)
+    world.settle(running, timeout=30)
+    assert world.state.policies.neutron_state() == "ok"
+    assert world.failures == 0
