@@ -67,7 +67,10 @@ CANARY_NODE_OPTS: list[cfg.Opt] = [
                      "and reads it back), and the port it probes its "
                      "peers' canaries on: the same on every node. The "
                      "pods' security groups must let the pod network "
-                     "reach it (the default group does)."),
+                     "reach it (the default group does). The controller's "
+                     "value is the canary Service's port and target port "
+                     "(with the services handler): the same as the "
+                     "nodes'."),
     cfg.FloatOpt("probe_timeout", default=1.0, min=0.05, max=10.0,
                  mutable=True,
                  help="Seconds one probe (an ICMP echo, a TCP exchange) "
