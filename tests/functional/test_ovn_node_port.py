@@ -14,25 +14,32 @@ with the OVS binding and the shipped [node_port] defaults.
   again and the GET answers again;
 * the controller stopped gracefully (``release_on_stop``) leaves no node
   port nor nodes' security group in Neutron; the test removes what it
-  plugged on the bridges.
+  plugged on the bridges;
+* with ``[node_port] service_cidr``, node 1 reaches a Service whose
+  endpoint is a pod on node 2 through its VIP (Octavia's OVN provider,
+  the ``services`` handler), as a kubelet or a host-network pod would.
 
 Timings go to stderr (``[node-port]``): daemons ready to the first answer
-from node 1; the port deleted to the next answer.
+from node 1; the port deleted to the next answer; a Service made to its
+first answer through its VIP from node 1.
 """
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kuryr_supervisor.controller.openstack.wire import NODE_OWNER
 from tests.fixtures.ovn.cni import Cluster
 from tests.fixtures.ovn.fabric import Pod
+from tests.fixtures.ovn.lb import OvnOctavia
 from tests.fixtures.ovn.node import Node
 from tests.fixtures.ovn.stack import OvnStack, wait_for
 from tests.functional.cni_harness import Namespaces
@@ -114,12 +121,22 @@ ARP_IGNORE = "net.ipv4.conf.all.arp_ignore"
 
 
 @pytest.fixture
-def cluster(ovn_stack: OvnStack, tmp_path: Path,
-            namespaces: Namespaces) -> Iterator[Cluster]:
-    """The cluster; afterwards the node ports taken off the bridges and
-    the sysctl the daemons raised (the userspace datapath) put back."""
+def nodes_restored(ovn_stack: OvnStack) -> Iterator[None]:
+    """After the test, the node ports taken off the bridges (their routes
+    go with them) and the sysctl the daemons raised (the userspace
+    datapath) put back."""
     before = {n.name: in_netns(n.netns, "sysctl", "-n", ARP_IGNORE)
               for n in ovn_stack.fabric.nodes}
+    yield
+    for node in ovn_stack.fabric.nodes:
+        node.vsctl("--if-exists", "del-port", "br-int", IFNAME)
+        in_netns(node.netns, "sysctl", "-qw",
+                 f"{ARP_IGNORE}={before[node.name]}")
+
+
+@pytest.fixture
+def cluster(ovn_stack: OvnStack, tmp_path: Path, namespaces: Namespaces,
+            nodes_restored: None) -> Iterator[Cluster]:
     with ovn_stack.in_catalog():
         made = Cluster(
             ovn_stack, tmp_path, namespaces.create,
@@ -132,10 +149,6 @@ def cluster(ovn_stack: OvnStack, tmp_path: Path,
             yield made.start()
         finally:
             made.close()
-            for node in ovn_stack.fabric.nodes:
-                node.vsctl("--if-exists", "del-port", "br-int", IFNAME)
-                in_netns(node.netns, "sysctl", "-qw",
-                         f"{ARP_IGNORE}={before[node.name]}")
 
 
 def test_the_node_reaches_its_pods_and_they_reach_it(
@@ -248,3 +261,100 @@ def check_reach(stack: OvnStack, node1: Node, pod1: Pod, pod2: Pod,
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_node_reaches_a_service_vip(
+        ovn_stack: OvnStack, ovn_octavia: OvnOctavia, tmp_path: Path,
+        namespaces: Namespaces, nodes_restored: None) -> None:
+    """The node reaches a Service through its VIP: with ``[node_port]
+    service_cidr`` the service range is routed through the node port via
+    the pod subnet's gateway, and the Service's OVN load balancer (the
+    ``services`` handler's, Octavia's OVN provider) applies on the pod
+    switch. On the Octavia fixture's pod network and service subnet."""
+    octavia = ovn_octavia
+    with ovn_stack.in_catalog():
+        made = Cluster(
+            ovn_stack, tmp_path, namespaces.create,
+            cni_options={"network_health": {"record_min_interval": 0.5},
+                         "node_port": {"service_cidr": octavia.service_cidr}},
+            controller_options={
+                "controller": {"handlers": f"{HANDLERS},services",
+                               "pod_network_id": octavia.pod_network_id,
+                               "pod_subnet_id": octavia.pod_subnet_id},
+                "services": {"service_subnet_id": octavia.service_subnet_id,
+                             "resync_interval": 10.0, "settle_timeout": 30.0},
+                "network_health": {"canary_resync_interval": 2.0,
+                                   "release_on_stop": True}})
+        node1, node2 = ovn_stack.fabric.nodes
+        server = None
+        try:
+            made.start()
+            tag = uuid.uuid4().hex[:6]
+            _, pod2 = made.add(f"web-{tag}", node2)
+            server = serve(pod2.netns, "web")
+            made.api.add_service("default", f"web-{tag}", VIP, ports=[
+                {"name": "http", "protocol": "TCP", "port": 80,
+                 "targetPort": "http"}], selector={"app": "web"})
+            made.api.put_endpointslice("default", f"web-{tag}-x1",
+                                       f"web-{tag}", addresses=[pod2.address],
+                                       ports={"http": 8080})
+            since = time.monotonic()
+            wait_for(lambda: get(node1.netns, VIP, 80) == "200 web", 120,
+                     lambda: f"node 1 to {VIP}: {get(node1.netns, VIP, 80)}; "
+                     f"routes {in_netns(node1.netns, 'ip', 'route')}")
+            log(f"Service made -> node 1 answered through its VIP in "
+                f"{time.monotonic() - since:.2f} s")
+            gateway = octavia.pod_gateway
+            assert f"{octavia.service_cidr} via {gateway} dev {IFNAME}" in \
+                in_netns(node1.netns, "ip", "route")
+            made.api.delete_service("default", f"web-{tag}")
+            wait_for(lambda: not lb_left(made), 60, "the Service's load "
+                     "balancer deleted")
+        finally:
+            if server is not None:
+                server.kill()
+                server.wait()
+            for daemon in made.daemons.values():
+                daemon.close()
+            made.close()
+            sweep_lbs(made)
+
+
+#: The web Service's clusterIP, on the Octavia fixture's service subnet.
+VIP = "10.43.0.201"
+
+
+def lb_api(made: Cluster) -> Any:
+    """Octavia's calls as the controller's user."""
+    from oslo_config import cfg
+
+    from kuryr_supervisor import conf as conf_mod
+    from kuryr_supervisor.controller.openstack import adapter as osa
+    path = made.tmp / "lb.conf"
+    path.write_text("[neutron]\n" + "".join(
+        f"{k} = {v}\n" for k, v in made.stack.cloud.conf_overrides().items()))
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf(["--config-file", str(path)], default_config_files=[])
+    return osa.OpenStack.from_conf(conf).octavia()
+
+
+def lb_left(made: Cluster) -> list[Any]:
+    """The web Service's load balancer, while there is one."""
+    tag = f"kuryr-supervisor:{made.api.namespaces['kube-system']}"
+    return list(lb_api(made).load_balancers(tags=[tag], vip_address=VIP))
+
+
+def sweep_lbs(made: Cluster) -> None:
+    """This cluster's load balancers (the canary Service's, a failed
+    test's) deleted: the session's Octavia is shared."""
+    lbs = lb_api(made)
+    tag = f"kuryr-supervisor:{made.api.namespaces['kube-system']}"
+    deadline = time.monotonic() + 60
+    while (left := list(lbs.load_balancers(tags=[tag]))) and \
+            time.monotonic() < deadline:
+        for lb in left:
+            if lb.status in ("ACTIVE", "ERROR"):
+                with contextlib.suppress(Exception):
+                    lbs.delete_load_balancer(lb.id)
+        time.sleep(0.5)
