@@ -270,3 +270,29 @@ def test_neutron_down_then_back(world: World) -> None:
     world.settle(running, timeout=30)
     assert world.state.policies.neutron_state() == "ok"
     assert world.failures == 0
+
+
+def test_the_port_handlers_hook_gives_a_new_pods_groups(
+        world: World) -> None:
+    """What the port handler will make a new pod's port with: the groups
+    the handler then sets on it (None for a pod no policy selects)."""
+    from kuryr_supervisor.controller.policy import hook
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    policies = list(world.api.networkpolicies.values())
+    new = {"metadata": {"namespace": "shop", "name": "web-9",
+                        "labels": WEB},
+           "spec": {"nodeName": "node-a"}}
+    with pytest.raises(hook.NotMadeYet):
+        hook.new_port_groups(world.neutron, world.naming, new, policies)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    groups = hook.new_port_groups(world.neutron, world.naming, new, policies)
+    pod = world.pod("shop", "web-9", WEB)
+    world.converged()
+    assert groups is not None
+    assert set(groups) == world.port_groups(pod["metadata"]["uid"])
+    other = dict(new, metadata={"namespace": "shop", "name": "x"})
+    assert hook.new_port_groups(world.neutron, world.naming, other,
+                                policies) is None

@@ -19,9 +19,9 @@ nor does it hold the port handler, a process of its own. Ready once
 every watch listed and the first pass was tried.
 
 The port handler's hook (a new pod's port made with its groups, issue
-41's item 3): :func:`.desired.port_groups` gives the groups of a pod from
-the pod and the policies alone; the handler here sets them on ports that
-exist.
+41's item 3, not wired yet): :func:`.hook.new_port_groups` gives the group
+ids of a new pod's port from the pod, the policies and one Neutron list;
+the handler here sets them on ports that exist.
 
 Built by :func:`.assembly.build` (the entry point), every collaborator
 given.
