@@ -296,3 +296,21 @@ def test_the_port_handlers_hook_gives_a_new_pods_groups(
     other = dict(new, metadata={"namespace": "shop", "name": "x"})
     assert hook.new_port_groups(world.neutron, world.naming, other,
                                 policies) is None
+
+
+def test_a_finished_pod_leaves_its_sets(world: World) -> None:
+    """A pod that ran to completion is as if gone: its address leaves the
+    address groups (another pod may get it), and its policy is applied,
+    not waiting for its port."""
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    client = world.api.pods[("shop", "client-1")]
+    address = client["status"]["podIP"]
+    world.api.set_phase("shop", "client-1", "Succeeded")
+    policyhandler.wait_for(lambda: not any(
+        f"{address}/32" in g["addresses"]
+        for g in world.address_groups().values()))
+    world.settle(running)

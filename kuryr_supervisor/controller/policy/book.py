@@ -41,6 +41,9 @@ class Item(Generic[T]):
     key: Any
     uid: str
     value: T
+    #: A pod that ran to completion (``Succeeded``, ``Failed``): as if
+    #: gone (its port is released, its address may be another pod's).
+    finished: bool = False
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -55,7 +58,10 @@ def decode_policy(obj: Mapping[str, Any]) -> Item[Policy]:
 
 def decode_pod(obj: Mapping[str, Any]) -> Item[Pod]:
     found = spec.pod(obj)
-    return Item(found.key, str(_meta(obj).get("uid") or ""), found)
+    status = obj.get("status") if isinstance(obj, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return Item(found.key, str(_meta(obj).get("uid") or ""), found,
+                phase in ("Succeeded", "Failed"))
 
 
 def decode_namespace(obj: Mapping[str, Any]) -> Item[Namespace]:
@@ -79,13 +85,16 @@ class PolicyBook:
 
     def replace(self, kind: str, items: Iterable[Item[Any]]) -> None:
         with self._lock:
-            self._stores[kind] = {i.key: i for i in items}
+            self._stores[kind] = {i.key: i for i in items if not i.finished}
             self._synced.add(kind)
             self._mark()
 
     def upsert(self, kind: str, item: Item[Any]) -> None:
         with self._lock:
-            self._stores[kind][item.key] = item
+            if item.finished:
+                self._stores[kind].pop(item.key, None)
+            else:
+                self._stores[kind][item.key] = item
             self._mark()
 
     def delete(self, kind: str, item: Item[Any]) -> None:
