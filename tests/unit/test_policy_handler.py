@@ -314,3 +314,33 @@ def test_a_finished_pod_leaves_its_sets(world: World) -> None:
         f"{address}/32" in g["addresses"]
         for g in world.address_groups().values()))
     world.settle(running)
+
+
+def test_a_group_whose_tag_call_was_lost_is_adopted_a_duplicate_deleted(
+        world: World) -> None:
+    """A leader killed between a group's create and its tag call left it
+    untagged (found by its description, tagged, used); one killed after a
+    create whose answer was lost, then made again, left two of one name
+    (one deleted)."""
+    _cluster(world)
+    policy = world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    name = world.naming.policy(policy["metadata"]["uid"])
+    admin = world.cloud.admin
+    lost = admin("POST", policyhandler.GROUPS, {"security_group": {
+        "name": name, "description": world.tag}}).expect(201)
+    base = world.naming.own("base")
+    twice = [admin("POST", policyhandler.GROUPS, {"security_group": {
+        "name": base, "description": world.tag}}).expect(201)
+        for _ in range(2)]
+    for made in twice:
+        admin("PUT", f"{policyhandler.GROUPS}/{made['security_group']['id']}"
+              "/tags", {"tags": list(world.naming.tags)}).expect(200)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    groups = world.groups()
+    assert groups[name]["id"] == lost["security_group"]["id"]
+    assert groups[base]["id"] in {m["security_group"]["id"] for m in twice}
+    every = admin("GET", policyhandler.GROUPS).expect(200)["security_groups"]
+    assert sorted(g["name"] for g in every if g["name"] in (name, base)) == \
+        sorted([name, base])
