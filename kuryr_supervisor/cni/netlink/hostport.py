@@ -16,7 +16,7 @@ import ipaddress
 import struct
 
 from kuryr_supervisor.cni.netlink.base import AF_INET, Link, translated
-from kuryr_supervisor.cni.netlink.links import _address_msg, _attrs
+from kuryr_supervisor.cni.netlink.links import address_msg, attributes
 from kuryr_supervisor.cni.netlink.rtnl import (
     F_CREATE,
     IFF_UP,
@@ -25,9 +25,9 @@ from kuryr_supervisor.cni.netlink.rtnl import (
     RTM_NEWADDR,
     RTM_NEWLINK,
     Rtnl,
-    _u32,
     mac_attr,
     nlattr,
+    u32_attr,
 )
 
 _RTMSG = struct.Struct("=BBBBBBBBI")
@@ -59,7 +59,7 @@ def routes(nl: Rtnl) -> list[Route]:
             if family != AF_INET or table != _RT_TABLE_MAIN:
                 continue
             dst = gateway = oif = None
-            for attr, value in _attrs(payload[_RTMSG.size:]):
+            for attr, value in attributes(payload[_RTMSG.size:]):
                 if attr == _RTA_DST and len(value) == 4:
                     dst = ipaddress.IPv4Address(bytes(value))
                 elif attr == _RTA_GATEWAY and len(value) == 4:
@@ -76,7 +76,7 @@ def set_link(nl: Rtnl, link: Link, *, mac: str, mtu: int) -> bool:
     if link.up and link.mac.lower() == mac.lower() and link.mtu == mtu:
         return False
     body = (IFINFO.pack(0, 0, link.index, IFF_UP, IFF_UP) + mac_attr(mac)
-            + _u32(IFLA_MTU, mtu))
+            + u32_attr(IFLA_MTU, mtu))
     with translated(f"set {link.name} up, {mac}, mtu {mtu}"):
         nl.request((RTM_NEWLINK, 0, body))
     return True
@@ -89,9 +89,9 @@ def set_address(nl: Rtnl, link: Link,
     stale = [a for a in link.addresses if a != address]
     if not stale and address in link.addresses:
         return False
-    msgs = [(_RTM_DELADDR, 0, _address_msg(link.index, a)) for a in stale]
+    msgs = [(_RTM_DELADDR, 0, address_msg(link.index, a)) for a in stale]
     if address not in link.addresses:
-        msgs.append((RTM_NEWADDR, F_CREATE, _address_msg(link.index,
+        msgs.append((RTM_NEWADDR, F_CREATE, address_msg(link.index,
                                                          address)))
     with translated(f"set {link.name}'s address to {address}"):
         nl.request(*msgs)
@@ -105,6 +105,6 @@ def replace_route(nl: Rtnl, index: int, dst: ipaddress.IPv4Network,
     body = (_RTMSG.pack(AF_INET, dst.prefixlen, 0, 0, _RT_TABLE_MAIN,
                         _RTPROT_STATIC, _RT_SCOPE_UNIVERSE, _RTN_UNICAST, 0)
             + nlattr(_RTA_DST, dst.network_address.packed)
-            + nlattr(_RTA_GATEWAY, gateway.packed) + _u32(_RTA_OIF, index))
+            + nlattr(_RTA_GATEWAY, gateway.packed) + u32_attr(_RTA_OIF, index))
     with translated(f"route {dst} via {gateway}"):
         nl.request((_RTM_NEWROUTE, F_CREATE | _F_REPLACE, body))

@@ -57,7 +57,7 @@ _RTM_DELADDR = 21
 _IFA_MIN_SIZE = IFADDR.size
 
 
-def _attrs(data: memoryview) -> Iterator[tuple[int, memoryview]]:
+def attributes(data: memoryview) -> Iterator[tuple[int, memoryview]]:
     """(type, payload) of each rtattr in ``data`` (nested flag stripped)."""
     offset = 0
     while offset + _RTA.size <= len(data):
@@ -80,7 +80,7 @@ def parse_link(payload: memoryview) -> Link:
     """A :class:`Link` (addresses not read) from an RTM_NEWLINK payload."""
     _, _, index, flags, _ = IFINFO.unpack_from(payload)
     name, kind, mac, mtu, master = "", "", "", 0, None
-    for attr, value in _attrs(payload[IFINFO.size:]):
+    for attr, value in attributes(payload[IFINFO.size:]):
         if attr == IFLA_IFNAME:
             name = _text(value)
         elif attr == IFLA_ADDRESS:
@@ -90,7 +90,7 @@ def parse_link(payload: memoryview) -> Link:
         elif attr == IFLA_MASTER:
             master = _u32(value)
         elif attr == IFLA_LINKINFO:
-            for sub, data in _attrs(value):
+            for sub, data in attributes(value):
                 if sub == IFLA_INFO_KIND:
                     kind = _text(data)
     return Link(name=name, index=int(index), kind=kind, mac=mac, mtu=mtu,
@@ -120,7 +120,7 @@ def addresses(nl: Rtnl, index: int) -> Iterator[ipaddress.IPv4Interface]:
         if family != AF_INET or owner != index:
             continue
         local = address = None
-        for attr, value in _attrs(payload[IFADDR.size:]):
+        for attr, value in attributes(payload[IFADDR.size:]):
             if attr == IFA_LOCAL:
                 local = bytes(value)
             elif attr == IFA_ADDRESS:
@@ -131,7 +131,7 @@ def addresses(nl: Rtnl, index: int) -> Iterator[ipaddress.IPv4Interface]:
                 f"{ipaddress.IPv4Address(raw)}/{prefixlen}")
 
 
-def _address_msg(index: int, address: ipaddress.IPv4Interface) -> bytes:
+def address_msg(index: int, address: ipaddress.IPv4Interface) -> bytes:
     ip = address.ip.packed
     return (IFADDR.pack(AF_INET, address.network.prefixlen, 0, 0, index)
             + nlattr(IFA_LOCAL, ip) + nlattr(IFA_ADDRESS, ip))
@@ -174,7 +174,7 @@ def ensure_bridge(nl: Rtnl, name: str,
         with translated(f"add {gateway} to {name}"):
             try:
                 nl.request((RTM_NEWADDR, F_CREATE | F_EXCL,
-                            _address_msg(idx, gateway)))
+                            address_msg(idx, gateway)))
             except OSError as exc:
                 if exc.errno != errno_mod.EEXIST:
                     raise
@@ -183,7 +183,7 @@ def ensure_bridge(nl: Rtnl, name: str,
         for old in link.addresses:
             if old != gateway:
                 with translated(f"remove old gateway {old} from {name}"):
-                    nl.request((_RTM_DELADDR, 0, _address_msg(idx, old)))
+                    nl.request((_RTM_DELADDR, 0, address_msg(idx, old)))
     if not link.up:
         with translated(f"set {name} up"):
             nl.request((RTM_NEWLINK, 0,

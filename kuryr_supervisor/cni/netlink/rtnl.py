@@ -63,7 +63,7 @@ def mac_attr(mac: str) -> bytes:
     return nlattr(IFLA_ADDRESS, bytes.fromhex(mac.replace(":", "")))
 
 
-def _u32(kind: int, value: int) -> bytes:
+def u32_attr(kind: int, value: int) -> bytes:
     return nlattr(kind, struct.pack("=I", value))
 
 
@@ -126,7 +126,7 @@ class Rtnl:
         """The RTM_NEWLINK payload describing ``ifname``, None if missing."""
         self._seq += 1
         body = (IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(ifname)
-                + _u32(_IFLA_EXT_MASK, 0))
+                + u32_attr(_IFLA_EXT_MASK, 0))
         self._sock.send(_NLMSG.pack(_NLMSG.size + len(body), _RTM_GETLINK,
                                     _F_REQUEST, self._seq, 0) + body)
         while True:
@@ -201,13 +201,13 @@ def new_veth(nl: Rtnl, host: str, peer: str, *, mtu: int, host_mac: str,
     then neither end exists.
     """
     peer_msg = (IFINFO.pack(0, 0, 0, 0, 0) + ifname_attr(peer)
-                + _u32(IFLA_MTU, mtu) + mac_attr(peer_mac)
-                + _u32(_IFLA_NET_NS_FD, peer_netns))
+                + u32_attr(IFLA_MTU, mtu) + mac_attr(peer_mac)
+                + u32_attr(_IFLA_NET_NS_FD, peer_netns))
     info = (nlattr(IFLA_INFO_KIND, b"veth\0")
             + nlattr(_IFLA_INFO_DATA, nlattr(_VETH_INFO_PEER, peer_msg)))
     body = (IFINFO.pack(0, 0, 0, IFF_UP, IFF_UP) + ifname_attr(host)
-            + _u32(IFLA_MTU, mtu) + mac_attr(host_mac)
-            + (_u32(IFLA_MASTER, master) if master is not None else b"")
+            + u32_attr(IFLA_MTU, mtu) + mac_attr(host_mac)
+            + (u32_attr(IFLA_MASTER, master) if master is not None else b"")
             + nlattr(IFLA_LINKINFO, info))
     with translated(f"create veth {host}/{peer}"):
         nl.request((RTM_NEWLINK, F_CREATE | F_EXCL, body))
@@ -223,7 +223,7 @@ def configure_pod(nl: Rtnl, index: int, address: ipaddress.IPv4Interface,
             + nlattr(IFA_LOCAL, ip) + nlattr(IFA_ADDRESS, ip))
     route = (_RTMSG.pack(AF_INET, 0, 0, 0, _RT_TABLE_MAIN, _RTPROT_STATIC, 0,
                          _RTN_UNICAST, 0)
-             + nlattr(_RTA_GATEWAY, gateway.packed) + _u32(_RTA_OIF, index))
+             + nlattr(_RTA_GATEWAY, gateway.packed) + u32_attr(_RTA_OIF, index))
     lo_up = IFINFO.pack(0, 0, LOOPBACK_INDEX, IFF_UP, IFF_UP)
     with translated(f"set up, add {address} and default route via "
                      f"{gateway}"):
