@@ -119,12 +119,15 @@ def test_a_restart_writes_nothing(world: World) -> None:
     world.converged()
     world.settle(first)
     first.stop()
+    told = len(world.events("PolicyApplied"))
     since = time.time()
     second = world.start()
     world.settle(second)
     assert second.handler.reconciler.last is not None
     assert world.writes(since) == []
     world.converged()
+    # ... nor tells again what was said.
+    assert told == 2 and len(world.events("PolicyApplied")) == told
 
 
 def test_what_was_deleted_while_down_is_swept(world: World) -> None:

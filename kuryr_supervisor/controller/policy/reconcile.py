@@ -72,6 +72,7 @@ class Reconciler:
         self.tries = 0
         self.ready = False
         self.last: Result | None = None
+        self._first = True
 
     def backoff(self) -> float:
         return min(float(self.opts.retry_max), 2.0 ** min(self.tries, 16))
@@ -164,7 +165,10 @@ class Reconciler:
         self.report.refused(len(result.failed))
         self.report.neutron("refusing" if result.failed else "ok",
                             next(iter(result.failed.values()), ""))
-        self.report.states(snap.policies, result.failed, result.pending)
+        self.report.states(snap.policies, result.failed, result.pending,
+                           quiet=self._first and not any(
+                               result.writes.values()))
+        self._first = False
         if result.look_again:
             self.next_look = self.clock()
         if result.failed or result.pending or result.leftover or \

@@ -59,9 +59,12 @@ class PolicyReport:
                 api_version=API_VERSION, uid=policy.uid)))
 
     def states(self, policies: Iterable[Policy], failed: Mapping[str, str],
-               pending: Iterable[str], outage: str = "") -> dict[str, int]:
+               pending: Iterable[str], outage: str = "", *,
+               quiet: bool = False) -> dict[str, int]:
         """Each policy's state after a pass (see the module); the counts
-        by state, also on the board."""
+        by state, also on the board. ``quiet``: a policy applied is not
+        said (a restart's first pass that wrote nothing: it was said
+        before)."""
         waiting = set(pending)
         counts = {"applied": 0, "pending": 0, "failed": 0}
         seen = set()
@@ -85,12 +88,12 @@ class PolicyReport:
                     self._told[policy.uid] = ("pending", "")
             else:
                 counts["applied"] += 1
-                if before[0] != "applied":
+                if before[0] != "applied" and not quiet:
                     self._event(policy, "PolicyApplied", "applied: its "
                                 "security groups, the address groups they "
                                 "name and the ports of the pods it selects "
                                 "are as it asks")
-                    self._told[policy.uid] = ("applied", "")
+                self._told[policy.uid] = ("applied", "")
         for uid in set(self._told) - seen:
             del self._told[uid]
         if self.board is not None:
