@@ -15,7 +15,8 @@ and the handler that writes it to Neutron.
 
 The handler (not pure): :mod:`.book` (the cluster as the watches say
 it), :mod:`.inventory` (what Neutron holds), :mod:`.apply` (one pass of
-writes), :mod:`.reconcile` (when to pass), :mod:`.report` (Events,
+writes; its steps :mod:`.portgroups` and :mod:`.sweep`, its outcome
+:mod:`.tally`), :mod:`.reconcile` (when to pass), :mod:`.report` (Events,
 figures), :mod:`.handler` and :mod:`.assembly` (the entry point);
 :mod:`.hook`: a new pod's groups, for the port handler.
 """

@@ -11,13 +11,13 @@ step, and every delete possible:
 2. security groups: made (then Neutron's two "allow all egress" rules
    removed), their missing rules made in one bulk call, then the rules no
    longer wanted deleted;
-3. the pods' ports: one PUT per port whose groups differ (a pod no policy
-   selects any more goes back to the default groups); at most
-   ``ports_per_pass`` a pass, the rest in the next;
-4. what no policy needs (only where the listings proved themselves ours,
-   :mod:`.inventory`): security groups (each port still carrying one
-   first given its groups without it), then address groups, and the
-   duplicates of a lost create.
+3. the pods' ports (:mod:`.portgroups`): one PUT per port whose groups
+   differ (a pod no policy selects any more goes back to the default
+   groups); at most ``ports_per_pass`` a pass, the rest in the next;
+4. what no policy needs (:mod:`.sweep`, only where the listings proved
+   themselves ours, :mod:`.inventory`): security groups (each port still
+   carrying one first given its groups without it), then address groups,
+   and the duplicates of a lost create.
 
 Failures: a Neutron that does not answer ends the pass
 (:class:`~..openstack.wire.OpenStackUnavailable`, raised: the next pass
@@ -30,10 +30,8 @@ change failed) waits for the next pass.
 """
 from __future__ import annotations
 
-import collections
 import dataclasses
-import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kuryr_supervisor.controller.openstack import sgwire
@@ -42,28 +40,10 @@ from kuryr_supervisor.controller.openstack.wire import OpenStackRefused
 from kuryr_supervisor.controller.policy.desired import Desired
 from kuryr_supervisor.controller.policy.inventory import Inventory, PortView
 from kuryr_supervisor.controller.policy.naming import POLICY_TAG, Naming
+from kuryr_supervisor.controller.policy.portgroups import PortGroups
 from kuryr_supervisor.controller.policy.rules import SgRule
-
-LOG = logging.getLogger(__name__)
-
-#: The owner of the handler's own groups: every policy needs them.
-EVERY = "*"
-
-
-@dataclasses.dataclass
-class Result:
-    """What a pass did and left: writes by kind, the policies (UIDs, or
-    :data:`EVERY`) whose objects Neutron refused (with its words) or that
-    wait for something (a pod's port not made yet, a group in use)."""
-
-    writes: collections.Counter[str] = dataclasses.field(
-        default_factory=collections.Counter)
-    failed: dict[str, str] = dataclasses.field(default_factory=dict)
-    pending: set[str] = dataclasses.field(default_factory=set)
-    #: A full look is needed before the next pass (something vanished).
-    look_again: bool = False
-    #: Objects no policy needs that could not be deleted yet (in use).
-    leftover: int = 0
+from kuryr_supervisor.controller.policy.sweep import sweep
+from kuryr_supervisor.controller.policy.tally import Result, Tally, owners
 
 
 def rule_spec(rule: SgRule, address_groups: Mapping[str, Any]
@@ -81,19 +61,6 @@ def rule_spec(rule: SgRule, address_groups: Mapping[str, Any]
                     rule.remote_ip_prefix or "", group_id).canonical()
 
 
-def owners(desired: Desired, naming: Naming) -> dict[str, set[str]]:
-    """Object name -> the policies that need it (a group: its policy or
-    :data:`EVERY`; an address group: those whose rules name it)."""
-    out: dict[str, set[str]] = {}
-    for name, group in desired.groups.items():
-        uid = naming.uid_of(name) or EVERY
-        out.setdefault(name, set()).add(uid)
-        for rule in group.rules:
-            if rule.remote_address_group:
-                out.setdefault(rule.remote_address_group, set()).add(uid)
-    return out
-
-
 class Pass:
     """See the module; ``api`` the calls, ``uids`` pod key -> UID,
     ``find_ports`` the ports of pods the inventory does not know."""
@@ -104,27 +71,24 @@ class Pass:
                  ports_per_pass: int) -> None:
         self.api, self.naming, self.desired = api, naming, desired
         self.inv, self.uids, self.find_ports = inventory, uids, find_ports
-        self.ports_per_pass = ports_per_pass
-        self.owners = owners(desired, naming)
-        self.out = Result()
+        self.tally = Tally(owners(desired, naming))
+        self.out = self.tally.out
+        self.ports = PortGroups(api, inventory, self.tally,
+                                budget=ports_per_pass)
 
     def run(self) -> Result:
         self._address_groups()
         self._groups()
-        self._ports()
+        self.ports.apply(self.desired.ports, self.uids, self.find_ports)
         if self.inv.proven:
-            self._sweep()
+            sweep(self.api, self.inv, self.desired, self.tally, self.ports)
         return self.out
 
-    # -- outcomes ---------------------------------------------------------
     def _refused(self, name: str, exc: OpenStackRefused) -> None:
-        LOG.info("Neutron refuses a change of %s: %s", name, exc)
-        for uid in self.owners.get(name, {EVERY}):
-            self.out.failed.setdefault(uid, str(exc)[:400])
+        self.tally.refused(name, exc)
 
-    def _wait(self, names: Iterable[str]) -> None:
-        for name in names:
-            self.out.pending |= self.owners.get(name, {EVERY})
+    def _wait(self, names: list[str]) -> None:
+        self.tally.wait(names)
 
     # -- 1. address groups ------------------------------------------------
     def _address_groups(self) -> None:
@@ -195,117 +159,3 @@ class Pass:
             self.out.writes["delete"] += 1
             rules.remove(rule)
             inv.groups[name] = dataclasses.replace(have, rules=tuple(rules))
-
-    # -- 3. the pods' ports -----------------------------------------------
-    def _ports(self) -> None:
-        inv, ours = self.inv, self.inv.group_ids()
-        wanted: dict[str, tuple[str, ...] | None] = {}
-        for key, uid in sorted(self.uids.items()):
-            if uid:
-                wanted[uid] = self.desired.ports.get(key)
-        unknown = [uid for uid, names in wanted.items()
-                   if names is not None and uid not in inv.ports]
-        if unknown:
-            found = self.find_ports(unknown)
-            inv.ports.update(found)
-        budget = self.ports_per_pass
-        for uid, views in sorted(inv.ports.items()):
-            if uid not in wanted:
-                continue        # not a pod's port, or its pod is gone: _sweep
-            names = wanted[uid]
-            target = self._target(names, ours)
-            if target is None:
-                continue
-            for view in views:
-                if set(view.groups) == set(target) or (
-                        names is None and not set(view.groups) & ours):
-                    continue
-                if budget <= 0:
-                    self._wait(names or ())
-                    continue
-                budget -= 1
-                self._set_port(view, target, names or ())
-        for uid, names in wanted.items():
-            if names is not None and uid not in inv.ports:
-                self._wait(names)       # its port is not made yet
-
-    def _target(self, names: tuple[str, ...] | None,
-                ours: set[str]) -> tuple[str, ...] | None:
-        """The group ids a port should carry (None: leave it as it is:
-        no policy selects it and it carries none of ours, or a group it
-        needs is not made yet)."""
-        if names is None:
-            return self.inv.defaults
-        missing = [n for n in names if n not in self.inv.groups]
-        if missing:
-            self._wait(names)
-            return None
-        return tuple(self.inv.groups[n].id for n in names)
-
-    def _set_port(self, view: PortView, target: tuple[str, ...],
-                  names: Iterable[str]) -> None:
-        try:
-            view.groups = tuple(self.api.set_port_security_groups(
-                view.id, list(target)))
-            self.out.writes["port"] += 1
-        except sgwire.Missing:
-            self.out.look_again = True
-        except OpenStackRefused as exc:
-            if exc.status == 404:       # the port is gone (its pod too)
-                self.out.look_again = True
-                return
-            LOG.info("Neutron refuses port %s's groups: %s", view.id, exc)
-            for name in names:
-                self._refused(name, exc)
-            if not names:
-                self.out.failed.setdefault(EVERY, str(exc)[:400])
-
-    # -- 4. what no policy needs --------------------------------------------
-    def _sweep(self) -> None:
-        inv = self.inv
-        for name, group in sorted(inv.groups.items()):
-            if name not in self.desired.groups:
-                if self._delete_group(group):
-                    del inv.groups[name]
-        for name, ag in sorted(inv.address_groups.items()):
-            if name not in self.desired.address_groups:
-                if self._delete(ag.id, self.api.delete_address_group):
-                    del inv.address_groups[name]
-        for extra in list(inv.duplicates):
-            delete = self.api.delete_address_group \
-                if isinstance(extra, sgwire.AddressGroup) \
-                else self._group_deleter
-            if self._delete(extra.id, delete):
-                inv.duplicates.remove(extra)
-
-    def _group_deleter(self, group_id: str) -> bool:
-        for views in self.inv.ports.values():
-            for view in views:
-                if group_id in view.groups:
-                    left = tuple(g for g in view.groups if g != group_id)
-                    self._set_port(view, left or self.inv.defaults, ())
-        return bool(self.api.delete_policy_group(group_id))
-
-    def _delete_group(self, group: sgwire.PolicyGroup) -> bool:
-        return self._delete(group.id, self._group_deleter)
-
-    def _delete(self, object_id: str, delete: Callable[[str], bool]) -> bool:
-        """Delete one object: True once it is gone (404 included); in use
-        or refused: left for the next pass."""
-        try:
-            delete(object_id)
-        except sgwire.InUse as exc:
-            LOG.info("%s still in use, deleted later: %s", object_id, exc)
-            self.out.leftover += 1
-            # A port the handler does not know yet may hold it: the next
-            # pass looks at every port first.
-            self.out.look_again = True
-            return False
-        except sgwire.Missing:
-            return True
-        except OpenStackRefused as exc:
-            LOG.info("Neutron refuses to delete %s: %s", object_id, exc)
-            self.out.leftover += 1
-            return False
-        self.out.writes["delete"] += 1
-        return True

@@ -34,7 +34,7 @@ from kuryr_supervisor.controller.openstack.wire import (
     OpenStackRefused,
 )
 from kuryr_supervisor.controller.policy import desired as model
-from kuryr_supervisor.controller.policy.apply import Pass, Result
+from kuryr_supervisor.controller.policy.apply import Pass
 from kuryr_supervisor.controller.policy.book import PolicyBook, Snapshot
 from kuryr_supervisor.controller.policy.inventory import (
     Inventory,
@@ -43,6 +43,7 @@ from kuryr_supervisor.controller.policy.inventory import (
 )
 from kuryr_supervisor.controller.policy.naming import Naming
 from kuryr_supervisor.controller.policy.report import PolicyReport
+from kuryr_supervisor.controller.policy.tally import Result
 from kuryr_supervisor.kubernetes import client as k8s
 
 LOG = logging.getLogger(__name__)
