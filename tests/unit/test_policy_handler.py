@@ -347,3 +347,26 @@ def test_a_group_whose_tag_call_was_lost_is_adopted_a_duplicate_deleted(
     every = admin("GET", policyhandler.GROUPS).expect(200)["security_groups"]
     assert sorted(g["name"] for g in every if g["name"] in (name, base)) == \
         sorted([name, base])
+
+
+def test_a_group_on_a_port_whose_pod_is_gone_is_detached_then_deleted(
+        world: World) -> None:
+    """The pod deleted, its port not yet (the port handler's work), its
+    policy deleted: the port is given the default groups first, so the
+    group's delete is not refused (Neutron's SecurityGroupInUse)."""
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    web = world.api.pods[("shop", "web-1")]
+    port = world.ports[web["metadata"]["uid"]]
+    world.api.delete_pod("shop", "web-1")
+    world.api.delete_networkpolicy("shop", "from-clients")
+    policyhandler.wait_for(lambda: world.groups() == {} and
+                           world.address_groups() == {})
+    got = world.cloud.admin("GET", f"/v2.0/ports/{port}").expect(200)
+    assert [g for g in got["port"]["security_groups"]] == [
+        world.neutron.security_groups(
+            name="default", project_id=world.cloud.project_id)[0].id]
+    assert world.events("PolicyFailed") == []
