@@ -113,7 +113,7 @@ def test_nodenetwork_crd_matches_the_code() -> None:
         tuple(nn.Probe(f"n{i}", "a" * 100, False)
               for i in range(nn.MAX_PEERS)),
         nn.Canary("a" * 100, "b" * 100), True,
-        service=nn.Probe("", "a" * 100, False, 1.5))
+        service=nn.Probe("", "a" * 100, False, 1.5), node_port_wanted=True)
     status = nn.status(report, heartbeat_seconds=3600, wall=1.7e9)
     assert set(status) == set(schema["properties"])
 

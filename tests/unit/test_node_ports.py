@@ -23,6 +23,20 @@ from tests.unit.test_neutronport import World as PortWorld
 WRITES = ("POST", "PUT", "DELETE")
 
 
+def wants(w: World, node: str, *, canary: bool = True,
+          node_port: bool = True) -> None:
+    """``node``'s daemon writes its record: it plugs a canary and a node
+    port when given them (the OVS binding's defaults)."""
+    if node not in w.api.nodes:
+        w.api.add_node(node)
+    old = w.api.nodenetworks.get(node)
+    w.api.put_nodenetwork(node, nn.status(nn.NetworkReport(
+        nn.Daemon(True, 1.7e9), canary_wanted=canary,
+        node_port_wanted=node_port), heartbeat_seconds=60, wall=1.7e9))
+    if old is not None:          # the node keeps the controller's spec
+        w.api.nodenetworks[node]["spec"] = old["spec"]
+
+
 def node_ports(w: World) -> dict[str, dict[str, Any]]:
     """node -> its node port, as Neutron has them."""
     return {p["device_id"].split(":", 1)[1]: p
@@ -50,16 +64,22 @@ def rules(w: World) -> set[tuple[str, str, str]]:
 
 
 def test_a_node_port_per_node_in_the_nodes_group(world: World) -> None:  # noqa: F811
-    for node in NODES[:3]:
-        world.node_writes(node)
-    # A node that plugs no canary (the Linux bridge binding) gets none.
+    for node in NODES[:2]:
+        wants(world, node)
+    # A node that plugs a node port and no canary gets its node port.
+    wants(world, NODES[2], canary=False)
+    # A node that plugs none (the Linux bridge binding, or an older
+    # daemon that plugs a canary alone) gets none.
     world.api.put_nodenetwork("node-x", nn.status(nn.NetworkReport(
         nn.Daemon(True, 1.7e9)), heartbeat_seconds=60, wall=1.7e9))
+    wants(world, NODES[3], node_port=False)
     handler = world.handler()
     world.sync(handler)
     handler.tick()
     ports, tag = node_ports(world), tag_of(world)
     assert set(ports) == set(NODES[:3])
+    assert set(world.canaries()) == {*NODES[:2], NODES[3]}
+    assert "nodePort" not in world.api.nodenetworks[NODES[3]]["spec"]
     [group] = groups_named(world, group_name(tag))
     assert group["tags"] == [tag]
     default = world.neutron.security_groups[group["project_id"]]
@@ -79,8 +99,9 @@ def test_a_node_port_per_node_in_the_nodes_group(world: World) -> None:  # noqa:
         assert own.mac == port["mac_address"]
         assert str(own.address) == f"{port['fixed_ips'][0]['ip_address']}/24"
         assert str(own.gateway) == "10.20.0.1"
-        # The canary's part is there too, beside it.
-        assert world.spec(node).canary is not None
+        # The canary's part is there too, beside it (a node that plugs
+        # one).
+        assert (world.spec(node).canary is not None) == (node != NODES[2])
     assert "nodePort" not in world.api.nodenetworks["node-x"].get("spec", {})
     # The canaries keep the pods' group (none named).
     assert all(p["security_groups"] == [default]
@@ -102,7 +123,7 @@ def test_a_node_port_per_node_in_the_nodes_group(world: World) -> None:  # noqa:
 def test_duplicates_gone_nodes_and_things_deleted_behind_our_back(
         world: World) -> None:  # noqa: F811
     for node in NODES:
-        world.node_writes(node)
+        wants(world, node)
     handler = world.handler()
     world.sync(handler)
     handler.tick()
@@ -150,7 +171,7 @@ def test_duplicates_gone_nodes_and_things_deleted_behind_our_back(
 
 def test_the_port_handlers_sweep_never_deletes_a_node_port(
         world: World) -> None:  # noqa: F811
-    world.node_writes("node-a")
+    wants(world, "node-a")
     handler = world.handler()
     world.sync(handler)
     handler.tick()
@@ -168,7 +189,7 @@ def test_node_ports_on_a_neutron_that_drops_a_creates_tags(
         world: World) -> None:  # noqa: F811
     world.neutron.drop_create_tags = True
     for node in NODES[:2]:
-        world.node_writes(node)
+        wants(world, node)
     handler = world.handler()
     world.sync(handler)
     handler.tick()
@@ -185,7 +206,7 @@ def test_node_ports_on_a_neutron_that_drops_a_creates_tags(
 
 def test_off_makes_none(world: World) -> None:  # noqa: F811
     world.conf.set_override("enabled", False, "node_port")
-    world.node_writes("node-a")
+    wants(world, "node-a")
     handler = world.handler()
     world.sync(handler)
     handler.tick()
@@ -197,7 +218,7 @@ def test_off_makes_none(world: World) -> None:  # noqa: F811
 def test_uninstalling_takes_every_node_port_and_the_group_away(
         world: World) -> None:  # noqa: F811
     for node in NODES[:3]:
-        world.node_writes(node)
+        wants(world, node)
     handler = world.handler()
     world.sync(handler)
     handler.tick()

@@ -72,3 +72,22 @@ def test_another_nodes_spec_refused() -> None:
         nodeportspec.node_port(record(spec), "node-a")
     with pytest.raises(ValueError, match="not this node"):
         nodeportspec.node_port({"spec": "x"}, "node-a")
+
+
+def test_the_node_says_it_wants_a_node_port() -> None:
+    """``nodePortWanted`` in the record's status: written when the node
+    plugs one, read back, anything but a boolean refused."""
+    from kuryr_supervisor.netcheck.codecs import record as nn
+    report = nn.NetworkReport(nn.Daemon(True, 1.7e9), node_port_wanted=True)
+    status = nn.status(report, heartbeat_seconds=60, wall=1.7e9)
+    assert status["nodePortWanted"] is True
+    meta, spec = {"name": "node-a"}, {"nodeName": "node-a"}
+    obj = {"metadata": meta, "spec": spec, "status": status}
+    assert nn.from_object(obj).report.node_port_wanted is True
+    bare = nn.status(nn.NetworkReport(nn.Daemon(True, 1.7e9)),
+                     heartbeat_seconds=60, wall=1.7e9)
+    assert "nodePortWanted" not in bare
+    assert nn.from_object({**obj, "status": bare}).report.node_port_wanted \
+        is False
+    with pytest.raises(ValueError, match="nodePortWanted is not a boolean"):
+        nn.from_object({**obj, "status": {**status, "nodePortWanted": "yes"}})

@@ -23,6 +23,7 @@ observed is in the status subresource, replaced whole on each write::
       canary: {address: 10.0.0.5, portId: "<neutron port id>"}
       service: {address: 10.43.0.10, reached: true, latencyMs: 1.2}
       canaryWanted: true                      # plugs a canary when given one
+      nodePortWanted: true                    # plugs a node port when given one
       lostPorts:                              # pods whose port is lost
         count: 1                              # all of them
         pods:                                 # the first 64
@@ -119,6 +120,9 @@ class NetworkReport:
     #: Its canary's probe of the canary Service's VIP (``node`` empty;
     #: None: no VIP given, or no round yet).
     service: Probe | None = None
+    #: The node plugs its own port into the pod network when given one
+    #: (the controller makes it only then).
+    node_port_wanted: bool = False
 
     def signature(self) -> tuple[Any, ...]:
         """What a change is: the verdicts, never the messages or the
@@ -131,7 +135,8 @@ class NetworkReport:
                 tuple((p.node, p.reached) for p in self.peers),
                 self.canary, self.canary_wanted, self.lost.count,
                 None if self.service is None else (self.service.address,
-                                                   self.service.reached))
+                                                   self.service.reached),
+                self.node_port_wanted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +208,8 @@ def status(report: NetworkReport, *, heartbeat_seconds: float,
                           **_latency(report.service.latency_ms)}
     if report.canary_wanted:
         out["canaryWanted"] = True
+    if report.node_port_wanted:
+        out["nodePortWanted"] = True
     out["lostPorts"] = report.lost.document()
     return out
 
@@ -288,10 +295,14 @@ def from_object(obj: Mapping[str, Any]) -> Record:
     wanted = st.get("canaryWanted", False)
     if not isinstance(wanted, bool):
         raise ValueError("status.canaryWanted is not a boolean")
+    node_port = st.get("nodePortWanted", False)
+    if not isinstance(node_port, bool):
+        raise ValueError("status.nodePortWanted is not a boolean")
     report = NetworkReport(
         Daemon(_bool(daemon, "ready", "status.daemon"),
                epoch(daemon.get("since")), _text(daemon, "summary")),
         checks, gateway, peers, canary, wanted,
-        LostPorts.parse(st.get("lostPorts"), "status.lostPorts"), service)
+        LostPorts.parse(st.get("lostPorts"), "status.lostPorts"), service,
+        node_port)
     return Record(name, report, float(beat),
                   str(meta.get("resourceVersion") or ""))

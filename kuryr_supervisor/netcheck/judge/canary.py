@@ -29,10 +29,11 @@ namespace of its own and says in its status (``canary``) once the port is
 installed, which puts it on the ring. Outages (Neutron, Keystone, the
 API) are waited out and never counted; readiness says so.
 
-With ``[node_port] enabled`` (the default), the same nodes get a node
-port each too (:mod:`.nodeports`: their own port into the pod network,
-in the nodes' security group that the pods' group admits), listed and
-reclaimed in the same pass, and written into the same specs
+With ``[node_port] enabled`` (the default), the Nodes whose record says
+they plug a node port (``nodePortWanted``: the OVS binding's) get one
+each (:mod:`.nodeports`: their own port into the pod network, in the
+nodes' security group that the pods' group admits), listed and reclaimed
+in the same pass as the canaries, and written into the same specs
 (:mod:`~kuryr_supervisor.netcheck.codecs.nodeportspec`, ``nodePort``).
 
 With ``[network_health] release_on_stop`` (uninstalling the controller),
@@ -84,6 +85,12 @@ Raw = Mapping[str, Any]
 def wants_canary(obj: Raw) -> bool:
     """Whether the node's status says it plugs a canary when given one."""
     return (obj.get("status") or {}).get("canaryWanted") is True
+
+
+def wants_node_port(obj: Raw) -> bool:
+    """Whether the node's status says it plugs a node port when given
+    one."""
+    return (obj.get("status") or {}).get("nodePortWanted") is True
 
 
 def status_port(obj: Raw) -> str:
@@ -183,7 +190,7 @@ class NetworkCanaryHandler:
                 self._retry_at = now + EARLY_LIST
             node_ports = self.node_ports
             if node_ports is not None and not self._guarded(
-                    lambda: node_ports.reconcile(self.nodes()),
+                    lambda: node_ports.reconcile(self.port_nodes()),
                     "node ports"):
                 self._retry_at = now + EARLY_LIST
             if self.service is not None:
@@ -228,7 +235,7 @@ class NetworkCanaryHandler:
         early = self.book.added or bool(gone) or \
             bool(self.nodes() - set(self.ports.ports)) or (
                 self.node_ports is not None and
-                bool(self.nodes() - set(self.node_ports.ports)))
+                bool(self.port_nodes() - set(self.node_ports.ports)))
         return since >= float(opts.canary_resync_interval) or (
             early and since >= EARLY_LIST)
 
@@ -255,6 +262,11 @@ class NetworkCanaryHandler:
         """The Nodes with a record that want a canary."""
         return {node for node, obj in self.book.objs.items()
                 if node in self._existing and wants_canary(obj)}
+
+    def port_nodes(self) -> set[str]:
+        """The Nodes with a record that want a node port."""
+        return {node for node, obj in self.book.objs.items()
+                if node in self._existing and wants_node_port(obj)}
 
     def up(self) -> set[str]:
         """Nodes whose record says their canary (the port made for them)
@@ -326,7 +338,7 @@ class NetworkCanaryHandler:
 
     def _node_port(self, node: str) -> nodeportspec.NodePort | None:
         """What ``node``'s spec should say of its node port."""
-        if self.node_ports is None or node not in self.nodes():
+        if self.node_ports is None or node not in self.port_nodes():
             return None
         return self.node_ports.assigned(node)
 

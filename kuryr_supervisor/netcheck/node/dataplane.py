@@ -87,11 +87,14 @@ class ReportSource:
                  probes: Probes | None = None,
                  lost: Callable[[], LostPorts] = LostPorts,
                  service: Callable[[], Probe | None] = lambda: None,
+                 node_port_wanted: bool = False,
                  wall: Callable[[], float] = time.time) -> None:
         self._overall, self._results = overall, results
         self._probes, self._lost = probes, lost
         #: The canary's probe of the canary Service's VIP (None: none).
         self._service = service
+        #: The node plugs a node port when given one (its record says so).
+        self._node_port_wanted = node_port_wanted
         self._wall = wall
         self._ready: bool | None = None
         self._since = wall()
@@ -110,4 +113,5 @@ class ReportSource:
         return NetworkReport(Daemon(ready, self._since, overall.summary),
                              checks, gateway, peers, canary,
                              canary_wanted=self._probes is not None,
-                             lost=self._lost(), service=self._service())
+                             lost=self._lost(), service=self._service(),
+                             node_port_wanted=self._node_port_wanted)

@@ -196,7 +196,7 @@ def from_conf(monitor: HealthMonitor, state: SharedState,
                 probes=canary.results if canary is not None else None,
                 lost=state.lost_ports.read,
                 service=canary.service if canary is not None
-                else lambda: None),
+                else lambda: None, node_port_wanted=node_port is not None),
             heartbeat=lambda: float(opts.record_heartbeat),
             min_interval=lambda: float(opts.record_min_interval),
             counted=state.cni_status.count_write, seen=seen,
