@@ -52,6 +52,11 @@ LOG = logging.getLogger(__name__)
 ARP_IGNORE = "/proc/sys/net/ipv4/conf/all/arp_ignore"
 
 
+#: The kinds of an OVS internal port's interface: the kernel datapath's,
+#: the userspace datapath's (a tap).
+KINDS = ("openvswitch", "tun")
+
+
 class NotYet(Exception):
     """The interface is not there yet (ovs-vswitchd makes it)."""
 
@@ -84,11 +89,17 @@ class NodePortPlug:
         if self._ovs(port):
             made.append("port")
         self.port = port
+        error = (self.db.our_interface(self.ifname) or {}).get("error")
+        if error:
+            raise NotYet(f"ovs-vswitchd cannot make {self.ifname}: {error}")
         with self._rtnl() as nl:
             link = netlink.read_link(nl, self.ifname)
             if link is None:
                 raise NotYet(f"{self.ifname} is not in this namespace yet "
                              "(ovs-vswitchd makes it)")
+            if link.kind not in KINDS:
+                raise NotYet(f"{self.ifname} here is a {link.kind or 'link'} "
+                             "of someone else's, not OVS's internal port")
             if hostport.set_link(nl, link, mac=port.mac, mtu=self.mtu):
                 made.append("link")
             if hostport.set_address(nl, link, port.address):
