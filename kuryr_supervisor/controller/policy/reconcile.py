@@ -76,7 +76,8 @@ class Reconciler:
         self._first = True
 
     def backoff(self) -> float:
-        return min(float(self.opts.retry_max), 2.0 ** min(self.tries, 16))
+        return min(float(self.opts.retry_max),
+                   2.0 ** min(max(self.tries - 1, 0), 16))
 
     def wake_in(self) -> float:
         """Seconds until the next pass may be due (the loop's wait)."""
