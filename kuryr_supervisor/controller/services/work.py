@@ -3,8 +3,11 @@ run in one of the handler's workers.
 
 A job plans (:mod:`.plan`), carries out the plan's first write, waits for
 the load balancer to settle (its status tree polled at short intervals,
-0.1 s growing to 0.3 s: the OVN provider settles in about a second, and
-the next pool's write waits for it), reads
+0.1 s growing to 1 s: the OVN provider settles in about a second; to
+0.3 s after a pool's members, which the next pool's write waits for and
+which take the provider a request or two; reads no write waits for,
+after a create of many requests, would only load the Octavia API
+process, which runs the provider too), reads
 it again and plans anew from what the Service asks then, until nothing
 differs; so one load balancer never has two writes in flight, and what
 is written is always the whole current difference (endpoints that
@@ -61,7 +64,9 @@ LOG = logging.getLogger(__name__)
 #: a few listener or pool changes).
 MAX_WRITES = 12
 #: Polls of a settling load balancer: the first after this, growing.
-FIRST_POLL, POLL_GROWTH, LAST_POLL = 0.1, 1.5, 0.3
+FIRST_POLL, POLL_GROWTH, LAST_POLL = 0.1, 1.5, 1.0
+#: The last poll's interval after a pool's members were written.
+LAST_MEMBERS_POLL = 0.3
 
 
 class Worker:
@@ -181,7 +186,7 @@ class Run:
                 actual, step.pool_id), step.listener, tags)
             if self.ids is not None:    # its ids: those the next list says
                 self.ids.pop(step.pool_id, None)
-            self._settled(actual.id)
+            self._settled(actual.id, last=LAST_MEMBERS_POLL)
             # As sent (see the module): the tree would still show a member
             # just deleted.
             return _with_members(actual, step.pool_id, step.listener)
@@ -219,7 +224,8 @@ class Run:
                             self.members.specs(listener))
 
     # -- waiting and reading ---------------------------------------------------------
-    def _settled(self, lb_id: str, *, gone: bool = False) -> lbwire.Tree | None:
+    def _settled(self, lb_id: str, *, gone: bool = False,
+                 last: float = LAST_POLL) -> lbwire.Tree | None:
         """Poll the status tree until nothing in it is pending (``gone``:
         until there is none, or it is in ERROR), at most the settle
         timeout (then :attr:`stuck`)."""
@@ -237,7 +243,7 @@ class Run:
                             tree.status, w.settle_timeout())
                 self.stuck, self.complete = True, False
                 return tree
-            wait = min(LAST_POLL, wait * POLL_GROWTH)
+            wait = min(last, wait * POLL_GROWTH)
         self.stuck, self.complete = True, False     # stopping
         return None
 
