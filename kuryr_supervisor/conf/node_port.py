@@ -40,8 +40,11 @@ OPTS: list[cfg.Opt] = [
                     "routed from the node through the node port via the "
                     "pod subnet's gateway, so OVN's load balancers "
                     "(Services as Octavia's OVN provider makes them) "
-                    "apply to the node's own connections. Empty: no "
-                    "route for it (the pod subnet's route only)."),
+                    "apply to the node's own connections. Empty (the "
+                    "default): the range of the service subnet the "
+                    "controller names in the node's record, where it "
+                    "runs the services handler; none otherwise (the pod "
+                    "subnet's route only)."),
 ]
 
 

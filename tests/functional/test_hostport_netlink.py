@@ -2,7 +2,8 @@
 hostport`) against a real namespace, checked with ``ip``: the link set up
 with its MAC and MTU, its one address (a stale one removed, nothing
 written when all is right), the main table read back, a route replaced
-rather than doubled."""
+rather than doubled, and deleted (another link's route to the same
+destination left alone)."""
 from __future__ import annotations
 
 import ipaddress
@@ -50,3 +51,27 @@ def test_the_node_ports_link_address_and_routes(netns: Netns) -> None:
               if r.get("dst") == str(SERVICES)]
     assert routes == [{"dst": str(SERVICES), "gateway": str(GATEWAY),
                        "dev": "np0", "protocol": "static", "flags": []}]
+
+
+def test_a_service_route_deleted_and_anothers_left(netns: Netns) -> None:
+    ip("link", "add", "np0", "type", "veth", "peer", "name", "np1",
+       netns=netns.name)
+    for dev, addr in (("np0", "10.98.0.6/24"), ("np1", "10.97.0.6/24")):
+        ip("addr", "add", addr, "dev", dev, netns=netns.name)
+        ip("link", "set", dev, "up", netns=netns.name)
+    with nl.open_netns(netns.path) as fd, nl.rtnl(fd) as rt:
+        link = nl.read_link(rt, "np0")
+        other = nl.read_link(rt, "np1")
+        assert link is not None and other is not None
+        hostport.replace_route(rt, link.index, SERVICES, GATEWAY)
+        assert hostport.delete_route(rt, link.index, SERVICES, GATEWAY)
+        assert hostport.Route(SERVICES, GATEWAY, link.index) not in \
+            hostport.routes(rt)
+        assert not hostport.delete_route(rt, link.index, SERVICES, GATEWAY)
+        # Someone else's route to that range (another link, another
+        # gateway) is not ours to delete.
+        theirs = ipaddress.IPv4Address("10.97.0.1")
+        hostport.replace_route(rt, other.index, SERVICES, theirs)
+        assert not hostport.delete_route(rt, link.index, SERVICES, GATEWAY)
+        assert hostport.Route(SERVICES, theirs, other.index) in \
+            hostport.routes(rt)

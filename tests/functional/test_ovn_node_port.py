@@ -15,7 +15,7 @@ with the OVS binding and the shipped [node_port] defaults.
 * the controller stopped gracefully (``release_on_stop``) leaves no node
   port nor nodes' security group in Neutron; the test removes what it
   plugged on the bridges;
-* with ``[node_port] service_cidr``, node 1 reaches a Service whose
+* with the services handler on, node 1 reaches a Service whose
   endpoint is a pod on node 2 through its VIP (Octavia's OVN provider,
   the ``services`` handler), as a kubelet or a host-network pod would.
 
@@ -266,17 +266,18 @@ def check_reach(stack: OvnStack, node1: Node, pod1: Pod, pod2: Pod,
 def test_the_node_reaches_a_service_vip(
         ovn_stack: OvnStack, ovn_octavia: OvnOctavia, tmp_path: Path,
         namespaces: Namespaces, nodes_restored: None) -> None:
-    """The node reaches a Service through its VIP: with ``[node_port]
-    service_cidr`` the service range is routed through the node port via
-    the pod subnet's gateway, and the Service's OVN load balancer (the
-    ``services`` handler's, Octavia's OVN provider) applies on the pod
-    switch. On the Octavia fixture's pod network and service subnet."""
+    """The node reaches a Service through its VIP: the controller, which
+    runs the ``services`` handler, names its service subnet's range in the
+    node's spec, the node (``[node_port]`` at its defaults) routes it
+    through the node port via the pod subnet's gateway, and the Service's
+    OVN load balancer (the ``services`` handler's, Octavia's OVN
+    provider) applies on the pod switch. On the Octavia fixture's pod
+    network and service subnet."""
     octavia = ovn_octavia
     with ovn_stack.in_catalog():
         made = Cluster(
             ovn_stack, tmp_path, namespaces.create,
-            cni_options={"network_health": {"record_min_interval": 0.5},
-                         "node_port": {"service_cidr": octavia.service_cidr}},
+            cni_options={"network_health": {"record_min_interval": 0.5}},
             controller_options={
                 "controller": {"handlers": f"{HANDLERS},services",
                                "pod_network_id": octavia.pod_network_id,

@@ -238,3 +238,61 @@ def test_uninstalling_takes_every_node_port_and_the_group_away(
     assert world.neutron.groups.rules == {}
     for node in NODES[:3]:
         assert "nodePort" not in world.api.nodenetworks[node]["spec"]
+
+
+def test_the_service_subnets_range_goes_to_the_nodes_with_the_services_handler(
+        world: World) -> None:  # noqa: F811
+    """Where the controller runs the ``services`` handler, each node's
+    ``nodePort`` carries its service subnet's range (which the node routes
+    through the port), so no node needs an option of its own; a restart
+    writes nothing; without the handler the spec names no range."""
+    service = {"id": "5e5e5e5e-0000-4000-8000-000000000001",
+               "network_id": world.neutron.network_id, "ip_version": 4,
+               "cidr": "10.96.0.0/16", "gateway_ip": None}
+    world.neutron.more_subnets.append(service)
+    wants(world, NODES[0])
+    plain = world.handler()
+    world.sync(plain)
+    plain.tick()
+    own = nodeportspec.node_port(world.api.nodenetworks[NODES[0]], NODES[0])
+    assert own is not None and own.service_cidr is None
+    world.conf.set_override("handlers", ["neutron_port", "network_canary",
+                                         "services"], group="controller")
+    world.conf.set_override("service_subnet_id", service["id"],
+                            group="services")
+    handler = world.handler()
+    world.sync(handler)
+    handler.tick()
+    spec = world.api.nodenetworks[NODES[0]]["spec"]
+    assert spec["nodePort"]["serviceCIDR"] == "10.96.0.0/16"
+    own = nodeportspec.node_port(world.api.nodenetworks[NODES[0]], NODES[0])
+    assert own is not None and str(own.service_cidr) == "10.96.0.0/16"
+    # A restart: nothing written for it.
+    again = world.handler()
+    world.sync(again)
+    before = writes(world)
+    again.tick()
+    assert nodeportspec.node_port(world.api.nodenetworks[NODES[0]],
+                                  NODES[0]) == own
+    assert writes(world) == before
+
+
+def test_a_service_range_a_node_would_refuse_is_not_named(
+        world: World) -> None:  # noqa: F811
+    """A service subnet overlapping the pod subnet (or wider than /8) is
+    said, and the node port named without a range: the node would refuse
+    the whole spec."""
+    service = {"id": "5e5e5e5e-0000-4000-8000-000000000002",
+               "network_id": world.neutron.network_id, "ip_version": 4,
+               "cidr": "10.20.0.0/16", "gateway_ip": None}
+    world.neutron.more_subnets.append(service)
+    world.conf.set_override("handlers", ["neutron_port", "network_canary",
+                                         "services"], group="controller")
+    world.conf.set_override("service_subnet_id", service["id"],
+                            group="services")
+    wants(world, NODES[0])
+    handler = world.handler()
+    world.sync(handler)
+    handler.tick()
+    own = nodeportspec.node_port(world.api.nodenetworks[NODES[0]], NODES[0])
+    assert own is not None and own.service_cidr is None

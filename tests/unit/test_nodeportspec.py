@@ -91,3 +91,42 @@ def test_the_node_says_it_wants_a_node_port() -> None:
         is False
     with pytest.raises(ValueError, match="nodePortWanted is not a boolean"):
         nn.from_object({**obj, "status": {**status, "nodePortWanted": "yes"}})
+
+
+def test_the_service_range_written_and_read_back() -> None:
+    port = NodePort(PORT.port_id, PORT.mac, PORT.address, PORT.gateway,
+                    ipaddress.IPv4Network("10.96.0.0/12"))
+    spec = nodeportspec.merged(None, "node-a", port)
+    assert spec["nodePort"]["serviceCIDR"] == "10.96.0.0/12"
+    assert nodeportspec.node_port(record(spec), "node-a") == port
+    # Without one, none is written and none read.
+    bare = nodeportspec.merged(None, "node-a", PORT)
+    assert "serviceCIDR" not in bare["nodePort"]
+    assert nodeportspec.node_port(record(bare), "node-a") == PORT
+
+
+@pytest.mark.parametrize("cidr, why", [
+    ("0.0.0.0/0", "wider than /8"),
+    ("10.0.0.0/7", "wider than /8"),
+    ("127.0.0.0/8", "not unicast space"),
+    ("169.254.0.0/16", "not unicast space"),
+    ("224.0.0.0/8", "not unicast space"),
+    ("240.0.0.0/8", "not unicast space"),
+    ("10.96.0.1/12", "serviceCIDR:"),
+    ("fd00::/64", "serviceCIDR:"),
+    ("10.0.0.0/16", "overlaps the port's subnet"),
+    ("10.0.0.128/25", "overlaps the port's subnet"),
+    (7, "not a CIDR"),
+    ("1" * 100, "not a CIDR"),
+])
+def test_a_hostile_service_range_is_refused(cidr: Any, why: str) -> None:
+    spec = {"nodeName": "node-a", "nodePort": good(serviceCIDR=cidr)}
+    with pytest.raises(ValueError, match=why):
+        nodeportspec.node_port(record(spec), "node-a")
+
+
+def test_a_service_range_without_a_gateway_is_refused() -> None:
+    spec = {"nodeName": "node-a",
+            "nodePort": good(gateway=None, serviceCIDR="10.96.0.0/12")}
+    with pytest.raises(ValueError, match="needs a gateway"):
+        nodeportspec.node_port(record(spec), "node-a")

@@ -7,7 +7,8 @@ pyroute2, see :mod:`.links`).
 :func:`routes` reads the main table (one dump); :func:`set_link` and
 :func:`set_address` write only what differs; :func:`replace_route` makes
 a route through the link (``NLM_F_REPLACE``: whatever held that
-destination is replaced, so no second route for it is ever made).
+destination is replaced, so no second route for it is ever made);
+:func:`delete_route` takes one of them out again.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from kuryr_supervisor.cni.netlink.rtnl import (
 )
 
 _RTMSG = struct.Struct("=BBBBBBBBI")
-_RTM_DELADDR, _RTM_NEWROUTE, _RTM_GETROUTE = 21, 24, 26
+_RTM_DELADDR, _RTM_NEWROUTE, _RTM_DELROUTE, _RTM_GETROUTE = 21, 24, 25, 26
 _F_REPLACE = 0x100
 _RTA_DST, _RTA_OIF, _RTA_GATEWAY = 1, 4, 5
 _RT_TABLE_MAIN, _RTPROT_STATIC, _RT_SCOPE_UNIVERSE, _RTN_UNICAST = \
@@ -108,3 +109,19 @@ def replace_route(nl: Rtnl, index: int, dst: ipaddress.IPv4Network,
             + nlattr(_RTA_GATEWAY, gateway.packed) + u32_attr(_RTA_OIF, index))
     with translated(f"route {dst} via {gateway}"):
         nl.request((_RTM_NEWROUTE, F_CREATE | _F_REPLACE, body))
+
+
+def delete_route(nl: Rtnl, index: int, dst: ipaddress.IPv4Network,
+                 gateway: ipaddress.IPv4Address) -> bool:
+    """The main table's route to ``dst`` via ``gateway`` out of link
+    ``index`` deleted; whether there was one (a route of that destination
+    through another link or gateway is someone else's, left alone)."""
+    if Route(dst, gateway, index) not in routes(nl):
+        return False
+    body = (_RTMSG.pack(AF_INET, dst.prefixlen, 0, 0, _RT_TABLE_MAIN,
+                        _RTPROT_STATIC, _RT_SCOPE_UNIVERSE, _RTN_UNICAST, 0)
+            + nlattr(_RTA_DST, dst.network_address.packed)
+            + nlattr(_RTA_GATEWAY, gateway.packed) + u32_attr(_RTA_OIF, index))
+    with translated(f"delete route {dst} via {gateway}"):
+        nl.request((_RTM_DELROUTE, 0, body))
+    return True

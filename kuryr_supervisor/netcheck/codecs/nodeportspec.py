@@ -16,15 +16,22 @@ canary's part::
         mac: "fa:16:3e:00:00:06"
         address: 10.0.0.6/24
         gateway: 10.0.0.1           # absent: the subnet has none
+        serviceCIDR: 10.0.64.0/20   # absent: no services handler
 
-Its shape is the canary's port's (:func:`~.canaryspec.port_of` checks
-both); this module owns the ``nodePort`` key only, and keeps every other
-writer's (:func:`merged`). A node checks what it reads
-(:func:`node_port`): a spec that does not hold up is refused, and the node
-keeps what it had.
+Its port's shape is the canary's port's (:func:`~.canaryspec.port_of`
+checks both). ``serviceCIDR`` is the range of the ``services`` handler's
+service subnet (the cluster's ClusterIPs), which the node routes through
+its port via the gateway, so that a node needs no option of its own for
+its connections to Services to meet OVN's load balancers; a node's
+``[node_port] service_cidr``, when set, wins. This module owns the
+``nodePort`` key only, and keeps every other writer's (:func:`merged`). A
+node checks what it reads (:func:`node_port`): a spec that does not hold
+up is refused, and the node keeps what it had.
 """
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -39,8 +46,34 @@ from kuryr_supervisor.netcheck.codecs.canaryspec import (
 KEY = "nodePort"
 KEYS = (KEY,)
 
-#: The node's port: the same record as the canary's.
-NodePort = CanaryPort
+#: The widest service range a spec may route through the node port: a
+#: shorter prefix would take over much of the node's own traffic.
+MIN_PREFIX = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePort(CanaryPort):
+    """The node's own port (a canary port's fields), and the service
+    range routed through it (None: none named)."""
+
+    service_cidr: ipaddress.IPv4Network | None = None
+
+
+def service_range(value: str, what: str = "serviceCIDR"
+                  ) -> ipaddress.IPv4Network:
+    """``value`` as a service range to route through the node port;
+    ValueError says why it cannot be one (not a network, wider than
+    :data:`MIN_PREFIX`, or not unicast space a Service can be given)."""
+    try:
+        cidr = ipaddress.IPv4Network(value)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from exc
+    if cidr.prefixlen < MIN_PREFIX:
+        raise ValueError(f"{what} {cidr} is wider than /{MIN_PREFIX}")
+    if cidr.is_loopback or cidr.is_link_local or cidr.is_multicast or \
+            cidr.is_reserved or cidr.is_unspecified:
+        raise ValueError(f"{what} {cidr} is not unicast space for Services")
+    return cidr
 #: A Neutron port id as the node puts it in OVSDB (``iface-id``).
 _PORT_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z-]{0,63}$")
 
@@ -52,7 +85,10 @@ def merged(current: Mapping[str, Any] | None, node: str,
     out = {k: v for k, v in (current or {}).items() if k != KEY}
     out["nodeName"] = node
     if port is not None:
-        out[KEY] = port_doc(port)
+        doc: dict[str, Any] = port_doc(port)
+        if port.service_cidr is not None:
+            doc["serviceCIDR"] = str(port.service_cidr)
+        out[KEY] = doc
     return out
 
 
@@ -70,4 +106,16 @@ def node_port(obj: Mapping[str, Any], node: str) -> NodePort | None:
         raise ValueError(f"spec.{KEY}.portId is not a Neutron port id")
     if port.gateway == port.address.ip:
         raise ValueError(f"spec.{KEY}.gateway is its own address")
-    return port
+    cidr = None
+    if raw.get("serviceCIDR") is not None:
+        if not isinstance(raw["serviceCIDR"], str) or \
+                len(raw["serviceCIDR"]) > 64:
+            raise ValueError(f"spec.{KEY}.serviceCIDR is not a CIDR")
+        cidr = service_range(raw["serviceCIDR"], f"spec.{KEY}.serviceCIDR")
+        if port.gateway is None:
+            raise ValueError(f"spec.{KEY}.serviceCIDR needs a gateway")
+        if cidr.overlaps(port.address.network):
+            raise ValueError(f"spec.{KEY}.serviceCIDR {cidr} overlaps the "
+                             f"port's subnet {port.address.network}")
+    return NodePort(port.port_id, port.mac, port.address, port.gateway,
+                    cidr)

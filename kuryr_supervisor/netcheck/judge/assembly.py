@@ -64,8 +64,13 @@ def canary(rt: Runtime, *,
         "network_id": opts.pod_network_id, "subnet_id": opts.pod_subnet_id,
         "project_id": str(opts.project_id), "cluster_id": opts.cluster_id,
         "beat": rt.beat}
+    # The service range goes to the nodes only where the services handler
+    # gives ClusterIPs load balancers on that subnet.
+    service_subnet = rt.conf.services.service_subnet_id \
+        if canaryservice.wanted(rt.conf) else ""
     node_ports = NodePorts(cloud, client, groups=NodeGroups(
-        cloud, beat=rt.beat), **where) if rt.conf.node_port.enabled else None
+        cloud, beat=rt.beat), service_subnet_id=service_subnet,
+        **where) if rt.conf.node_port.enabled else None
     return NetworkCanaryHandler(
         rt, client=client, ports=CanaryPorts(cloud, client, **where),
         node_ports=node_ports, known=KnownNodes(client, clock=clock),

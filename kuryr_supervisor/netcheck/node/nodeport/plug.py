@@ -80,6 +80,8 @@ class NodePortPlug:
         self._checksum_off, self._rtnl = checksum_off, rtnl
         self._userspace, self._sysctl = userspace, sysctl
         self.port: NodePort | None = None
+        #: The service route this plug made last (None: none).
+        self._routed: hostport.Route | None = None
 
     def plug(self, port: NodePort) -> list[str]:
         """``port`` plugged as it should be (see the module); what was
@@ -138,12 +140,21 @@ class NodePortPlug:
 
     def _service_route(self, nl: netlink.Rtnl, index: int,
                        port: NodePort) -> bool:
-        cidr, gateway = self.service_cidr, port.gateway
-        if cidr is None or gateway is None:
-            return False
-        want = hostport.Route(cidr, gateway, index)
-        if want in hostport.routes(nl):
-            return False
+        """The service range routed via the port's gateway: the node's
+        ``[node_port] service_cidr``, else the spec's (the controller's
+        service subnet); a range routed before and no longer wanted is
+        taken out. Whether anything was written."""
+        cidr, gateway = self.service_cidr or port.service_cidr, port.gateway
+        want = hostport.Route(cidr, gateway, index) \
+            if cidr is not None and gateway is not None else None
+        changed = False
+        old = self._routed
+        if old is not None and old != want and old.gateway is not None:
+            changed = hostport.delete_route(nl, old.oif or index, old.dst,
+                                            old.gateway)
+        self._routed = want
+        if cidr is None or gateway is None or want in hostport.routes(nl):
+            return changed
         hostport.replace_route(nl, index, cidr, gateway)
         return True
 
@@ -153,6 +164,7 @@ class NodePortPlug:
         row = self.db.our_interface(self.ifname)
         self.db.del_port(self.bridge, self.ifname)
         self.port = None
+        self._routed = None     # the kernel took it out with the link
         return row is not None and \
             (row.get("external_ids") or {}).get(MARK[0]) == MARK[1]
 
