@@ -17,7 +17,7 @@ listener, so opening metrics to a Prometheus server does not open
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from oslo_config import cfg
@@ -242,31 +242,35 @@ class HealthCollector:
                                 value=float(used))
 
 
+def _labelled(family: type[GaugeMetricFamily] | type[CounterMetricFamily],
+              name: str, doc: str, label: str, names: Iterable[str],
+              figures: dict[str, float], prefix: str) -> Metric:
+    """One family whose series are ``names`` under ``label`` (a fixed
+    set, so bounded whatever the cluster), each valued from ``figures``
+    at ``prefix`` + its name."""
+    metric = family(PREFIX + name, doc, labels=[label])
+    for each in names:
+        metric.add_metric([each], figures[prefix + each])
+    return metric
+
+
 def _services(figures: dict[str, float]) -> Iterator[Metric]:
     """The ``services`` handler's figures (:mod:`~kuryr_supervisor.state.
     lbstats`): fixed labels, so the series are bounded whatever the
     cluster."""
-    lbs = GaugeMetricFamily(
-        PREFIX + "services_load_balancers",
+    yield _labelled(
+        GaugeMetricFamily, "services_load_balancers",
         "The cluster's Octavia load balancers, by provisioning status.",
-        labels=["status"])
-    for name in lbstats.STATES:
-        lbs.add_metric([name], figures[f"lb_{name}"])
-    yield lbs
-    services = GaugeMetricFamily(
-        PREFIX + "services", "Kubernetes Services, by what the handler makes "
-        "of them (wanted: a load balancer; pending: a change under way; "
-        "skipped: headless, ExternalName or no IPv4 clusterIP).",
-        labels=["state"])
-    for name in lbstats.SERVICES:
-        services.add_metric([name], figures[f"services_{name}"])
-    yield services
-    writes = CounterMetricFamily(
-        PREFIX + "services_octavia_writes", "Writes sent to Octavia, by "
-        "kind.", labels=["kind"])
-    for name in lbstats.WRITES:
-        writes.add_metric([name], figures[f"writes_{name}"])
-    yield writes
+        "status", lbstats.STATES, figures, "lb_")
+    yield _labelled(
+        GaugeMetricFamily, "services", "Kubernetes Services, by what the "
+        "handler makes of them (wanted: a load balancer; pending: a change "
+        "under way; skipped: headless, ExternalName or no IPv4 clusterIP).",
+        "state", lbstats.SERVICES, figures, "services_")
+    yield _labelled(
+        CounterMetricFamily, "services_octavia_writes",
+        "Writes sent to Octavia, by kind.", "kind", lbstats.WRITES,
+        figures, "writes_")
     yield CounterMetricFamily(
         PREFIX + "services_octavia_refusals", "Writes Octavia refused (a "
         "VIP in use, a quota met): told in an Event on the Service.",
@@ -280,20 +284,15 @@ def _services(figures: dict[str, float]) -> Iterator[Metric]:
 def _policies(figures: dict[str, float]) -> Iterator[Metric]:
     """The ``network_policy`` handler's figures (:mod:`~kuryr_supervisor.
     state.policystats`): fixed labels, bounded whatever the cluster."""
-    states = GaugeMetricFamily(
-        PREFIX + "network_policies", "NetworkPolicies by state (applied: "
-        "Neutron holds what each asks; pending: something waits; failed: "
-        "Neutron refuses something, told in a PolicyFailed Event).",
-        labels=["state"])
-    for name in policystats.STATES:
-        states.add_metric([name], figures[f"policies_{name}"])
-    yield states
-    writes = CounterMetricFamily(
-        PREFIX + "network_policy_neutron_writes", "Writes sent to Neutron "
-        "for NetworkPolicies, by kind.", labels=["kind"])
-    for name in policystats.WRITES:
-        writes.add_metric([name], figures[f"writes_{name}"])
-    yield writes
+    yield _labelled(
+        GaugeMetricFamily, "network_policies", "NetworkPolicies by state "
+        "(applied: Neutron holds what each asks; pending: something waits; "
+        "failed: Neutron refuses something, told in a PolicyFailed Event).",
+        "state", policystats.STATES, figures, "policies_")
+    yield _labelled(
+        CounterMetricFamily, "network_policy_neutron_writes",
+        "Writes sent to Neutron for NetworkPolicies, by kind.", "kind",
+        policystats.WRITES, figures, "writes_")
     yield CounterMetricFamily(
         PREFIX + "network_policy_neutron_refusals", "Passes in which Neutron "
         "refused something NetworkPolicies need (a quota met, a conflict).",
