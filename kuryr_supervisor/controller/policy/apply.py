@@ -113,7 +113,7 @@ class Pass:
                 inv.address_groups[name] = have
             except sgwire.Missing:
                 inv.address_groups.pop(name, None)
-                self.out.look_again = True
+                self.out.again()
                 self._wait([name])
             except OpenStackRefused as exc:
                 self._refused(name, exc)
@@ -130,10 +130,10 @@ class Pass:
                 self._group(name, {s for s in specs if s is not None})
             except sgwire.Missing:
                 self.inv.groups.pop(name, None)
-                self.out.look_again = True
+                self.out.again()
                 self._wait([name])
             except sgwire.RuleExists:
-                self.out.look_again = True      # read it again first
+                self.out.again()      # read it again first
                 self._wait([name])
             except OpenStackRefused as exc:
                 self._refused(name, exc)

@@ -37,6 +37,10 @@ class PortView:
     id: str
     groups: tuple[str, ...]
 
+    def carries(self, groups: tuple[str, ...]) -> None:
+        """The port's groups as Neutron just answered a change of them."""
+        self.groups = groups
+
 
 @dataclasses.dataclass
 class Inventory:

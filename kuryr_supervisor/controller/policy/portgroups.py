@@ -88,14 +88,14 @@ class PortGroups:
         """One ``PUT``: the port's groups become ``target`` (``names``:
         the groups whose policies a refusal fails)."""
         try:
-            view.groups = tuple(self.api.set_port_security_groups(
-                view.id, list(target)))
+            view.carries(tuple(self.api.set_port_security_groups(
+                view.id, list(target))))
             self.tally.out.writes["port"] += 1
         except sgwire.Missing:
-            self.tally.out.look_again = True
+            self.tally.out.again()
         except OpenStackRefused as exc:
             if exc.status == 404:       # the port is gone (its pod too)
-                self.tally.out.look_again = True
+                self.tally.out.again()
                 return
             LOG.info("Neutron refuses port %s's groups: %s", view.id, exc)
             for name in names:

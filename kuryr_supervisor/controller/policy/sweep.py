@@ -73,7 +73,7 @@ class Sweep:
             self.out.leftover += 1
             # A port the handler does not know yet may hold it: the next
             # pass looks at every port first.
-            self.out.look_again = True
+            self.out.again()
             return False
         except sgwire.Missing:
             return True

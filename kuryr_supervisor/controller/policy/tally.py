@@ -34,6 +34,11 @@ class Result:
     #: Objects no policy needs that could not be deleted yet (in use).
     leftover: int = 0
 
+    def again(self) -> None:
+        """Something vanished behind the pass's back: the next pass
+        starts with a full look."""
+        self.look_again = True
+
 
 def owners(desired: Desired, naming: Naming) -> dict[str, set[str]]:
     """Object name -> the policies that need it (a group: its policy or

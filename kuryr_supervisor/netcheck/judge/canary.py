@@ -195,18 +195,19 @@ class NetworkCanaryHandler:
                 self._retry_at = now + EARLY_LIST
             if self.service is not None:
                 self.service.refresh()
-        if self.service is not None:
-            self._guarded(self.sync_service, "canary Service")
+        service = self.service
+        if service is not None:
+            self._guarded(lambda: self.sync_service(service),
+                          "canary Service")
         self._guarded(self.write, "canary specs")
 
-    def sync_service(self) -> None:
+    def sync_service(self, service: CanaryService) -> None:
         """The canary Service's endpoints: the canaries that are up, but
         those of nodes the judge holds faulty (its verdict in their
         record), as a NotReady pod leaves its Services: a dead backend
         would fail the other nodes' probes."""
-        assert self.service is not None
         ports = self.ports.ports
-        self.vip = self.service.sync({
+        self.vip = service.sync({
             node: ipaddress.IPv4Address(ports[node].ip)
             for node in self.up() if ports[node].ip and
             not _judged_faulty(self.book.objs.get(node) or {})})

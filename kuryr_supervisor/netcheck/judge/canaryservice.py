@@ -107,7 +107,7 @@ class CanaryService:
         self._service(port)
         if self.service is None:
             return None
-        self._slice(port, canaries)
+        self._slice(self.service, port, canaries)
         vip = (self.service.get("spec") or {}).get("clusterIP")
         try:
             address = ipaddress.IPv4Address(vip)
@@ -150,10 +150,9 @@ class CanaryService:
             self.refresh()        # made or changed meanwhile: read again
         self._beat()
 
-    def _slice(self, port: int,
+    def _slice(self, service: Mapping[str, Any], port: int,
                canaries: Mapping[str, ipaddress.IPv4Address]) -> None:
-        assert self.service is not None
-        meta = self.service.get("metadata") or {}
+        meta = service.get("metadata") or {}
         want = {
             "addressType": "IPv4",
             "ports": [{"name": PORT_NAME, "protocol": "TCP", "port": port}],
