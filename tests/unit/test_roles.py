@@ -83,7 +83,8 @@ def test_the_controller_role() -> None:
     assert health["base_checks"].__name__ == "controller_checks"
     assert role.listeners == (PROBES, METRICS)
     assert role.sections == {Section.POOLS, Section.CREATES,
-                             Section.VERDICTS, Section.LOAD_BALANCERS}
+                             Section.VERDICTS, Section.LOAD_BALANCERS,
+                             Section.POLICIES}
     assert [c.__name__ for c in role.checks()] == ["handlers_installed"]
     assert role.hooks(conf) == roles.Hooks()
     assert not role.installs_shim
