@@ -41,6 +41,10 @@ class ClusterPod:
     host_network: bool
     deletion_timestamp: str | None
     phase: str
+    #: What a handler decodes more of the pod, where it needs more (the
+    #: port handler beside the network_policy handler: the labels and
+    #: named ports its policies select on); None elsewhere.
+    model: Any = dataclasses.field(default=None, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -76,8 +80,11 @@ class ClusterPods(Listing[ClusterPod]):
     """The informer's source over every namespace and node."""
 
     def __init__(self, client: K8sClient, *, page_size: int = PAGE_SIZE,
-                 beat: Callable[[], None] = lambda: None) -> None:
+                 beat: Callable[[], None] = lambda: None,
+                 decode: Callable[[Mapping[str, Any]], ClusterPod] = cluster_pod
+                 ) -> None:
         """``beat`` is called between pages (a list of 10,000 pods is 20
-        requests: the loop's heartbeat must not wait for all of them)."""
-        super().__init__(client.pods, cluster_pod, page_size=page_size,
+        requests: the loop's heartbeat must not wait for all of them);
+        ``decode``: a handler's that keeps more (:attr:`ClusterPod.model`)."""
+        super().__init__(client.pods, decode, page_size=page_size,
                          beat=beat)

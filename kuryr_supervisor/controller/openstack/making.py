@@ -82,7 +82,10 @@ class Want:
     """One port asked for: its name and device (a pod's UID, or a pool's),
     the node to bind it to, and an address and MAC to make it with (a
     vanished port made again), or ``derive``: a MAC derived from its
-    device (a pod's port)."""
+    device (a pod's port); ``groups``: its security groups (None: the
+    project's default group; a pod a NetworkPolicy selects gets its
+    policies' from the start,
+    :mod:`~kuryr_supervisor.controller.ports.guard`)."""
 
     name: str
     device_id: str
@@ -90,6 +93,7 @@ class Want:
     ip: str = ""
     mac: str = ""
     derive: bool = False
+    groups: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass
@@ -223,12 +227,14 @@ class PortMaker:
                 network_id=self.network_id, subnet_id=self.subnet_id,
                 name=want.name, device_id=want.device_id, tags=tags,
                 host=hosts.get(want.device_id, ""), ip=want.ip,
-                mac=macs[0])]
+                mac=macs[0], security_groups=want.groups)]
         return api.create_ports(
             network_id=self.network_id, subnet_id=self.subnet_id,
             devices=[(w.name, w.device_id) for w in wants], tags=tags,
             hosts=hosts, macs={w.device_id: m for w, m in
-                               zip(wants, macs, strict=True) if m})
+                               zip(wants, macs, strict=True) if m},
+            groups={w.device_id: w.groups for w in wants
+                    if w.groups is not None})
 
     def _settle(self, exc: MacInUse, wants: Sequence[Want],
                 todo: Sequence[int], asked: Sequence[str],
@@ -313,9 +319,11 @@ class PortMaker:
             self._set(bind=False)
 
     def claim(self, port: Port, *, device_id: str, name: str, host: str,
-              tags: Sequence[str], timeout: float) -> Port:
+              tags: Sequence[str], timeout: float,
+              groups: Sequence[str] | None = None) -> Port:
         """Give ``port`` to ``device_id`` under ``name``, bound to node
-        ``host`` when it is not bound there yet: one update, checked
+        ``host`` when it is not bound there yet, in ``groups`` when not
+        None (a pod a NetworkPolicy selects): one update, checked
         applied, and its tags made whole. Without the right to bind, a
         port bound to another node is refused here
         (:class:`WrongNode`), never handed over."""
@@ -330,7 +338,8 @@ class PortMaker:
                 rebind = ""
             try:
                 updated = api.update_port(port.id, device_id=device_id,
-                                          name=name, host=rebind)
+                                          name=name, host=rebind,
+                                          security_groups=groups)
             except OpenStackRefused as exc:
                 if not (rebind and binding_refused(exc)):
                     raise

@@ -284,17 +284,22 @@ class NeutronApi(AddressGroupCalls, SecurityGroupCalls):
                      devices: Sequence[tuple[str, str]],
                      tags: Sequence[str] = (),
                      hosts: Mapping[str, str] | None = None,
-                     macs: Mapping[str, str] | None = None) -> list[Port]:
+                     macs: Mapping[str, str] | None = None,
+                     groups: Mapping[str, Sequence[str]] | None = None
+                     ) -> list[Port]:
         """Neutron's bulk create: one POST with ``{"ports": [...]}`` for
         ``devices`` ((name, device_id) pairs, ``hosts``: device_id -> the
-        node to bind to, ``macs``: device_id -> the MAC to ask for); the
-        ports come back in request order. All or nothing: a refusal
+        node to bind to, ``macs``: device_id -> the MAC to ask for,
+        ``groups``: device_id -> its security groups, absent: the
+        project's default group; Neutron takes them per port in a bulk);
+        the ports come back in request order. All or nothing: a refusal
         creates none. The tags asked for are not checked here: a Neutron
         without ML2's ``tag_ports_during_bulk_creation`` drops them
         (:mod:`.making` tags such ports after the create)."""
-        hosts, macs = hosts or {}, macs or {}
+        hosts, macs, groups = hosts or {}, macs or {}, groups or {}
         body = [self._port_body(network_id, subnet_id, name, device, tags,
-                                hosts.get(device, ""), mac=macs.get(device, ""))
+                                hosts.get(device, ""), mac=macs.get(device, ""),
+                                security_groups=groups.get(device))
                 for name, device in devices]
         what = f"Neutron POST /v2.0/ports (bulk of {len(body)})"
         data = self._bounded(what, self._call, "POST", "/v2.0/ports",
@@ -308,19 +313,25 @@ class NeutronApi(AddressGroupCalls, SecurityGroupCalls):
         return ports
 
     def update_port(self, port_id: str, *, device_id: str, name: str,
-                    host: str = "") -> Port:
+                    host: str = "",
+                    security_groups: Sequence[str] | None = None) -> Port:
         """Give port ``port_id`` to ``device_id`` under ``name`` (and bind
-        it to ``host`` when given): one PUT, checked applied."""
+        it to ``host`` when given, give it ``security_groups`` when not
+        None): one PUT, checked applied."""
         what = f"Neutron PUT port {port_id}"
         body: dict[str, Any] = {"device_id": device_id, "name": name}
         if host:
             body["binding:host_id"] = host
+        if security_groups is not None:
+            body["security_groups"] = list(security_groups)
         data = self._bounded(what, self._call, "PUT", f"/v2.0/ports/{port_id}",
                              json={"port": body})
         if not data or not isinstance(data.get("port"), dict):
             raise OpenStackUnavailable(f"{what}: no port")
         port = decode_port(data["port"])
-        if port.device_id != device_id:
+        if port.device_id != device_id or (
+                security_groups is not None and
+                set(port.security_groups) != set(security_groups)):
             raise OpenStackUnavailable(f"{what}: the update was not applied")
         return port
 

@@ -18,10 +18,12 @@ names it, the policies wait, the handler catches up when it answers),
 nor does it hold the port handler, a process of its own. Ready once
 every watch listed and the first pass was tried.
 
-The port handler's hook (a new pod's port made with its groups, issue
-41's item 3, not wired yet): :func:`.hook.new_port_groups` gives the group
-ids of a new pod's port from the pod, the policies and one Neutron list;
-the handler here sets them on ports that exist.
+A new pod's port is made in its groups by the port handler, in its own
+process (:mod:`kuryr_supervisor.controller.ports.guard`: the model's
+:func:`.desired.port_groups`, its own watches of the policies and
+namespaces, the group ids listed from Neutron); the handler here sets
+them on ports that exist, and on a port the port handler made in no
+group because a group was not made yet.
 
 Built by :func:`.assembly.build` (the entry point), every collaborator
 given.

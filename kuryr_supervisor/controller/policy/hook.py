@@ -1,4 +1,6 @@
-"""The port handler's hook into NetworkPolicy (not wired yet): the
+"""A one-shot form of what the port handler's guard does
+(:mod:`kuryr_supervisor.controller.ports.guard`, which caches the group
+ids and makes the port in the groups that exist when one is missing): the
 security groups a new pod's port should be made (or a pooled port
 claimed) with, so that the pod never admits more than its policies
 allow, even before the network_policy handler's next pass.

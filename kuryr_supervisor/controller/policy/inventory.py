@@ -25,7 +25,9 @@ from typing import Any
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.sgwire import AddressGroup, PolicyGroup
+from kuryr_supervisor.controller.policy.book import Snapshot
 from kuryr_supervisor.controller.policy.naming import POLICY_TAG, Naming
+from kuryr_supervisor.controller.policy.spec import Pod
 
 LOG = logging.getLogger(__name__)
 
@@ -36,6 +38,9 @@ class PortView:
 
     id: str
     groups: tuple[str, ...]
+    #: Its addresses: a new pod's until its status says them (the port
+    #: handler puts them in the pod's peer address groups before that).
+    ips: tuple[str, ...] = ()
 
     def carries(self, groups: tuple[str, ...]) -> None:
         """The port's groups as Neutron just answered a change of them."""
@@ -71,7 +76,23 @@ def _ports(found: Sequence[osa.Port]) -> dict[str, list[PortView]]:
     out: dict[str, list[PortView]] = {}
     for port in found:
         out.setdefault(port.device_id, []).append(
-            PortView(port.id, tuple(port.security_groups)))
+            PortView(port.id, tuple(port.security_groups),
+                     (str(port.ip),) if port.ip is not None else ()))
+    return out
+
+
+def addressed(snap: Snapshot, inv: Inventory) -> list[Pod]:
+    """``snap``'s pods, one whose status says no address yet with its
+    port's: a new pod's address is in its peer address groups from
+    before its PodPort (the port handler puts it there), and a pass
+    between then and the pod's status must find it right, not take it
+    out."""
+    out = []
+    for pod in snap.pods:
+        views = inv.ports.get(snap.uids.get(pod.key, ""), ())
+        if not any(pod.ips) and views and views[0].ips:
+            pod = dataclasses.replace(pod, ips=views[0].ips)
+        out.append(pod)
     return out
 
 

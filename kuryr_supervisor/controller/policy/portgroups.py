@@ -7,7 +7,9 @@ not know is looked up, a few lists for many pods). One ``PUT`` per port
 whose groups differ from what the model asks, at most ``budget`` a pass
 (the rest wait for the next); a pod no policy selects any more goes back
 to the default groups, and one that never carried a group of ours is
-left alone. A port gone meanwhile (404) asks for a full look; a refusal
+left alone (a port in no group counts as ours: the port handler made it
+so, its pod's groups not made yet, :mod:`~kuryr_supervisor.controller.
+ports.guard`). A port gone meanwhile (404) asks for a full look; a refusal
 fails the policies whose groups it was to carry.
 """
 from __future__ import annotations
@@ -58,8 +60,11 @@ class PortGroups:
             if target is None:
                 continue
             for view in views:
+                # A port in no group is the port handler's deny-all (a
+                # pod whose groups were not made yet): ours to undo.
                 if set(view.groups) == set(target) or (
-                        names is None and not set(view.groups) & ours):
+                        names is None and view.groups and
+                        not set(view.groups) & ours):
                     continue
                 if budget <= 0:
                     self.tally.wait(names or ())

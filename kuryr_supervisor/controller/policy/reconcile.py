@@ -38,6 +38,7 @@ from kuryr_supervisor.controller.policy.apply import Pass
 from kuryr_supervisor.controller.policy.book import PolicyBook, Snapshot
 from kuryr_supervisor.controller.policy.inventory import (
     Inventory,
+    addressed,
     look,
     port_views,
 )
@@ -147,7 +148,8 @@ class Reconciler:
             if pod.node and pod.node not in nodes:
                 nodes[pod.node] = inv.node_ports.get(pod.node, ())
         infra = model.Infrastructure(nodes, inv.canaries)
-        return model.desired(snap.policies, snap.pods, snap.namespaces,
+        return model.desired(snap.policies, addressed(snap, inv),
+                             snap.namespaces,
                              naming, infrastructure=infra, families=FAMILIES)
 
     def _outage(self, snap: Snapshot, exc: OpenStackError) -> None:

@@ -14,7 +14,10 @@ yet, ``binding:host_id``: from then on it is that pod's port like any
 other (the tag stays, saying where it came from).
 
 Every call is made in the pools' own threads (the refill thread, the
-claim threads), each within its own timeout
+claim threads; :func:`claim_all`'s, for the claims of pods a
+NetworkPolicy selects, which the port handler waits for: their groups
+are set in the claim's PUT before their PodPorts), each within its own
+timeout
 (:meth:`~kuryr_supervisor.controller.openstack.neutron.NeutronApi.within`),
 so none queues behind the handler's own calls on the adapter's call path.
 A pool create and a claim go through the one path every port is made or
@@ -25,7 +28,9 @@ drops a create's tags), a create's timeout sized by the same
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import concurrent.futures
+import dataclasses
+from collections.abc import Callable, Sequence
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.making import PortMaker, Want
@@ -54,12 +59,51 @@ def create(maker: PortMaker, pace: Pace, *, tag: str, count: int,
                       timeout=pace.timeout_for(count), bulk=True)
 
 
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A pool port to give pod ``uid`` under ``name``, bound to ``host``,
+    in ``groups`` (None: as it is)."""
+
+    port: osa.Port
+    uid: str
+    name: str
+    host: str = ""
+    groups: tuple[str, ...] | None = None
+
+
 def claim(maker: PortMaker, port: osa.Port, *, device_id: str, name: str,
-          host: str = "") -> osa.Port:
+          host: str = "", groups: Sequence[str] | None = None) -> osa.Port:
     """Give pool port ``port`` to pod ``device_id`` (one PUT), bound to
-    node ``host`` if it is not yet, its tags kept whole."""
+    node ``host`` if it is not yet, its tags kept whole; ``groups``: its
+    security groups, set in that same PUT (None: left as they are, the
+    project's default group a pool port is made with)."""
     return maker.claim(port, device_id=device_id, name=name, host=host,
-                       tags=port.tags, timeout=maker.cloud.timeout)
+                       tags=port.tags, timeout=maker.cloud.timeout,
+                       groups=groups)
+
+
+def claim_all(maker: PortMaker, claims: Sequence[Claim], *, workers: int,
+              beat: Callable[[], None] = lambda: None
+              ) -> dict[str, osa.Port | Exception]:
+    """:func:`claim` for each of ``claims``, ``workers`` at once, in the
+    caller's time (a claim whose pod must not have its PodPort before
+    its port is updated); pod UID -> its port updated, or why not."""
+    out: dict[str, osa.Port | Exception] = {}
+    if not claims:
+        return out
+    with concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, min(workers, len(claims))),
+            thread_name_prefix="pool-claim-now") as pool:
+        futures = [(c.uid, pool.submit(
+            claim, maker, c.port, device_id=c.uid, name=c.name, host=c.host,
+            groups=c.groups)) for c in claims]
+        for uid, future in futures:
+            beat()
+            try:
+                out[uid] = future.result()
+            except Exception as exc:  # noqa: BLE001 - the caller's to tell
+                out[uid] = exc
+    return out
 
 
 def give_back(cloud: osa.OpenStack, port_ids: Sequence[str]) -> int:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from oslo_config import cfg
 
@@ -217,10 +217,14 @@ class PortPools:
         return new
 
     # -- pods ------------------------------------------------------------------------
-    def serve(self, create: list[str], pods: Pods) -> Served:
+    def serve(self, create: list[str], pods: Pods, *,
+              own: Container[str] = ()) -> Served:
         """Pool ports for the pods ``create`` (each bound to its node), at
         once (see the module); their updates follow in the background
-        (:mod:`.claims`). A pod's node gets a pool on first demand."""
+        (:mod:`.claims`), but those of the pods ``own`` names, which the
+        caller makes itself before their PodPorts (a pod a NetworkPolicy
+        selects: its groups in the claim). A pod's node gets a pool on
+        first demand."""
         if not self.enabled or not create:
             return Served(rest=list(create))
         out = Served()
@@ -245,8 +249,9 @@ class PortPools:
                 out.taken.append((uid, port))
                 counted.hits += 1
         for uid, port in out.taken:
-            self.claims.submit(port, uid, port_name(pods, uid, self.tag()),
-                               pods[uid].node)
+            if uid not in own:
+                self.claims.submit(port, uid, port_name(pods, uid, self.tag()),
+                                   pods[uid].node)
         self.wake.set()
         self.publish()
         return out

@@ -6,7 +6,9 @@ runtime.Runtime`), and passed to a constructor: nothing is wired after
 construction. The order is the dependencies': the report, then the
 PodPort writer and the status (which share what each PodPort says), the
 port maker (whose modes the report tells), the scope of our ports, the
-pools and their refill, the provisioning step, the handler.
+pools and their refill, the NetworkPolicy guard (only where the
+``network_policy`` handler runs too: :mod:`.guard`), the provisioning
+step, the handler.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from kuryr_supervisor.controller.pools.refill import Refill
 from kuryr_supervisor.controller.ports.batch import MAX_PORTS, Batch
 from kuryr_supervisor.controller.ports.book import PodBook
 from kuryr_supervisor.controller.ports.gone import Gone
+from kuryr_supervisor.controller.ports.guard import PolicyGuard, wanted
 from kuryr_supervisor.controller.ports.handler import NeutronPortHandler
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
 from kuryr_supervisor.controller.ports.podports import PodPortWriter
@@ -48,11 +51,13 @@ def build(rt: Runtime, *, batch: Batch | None = None) -> NeutronPortHandler:
                       tag=lambda: str(owned.tag))
     retries = Retries(rt)
     book = PodBook()
+    guard = PolicyGuard(cloud, client, tag=owned.cluster_tag) \
+        if wanted(opts.handlers) else None
     provision = Provision(
         book, cloud=cloud, maker=maker, writer=writer, owned=owned,
         pools=pools, pace=pace, retries=retries, report=report,
         status=status, announcer=ctx.announcer, fence=ctx.fence,
-        in_flight=int(opts.port_create_requests), beat=rt.beat)
+        in_flight=int(opts.port_create_requests), beat=rt.beat, guard=guard)
     return NeutronPortHandler(
         rt, client=client, cloud=cloud, book=book, pace=pace, report=report,
         status=status, retries=retries,

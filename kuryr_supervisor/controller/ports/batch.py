@@ -130,7 +130,8 @@ def create(maker: PortMaker, devices: Sequence[tuple[str, str]], *,
            hosts: Mapping[str, str] | None = None,
            beat: Callable[[], None] = lambda: None,
            on_made: Callable[[dict[str, osa.Port]], None] | None = None,
-           announce: Callable[[list[str], float], None] = unannounced
+           announce: Callable[[list[str], float], None] = unannounced,
+           groups: Mapping[str, tuple[str, ...]] | None = None
            ) -> Outcome:
     """Ports for ``devices`` ((port name, pod UID) pairs), in requests
     sized and timed by ``pace`` (the handler's: ``[controller]``'s
@@ -142,11 +143,13 @@ def create(maker: PortMaker, devices: Sequence[tuple[str, str]], *,
     seconds)`` is called before each request is sent with its pods and
     how long it may plausibly still commit (``Pace.likely_for``, the
     create announcer); if it raises, that request and the rest are not
-    sent and their pods fail with its error. See the module for the other
-    failure rules."""
+    sent and their pods fail with its error. ``groups``: UID -> the
+    security groups of its port (absent: the project's default group),
+    per port in the bulk body. See the module for the other failure
+    rules."""
     out = Outcome()
     tags = [tag] if tag else []
-    hosts = hosts or {}
+    hosts, groups = hosts or {}, groups or {}
     todo = list(devices)
     stop: Exception | None = None        # Neutron is out: send no more
     running: dict[concurrent.futures.Future[list[osa.Port]],
@@ -155,8 +158,8 @@ def create(maker: PortMaker, devices: Sequence[tuple[str, str]], *,
         max_workers=max(1, in_flight), thread_name_prefix="port-create")
 
     def wants(chunk: Sequence[tuple[str, str]]) -> list[Want]:
-        return [Want(name, uid, host=hosts.get(uid, ""), derive=True)
-                for name, uid in chunk]
+        return [Want(name, uid, host=hosts.get(uid, ""), derive=True,
+                     groups=groups.get(uid)) for name, uid in chunk]
     try:
         while todo or running:
             while todo and stop is None and \

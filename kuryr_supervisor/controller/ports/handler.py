@@ -30,6 +30,11 @@ lists, finds every pod's port, and writes nothing, to Neutron or to
 Kubernetes, but the release of what pods that finished meanwhile still
 hold (:mod:`.finished`).
 
+NetworkPolicy: beside the ``network_policy`` handler, a pod a policy
+selects when it is created gets its port in its policies' groups, and
+its address in the peer address groups, before its PodPort is written
+(:mod:`.guard`, the provisioning's; its watches run beside the pods').
+
 Composition: the handler holds its pods' record (:class:`~.book.PodBook`)
 and the watch's callbacks; each step is a collaborator given to it, built
 once the clients exist by its build function (:func:`.assembly.build`, the
@@ -94,7 +99,11 @@ from kuryr_supervisor.controller.ports.retry import Retries
 from kuryr_supervisor.controller.ports.status import PortStatus
 from kuryr_supervisor.controller.runtime import Runtime
 from kuryr_supervisor.kubernetes import client as k8s
-from kuryr_supervisor.kubernetes.clusterpods import ClusterPod, ClusterPods
+from kuryr_supervisor.kubernetes.clusterpods import (
+    ClusterPod,
+    ClusterPods,
+    cluster_pod,
+)
 from kuryr_supervisor.state import Fault
 
 LOG = logging.getLogger(__name__)
@@ -137,7 +146,13 @@ class NeutronPortHandler:
                 if announcer is not None:
                     self.held = self._inherited(announcer, stopping)
                 self.refill.start(stopping)
-                self.rt.informer(ClusterPods(self.client, beat=self._beat),
+                guard = self.provision.guard
+                decode = cluster_pod
+                if guard is not None:
+                    guard.run(self.rt, stopping)
+                    decode = guard.decode
+                self.rt.informer(ClusterPods(self.client, beat=self._beat,
+                                             decode=decode),
                                  self, heartbeat=self.tick,
                                  wake_in=self.wake_in).run(stopping)
             finally:
@@ -214,10 +229,12 @@ class NeutronPortHandler:
 
     # -- the informer's sink ---------------------------------------------------------
     def replace_all(self, pods: Iterable[ClusterPod], resource_version: str) -> None:
-        book = self.book
+        book, guard = self.book, self.provision.guard
         old, need, placed = book.pods, set(), []
         records, newly = [], []
         for pod in pods:
+            if guard is not None:
+                guard.seen(pod)
             before = old.get(pod.uid)
             if pod.finished or (before is not None and before.finished):
                 # needs none, ever again
@@ -262,6 +279,8 @@ class NeutronPortHandler:
 
     def upsert(self, pod: ClusterPod) -> None:
         book = self.book
+        if self.provision.guard is not None:
+            self.provision.guard.seen(pod)
         record = book.get(pod.uid)
         if pod.finished or (record is not None and record.finished):
             self._finish(pod)
@@ -332,6 +351,8 @@ class NeutronPortHandler:
         self.pools.placed(uid, "")
         self.report.forget(uid)
         self.status.forget(uid)
+        if self.provision.guard is not None:
+            self.provision.guard.forget(uid)
 
     def _release(self, uid: str, ports: list[str], *, look_up: bool) -> None:
         """A finished pod's PodPort and ``ports`` (and, with ``look_up``,

@@ -19,6 +19,14 @@ the report, the announcer, the write fence) and the handler's
    the slowest one (:mod:`.podports`), with the port's status when
    Neutron says more than DOWN.
 
+Beside the ``network_policy`` handler (a :class:`~.guard.PolicyGuard`),
+a pod is never handed a port that admits more than its policies allow:
+its security groups go in its create (per port in the bulk body) or in
+the one PUT that claims its pool port, made here before its PodPort
+rather than in the background, and its address joins the peer address
+groups it belongs in (one call per group and request) before its PodPort
+is written. Without the guard nothing of this is asked or called.
+
 Idempotency: where the MACs are derived, a create sent twice for a pod is
 refused by Neutron the second time (the port the first made is adopted),
 so a create whose answer was lost is sent again at the next try, and the
@@ -54,6 +62,7 @@ from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.ports import batch
 from kuryr_supervisor.controller.ports.book import PodBook
+from kuryr_supervisor.controller.ports.guard import PolicyGuard
 from kuryr_supervisor.controller.ports.owned import OwnedPorts
 from kuryr_supervisor.controller.ports.podports import (
     Kept,
@@ -82,7 +91,8 @@ class Provision:
                  report: PortReport, status: PortStatus,
                  announcer: Announcer | None, in_flight: int,
                  beat: Callable[[], None],
-                 fence: WriteFence | None = None) -> None:
+                 fence: WriteFence | None = None,
+                 guard: PolicyGuard | None = None) -> None:
         self.book, self.cloud, self.writer = book, cloud, writer
         self.maker, self.owned, self.pools = maker, owned, pools
         self.pace, self.retries = pace, retries
@@ -90,6 +100,10 @@ class Provision:
         self.announcer = announcer
         self.fence = fence or WriteFence()
         self.in_flight, self.beat = in_flight, beat
+        self.guard = guard
+        #: pod UID -> its port's security groups (None: the defaults), of
+        #: the pods being provisioned (a guard's)
+        self.groups: dict[str, tuple[str, ...] | None] = {}
         #: uid -> until when (pace clock) its announced create may commit
         self.announced: dict[str, float] = {}
 
@@ -111,14 +125,54 @@ class Provision:
             and pod.inflight > now]
         self.retries.wait(waiting)       # their create may still commit
         free = [u for u in create if u in book and u not in waiting]
-        served = self.pools.serve(free, book.pods)
+        if self.guard is not None:
+            free = self._guarded(free)
+        own = {u for u in free if self.groups.get(u) is not None}
+        served = self.pools.serve(free, book.pods, own=own)
         for uid, port in served.taken:
             book.holds(uid, port.id)
-        self.write(write + served.taken)    # ports that existed: at once
+        taken = served.taken
+        if own:
+            taken = self._claim(taken, own)
+        self.write(write + taken)    # ports that existed: at once
         if served.rest:
             self._create(served.rest)
         if not self.maker.modes.bind:       # Neutron refused binding:host_id
             self.pools.unbind("a pod's port create was refused")
+
+    def _guarded(self, free: list[str]) -> list[str]:
+        """The pods of ``free`` whose groups the guard could say (each
+        one's in :attr:`groups`); the others wait or fail."""
+        assert self.guard is not None
+        try:
+            groups, unknown = self.guard.groups(free)
+        except osa.OpenStackError as exc:
+            self.retries.failed(free, exc, self.book.pods)
+            return []
+        self.retries.wait(unknown)
+        self.groups = groups
+        return [u for u in free if u in groups]
+
+    def _claim(self, taken: list[tuple[str, osa.Port]], own: set[str]
+               ) -> list[tuple[str, osa.Port]]:
+        """The pool ports of the pods ``own`` names claimed here, their
+        groups in the claim's PUT, a few at once; the others' claims
+        follow in the background. A claim that fails leaves its pod
+        waiting for the next resync (which finds the port as it is)."""
+        book, tag = self.book, self.owned.tag
+        done = poolports.claim_all(self.maker, [poolports.Claim(
+            port, uid, book.port_name(uid, tag), book.node(uid),
+            self.groups.get(uid)) for uid, port in taken if uid in own],
+            workers=self.in_flight, beat=self.beat)
+        out = [(u, p) for u, p in taken if u not in own]
+        for uid, got in done.items():
+            if isinstance(got, Exception):
+                LOG.info("pool port of pod %s not claimed with its "
+                         "security groups: %s", uid, got)
+                self.retries.failed([uid], got, book.pods)
+            else:
+                out.append((uid, got))
+        return out
 
     def _create(self, create: list[str]) -> None:
         """Ports for ``create`` in bulk, each request's PodPorts written
@@ -145,7 +199,9 @@ class Provision:
             self.maker, devices, tag=tag, pace=self.pace,
             hosts={u: book.node(u) for _, u in devices},
             beat=self.beat, in_flight=self.in_flight, on_made=made,
-            announce=self.announce)
+            announce=self.announce,
+            groups={u: g for u in create
+                    if (g := self.groups.get(u)) is not None})
         if out.made:
             LOG.info("created %d of %d ports asked in bulk", len(out.made),
                      len(devices))
@@ -160,6 +216,10 @@ class Provision:
         """What the pods whose ports were not made wait for (see the
         module); ``made``: some ports were."""
         book = self.book
+        if self.guard is not None and any(
+                isinstance(e, osa.OpenStackRefused) and e.status == 404
+                for e in failed.values()):
+            self.guard.stale()          # a group named is gone
         full = [book.pods[u] for u, e in failed.items()
                 if isinstance(e, wire.SubnetFull) and u in book]
         if full:
@@ -207,7 +267,8 @@ class Provision:
                     raise osa.OpenStackRefused("no right to bind", 403)
                 claimed = poolports.claim(
                     self.maker, port, device_id=uid,
-                    name=book.port_name(uid, tag), host=node)
+                    name=book.port_name(uid, tag), host=node,
+                    groups=self.groups.get(uid))
             except osa.OpenStackError as exc:
                 LOG.info("pod %s starves (the port quota is used up) and "
                          "pool port %s cannot be bound to %s (%s): given "
@@ -255,6 +316,14 @@ class Provision:
         ``new``: the ports were just made (their status is written with
         their PodPorts when Neutron says more than DOWN)."""
         book = self.book
+        if self.guard is not None and write:
+            try:
+                joined = self.guard.join(write)
+            except osa.OpenStackError as exc:
+                joined = {uid: exc for uid, _ in write}
+            for uid, why in joined.items():
+                self.retries.failed([uid], why, book.pods)
+            write = [(u, p) for u, p in write if u not in joined]
         items = []
         for uid, port in write:
             pod = book.get(uid)
