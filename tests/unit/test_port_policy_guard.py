@@ -83,9 +83,11 @@ def pooled(api: FakeAPI, pooled_cloud: FakeCloud,
     yield from _world(api, pooled_cloud, tmp_path)
 
 
-def port_handler(world: World, *handlers: str) -> NeutronPortHandler:
+def port_handler(world: World, *handlers: str,
+                 synced: bool = True) -> NeutronPortHandler:
     """The port handler as its process builds it, ``[controller]
-    handlers`` as given, its batch window on a clock the test moves."""
+    handlers`` as given, its batch window on a clock the test moves;
+    ``synced``: its watches of the policies and namespaces listed."""
     world.conf.set_override("handlers", list(handlers), "controller")
     ctx = HandlerContext(world.conf, Counts(), lambda ready: None,  # type: ignore[arg-type]
                          component="handler:neutron_port")  # type: ignore[arg-type]
@@ -94,11 +96,18 @@ def port_handler(world: World, *handlers: str) -> NeutronPortHandler:
         openstack=osa.OpenStack.from_conf(world.conf)),
         batch=Batch(clock=Steps()))
     guard = getattr(handler.provision, "guard", None)
-    if guard is not None:           # what its watches list first
+    if guard is not None and synced:    # what its watches list first
+        sync(handler)
+    return handler
+
+
+def sync(handler: NeutronPortHandler) -> None:
+    """What the guard's watches list first."""
+    guard = getattr(handler.provision, "guard", None)
+    if guard is not None:
         for kind, source in guard.sources():
             items, _ = source.list("0")
             guard.book.replace(kind, items)
-    return handler
 
 
 def listed(handler: NeutronPortHandler) -> None:
@@ -265,6 +274,26 @@ def test_a_port_in_no_group_whose_policy_went_gets_the_defaults(
     wait_for(lambda: pod_port(world, web)["security_groups"] == [
         defaults.get(world.cloud.project_id)])
     world.settle(running)
+
+
+def test_a_pod_waits_until_the_policies_are_listed(world: World) -> None:
+    """Before its watches have listed the policies and namespaces, the
+    port handler makes no port (it cannot say its groups): the pod waits
+    for the next round, then gets its port in its groups."""
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    groups_made(world)
+    handler = port_handler(world, "neutron_port", "network_policy",
+                           synced=False)
+    web = world.pod("shop", "web-1", WEB, port=False)
+    listed(handler)
+    assert world.cloud.ports(device_id=web["metadata"]["uid"]) == []
+    assert ("shop", "web-1") not in world.api.podports
+    assert web["metadata"]["uid"] in handler.retries.pending
+    sync(handler)
+    handler.resync(set(handler.retries.pending))    # the retry round
+    assert ("shop", "web-1") in world.api.podports
+    assert set(pod_port(world, web)["security_groups"]) == \
+        wanted_ids(world, web)
 
 
 def test_without_the_policy_handler_nothing_more_is_asked(
