@@ -36,6 +36,7 @@ from tests.fixtures.fakeapi import FakeAPI
 from tests.fixtures.netpol import e2ecases, reference
 from tests.fixtures.netpol.ovnpods import (
     PolicyPods,
+    datapath_faults,
     set_quotas,
     settle,
     writes_by_kind,
@@ -177,6 +178,9 @@ def test_policies_agree_with_the_reference(cluster: Cluster) -> None:
                       before=before if case.writes else None)
         t1 = time.monotonic()
         got = pods.probe(probes)
+        faults = datapath_faults(stack)
+        assert not faults, f"{case.name}: a node's ovs-vswitchd died (an " \
+            f"Open vSwitch fault, not a policy's): {faults}"
         want = expected(api, probes)
         bad = [(p, g) for p, g, w in zip(probes, got, want, strict=True)
                if g != w]
