@@ -5,45 +5,67 @@ model's security groups, rules, address groups and ports' groups are put
 in a simulated Neutron (tests/fixtures/netpol/neutron.py: a port admits a
 connection iff some rule of one of its groups matches; stateful) and every
 probe (pod to pod, to and from outside, to and from the nodes; TCP, UDP,
-SCTP; eight ports) must get the reference's answer."""
+SCTP; eight ports) must get the reference's answer.
+
+The pods no policy selects are in the project's ``default`` group as
+Neutron makes it (ingress from its own members only) with what a
+deployment adds to it, never the pod subnet: the nodes' group (the
+network-health handler's rule, the kubelet's probes) and the outside
+addresses it exposes its pods to. A pod a policy selects leaves
+``default``, so it reaches the pods no policy selects only through the
+model's own rule in ``default`` (its ``selected`` marker): without it, the
+worlds disagree (:func:`test_without_the_default_rule_they_disagree`)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 import pytest
 
 from kuryr_supervisor.controller.policy import spec
 from kuryr_supervisor.controller.policy.desired import (
+    Desired,
     Infrastructure,
-    SecurityGroup,
     desired,
 )
 from kuryr_supervisor.controller.policy.naming import Naming
 from kuryr_supervisor.controller.policy.rules import SgRule
 from tests.fixtures.netpol import worlds
-from tests.fixtures.netpol.neutron import Cloud
+from tests.fixtures.netpol.neutron import Cloud, neutron_default
 from tests.fixtures.netpol.reference import allowed
 
 NAMING = Naming("kuryr-supervisor:test-cluster")
-#: The pods' default group, as Kubernetes needs it of a pod no policy
-#: selects: it admits everything, both ways.
-OPEN = SecurityGroup("default", "", frozenset(
-    SgRule(d, "IPv4") for d in ("ingress", "egress")))
+#: The outside a deployment exposes its pods to (the worlds' outside
+#: addresses), by family.
+EXPOSED = {"IPv4": ("203.0.113.0/24", "198.51.100.0/24"),
+           "IPv6": ("2001:db8::/32",)}
 CASES = [(i, c) for i, c in enumerate(worlds.CLASSES)] + \
     [(100 + i, "") for i in range(10)]
 
 
-def cloud(w: worlds.World, families: tuple[str, ...] = ("IPv4",)) -> Cloud:
-    pods = [spec.pod(p) for p in w.pods]
-    want = desired([spec.policy(p) for p in w.policies], pods,
+def deployment(families: tuple[str, ...]) -> list[SgRule]:
+    """What a deployment adds to ``default`` (see the module): the nodes'
+    group, the outside it exposes; never the pod subnet."""
+    return [SgRule("ingress", f, remote_group="nodes") for f in families] + \
+        [SgRule("ingress", f, remote_ip_prefix=p) for f in families
+         for p in EXPOSED[f]]
+
+
+def model(w: worlds.World, families: tuple[str, ...] = ("IPv4",)) -> Desired:
+    return desired([spec.policy(p) for p in w.policies],
+                   [spec.pod(p) for p in w.pods],
                    [spec.namespace(n) for n in w.namespaces], NAMING,
                    infrastructure=Infrastructure(
                        {n: (ip,) for n, ip in worlds.NODES.items()}),
                    families=families)
-    default = OPEN if families == ("IPv4",) else SecurityGroup(
-        "default", "", frozenset(SgRule(d, f) for d in ("ingress", "egress")
-                                 for f in families))
-    return Cloud(want, {p.key: p.ips for p in pods}, default)
+
+
+def cloud(w: worlds.World, families: tuple[str, ...] = ("IPv4",),
+          want: Desired | None = None) -> Cloud:
+    pods = [spec.pod(p) for p in w.pods]
+    return Cloud(want or model(w, families), {p.key: p.ips for p in pods},
+                 neutron_default(families, deployment(families)),
+                 members={"nodes": worlds.NODES.values()})
 
 
 def _source(src: dict | str, dst: str) -> str:
@@ -54,9 +76,10 @@ def _source(src: dict | str, dst: str) -> str:
 
 
 def disagreements(w: worlds.World, families: tuple[str, ...] = ("IPv4",),
-                  probes: Iterable[worlds.Probe] | None = None
+                  probes: Iterable[worlds.Probe] | None = None,
+                  want: Desired | None = None
                   ) -> tuple[int, int, list[str]]:
-    made, wrong, admitted = cloud(w, families), [], 0
+    made, wrong, admitted = cloud(w, families, want), [], 0
     count = 0
     for src, dst, port, proto in (probes or worlds.probes(w)):
         count += 1
@@ -85,6 +108,34 @@ def test_the_model_admits_what_the_reference_allows(seed: int,
 
 def test_enough_cases() -> None:
     assert len(CASES) >= 15 and set(worlds.CLASSES) <= {c for _, c in CASES}
+
+
+def _crossing(w: worlds.World) -> int:
+    """The probes the reference allows from a pod a policy selects to a
+    pod none selects."""
+    selected = model(w).ports
+    unselected = {p["status"]["podIP"] for p in w.pods
+                  if spec.pod(p).key not in selected}
+    return sum(1 for src, dst, port, proto in worlds.probes(w)
+               if not isinstance(src, str) and dst in unselected
+               and spec.pod(src).key in selected
+               and allowed(w.policies, w.pods, w.namespaces, src, dst, port,
+                           proto, nodes=worlds.NODES))
+
+
+def test_without_the_default_rule_they_disagree() -> None:
+    """Most worlds have a pod a policy selects reach a pod none selects;
+    without the model's rule in ``default`` (Neutron's admits its members
+    only) every one of those probes disagrees, and only those."""
+    crossing = {seed: _crossing(worlds.world(seed, first))
+                for seed, first in CASES}
+    assert sum(1 for n in crossing.values() if n) >= len(CASES) // 2, \
+        crossing
+    for seed, first in CASES:
+        w = worlds.world(seed, first)
+        bare = dataclasses.replace(model(w), default_rules=frozenset())
+        _, _, wrong = disagreements(w, want=bare)
+        assert len(wrong) == crossing[seed], (seed, wrong[:5])
 
 
 @pytest.mark.parametrize("seed", [200, 201, 202])

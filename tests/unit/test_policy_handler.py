@@ -370,3 +370,60 @@ def test_a_group_on_a_port_whose_pod_is_gone_is_detached_then_deleted(
         world.neutron.security_groups(
             name="default", project_id=world.cloud.project_id)[0].id]
     assert world.events("PolicyFailed") == []
+
+
+def _default_rules(world: World) -> list[dict]:
+    """The rules of the project's default group naming one of ours."""
+    default = world.neutron.security_groups(
+        name="default", project_id=world.cloud.project_id)[0].id
+    ours = {g["id"] for g in world.groups().values()}
+    return [r for r in world.cloud.admin(
+        "GET", "/v2.0/security-group-rules",
+        security_group_id=default).expect(200)["security_group_rules"]
+        if r.get("remote_group_id") in ours]
+
+
+def test_the_default_group_admits_the_pods_a_policy_selects(
+        world: World) -> None:
+    """A pod a policy selects leaves ``default``, which admits its own
+    members only: the handler's ``selected`` marker, on every selected
+    pod's port, is admitted by one rule in ``default``, so the selected
+    pods still reach the pods no policy selects. Made once, a restart
+    writes nothing, made again once deleted behind the handler's back,
+    gone with the marker once no policy is left."""
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    first = world.start()
+    world.converged()
+    world.settle(first)
+    marker = world.groups()[world.naming.own("selected")]
+    assert [r for r in marker["security_group_rules"]] == []
+    for name in ("web-1", "web-2", "client-1"):
+        uid = world.api.pods[("shop", name)]["metadata"]["uid"]
+        assert marker["id"] in world.port_groups(uid), name
+    dns = world.api.pods[("ops", "dns-1")]["metadata"]["uid"]
+    assert marker["id"] not in world.port_groups(dns)
+    [rule] = _default_rules(world)
+    assert (rule["direction"], rule["ethertype"], rule["protocol"],
+            rule["remote_group_id"]) == ("ingress", "IPv4", None,
+                                         marker["id"])
+    first.stop()
+    since = time.time()
+    second = world.start()
+    world.settle(second)
+    assert world.writes(since) == []
+    world.cloud.admin("DELETE", "/v2.0/security-group-rules/"
+                      f"{rule['id']}").expect(204)
+    policyhandler.wait_for(lambda: len(_default_rules(world)) == 1)
+    world.settle(second)
+    policyhandler.wait(0.5)
+    [again] = _default_rules(world)
+    assert again["remote_group_id"] == marker["id"]
+    world.api.delete_networkpolicy("shop", "deny-all")
+    world.converged()
+    assert world.groups() == {} and _default_rules(world) == []
+    default = world.neutron.security_groups(
+        name="default", project_id=world.cloud.project_id)[0].id
+    assert not [r for r in world.cloud.admin(
+        "GET", "/v2.0/security-group-rules", security_group_id=default,
+        remote_group_id=marker["id"]).expect(200)["security_group_rules"]]

@@ -175,7 +175,7 @@ def test_the_groups_of_a_pod_port() -> None:
     only_in = port_groups(web, [ingress, other], NAMING)
     assert only_in == tuple(sorted((
         NAMING.policy("np-a-i"), NAMING.own("base"), NAMING.node("n1"),
-        NAMING.own("open-egress"))))
+        NAMING.own("open-egress"), NAMING.own("selected"))))
     both = port_groups(web, [ingress, egress], NAMING) or ()
     assert NAMING.own("open-egress") not in both
     assert NAMING.own("open-ingress") not in both
@@ -184,14 +184,24 @@ def test_the_groups_of_a_pod_port() -> None:
 
 
 def test_the_handlers_own_groups_and_the_quota_formula() -> None:
-    """Groups: policies + their variants + 3 of the handler's own + one a
-    node; address groups: distinct peer sets + the canaries'."""
+    """Groups: policies + their variants + 4 of the handler's own + one a
+    node; address groups: distinct peer sets + the canaries'; rules in the
+    default group: one a family, from the ``selected`` marker (which has
+    none), whose members are the pods a policy selects."""
     pols = [spec.policy(policy("a", f"p{i}", ingress=[{"from": [PEER]}]))
             for i in range(4)]
     infra = Infrastructure({"n1": ("192.168.0.1",), "n2": ("192.168.0.2",)},
                            ("10.9.0.1",))
     want = desired(pols, pods(20), NSS, NAMING, infrastructure=infra)
-    assert len(want.groups) == 4 + 0 + 3 + 2
+    assert len(want.groups) == 4 + 0 + 4 + 2
+    marker = NAMING.own("selected")
+    assert want.groups[marker].rules == frozenset()
+    assert {(r.direction, r.ethertype, r.protocol, r.remote_group)
+            for r in want.default_rules} == {("ingress", "IPv4", None, marker)}
+    assert all(marker in names for names in want.ports.values())
+    assert len(want.ports) == 20
+    dual = desired(pols, pods(2), NSS, NAMING, families=("IPv4", "IPv6"))
+    assert {r.ethertype for r in dual.default_rules} == {"IPv4", "IPv6"}
     assert len(want.address_groups) == 1 + 1
     assert want.address_groups[NAMING.own("canaries")].addresses == \
         {"10.9.0.1/32"}

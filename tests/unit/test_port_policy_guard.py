@@ -174,6 +174,10 @@ def test_a_selected_pods_port_is_made_in_its_groups_and_its_peers_join(
                                                               "client-1")}
     web_port, client_port = pod_port(world, web), pod_port(world, client)
     assert set(web_port["security_groups"]) == wanted_ids(world, web)
+    # ... the selected pods' marker among them, from the create: the
+    # default group admits it (the pods no policy selects stay reached).
+    marker = world.groups()[world.naming.own("selected")]["id"]
+    assert marker in web_port["security_groups"]
     default = world.cloud.neutron.security_groups[world.cloud.project_id]
     assert client_port["security_groups"] == [default]   # not selected
     client_ip = client_port["fixed_ips"][0]["ip_address"]

@@ -1,6 +1,9 @@
 """Neutron's security groups and their rules, as the controller uses them:
 the nodes' group (which admits the nodes' ports into the pods' group) is
-found by name in the project, made, tagged, and given its rules.
+found by name in the project, made, tagged, and given its rules; a group
+that is not ours (the project's ``default``) is given the one rule that
+admits the members of one of ours (:meth:`SecurityGroupCalls.admit_group`:
+the nodes' group, the pods a NetworkPolicy selects), never twice.
 
 Kept apart from :mod:`.neutron` (ports, subnets, quotas) so a change of
 the groups' calls touches this module only. :class:`SecurityGroupCalls`
@@ -11,7 +14,7 @@ an outage (:class:`~.wire.OpenStackUnavailable`), as for ports.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 from kuryr_supervisor.controller.openstack.wire import (
@@ -176,3 +179,32 @@ class SecurityGroupCalls:
         rule = data.get("security_group_rule") if isinstance(data, dict) \
             else None
         return _rule(rule).id
+
+    def admitted(self, security_group_id: str,
+                 remote_group_id: str) -> set[str]:
+        """The ethertypes in which ``security_group_id`` admits ingress of
+        every protocol from the members of ``remote_group_id`` (one
+        GET)."""
+        return {r.ethertype for r in self.security_group_rules(
+            security_group_id=security_group_id,
+            remote_group_id=remote_group_id, direction="ingress")
+            if not r.protocol}
+
+    def admit_group(self, security_group_id: str, remote_group_id: str,
+                    ethertypes: Sequence[str] = ("IPv4",), *,
+                    present: Collection[str] | None = None) -> list[str]:
+        """``security_group_id`` made to admit ingress of every protocol
+        from the members of ``remote_group_id`` in each of ``ethertypes``:
+        a rule each that is not ``present`` (None: :meth:`admitted` asked);
+        the ethertypes of the rules made now (one Neutron says exists is
+        not made, and no error)."""
+        if present is None:
+            present = self.admitted(security_group_id, remote_group_id)
+        made = []
+        for ethertype in ethertypes:
+            if ethertype not in present and self.create_security_group_rule(
+                    security_group_id=security_group_id,
+                    remote_group_id=remote_group_id, direction="ingress",
+                    ethertype=ethertype):
+                made.append(ethertype)
+        return made

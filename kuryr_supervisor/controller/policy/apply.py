@@ -11,6 +11,12 @@ step, and every delete possible:
 2. security groups: made (then Neutron's two "allow all egress" rules
    removed), their missing rules made in one bulk call, then the rules no
    longer wanted deleted;
+   Then the default groups' rules (:attr:`.desired.Desired.default_rules`:
+   ingress from the ``selected`` marker) made where missing, before a port
+   leaves the default groups for the marker: what it reached stays
+   reachable. What a default group holds is asked once after each full
+   look (one GET), then known: a restart writes nothing, a rule deleted
+   behind the handler's back is made again after the next look;
 3. the pods' ports (:mod:`.portgroups`): one PUT per port whose groups
    differ (a pod no policy selects any more goes back to the default
    groups); at most ``ports_per_pass`` a pass, the rest in the next;
@@ -79,6 +85,7 @@ class Pass:
     def run(self) -> Result:
         self._address_groups()
         self._groups()
+        self._default_rules()
         self.ports.apply(self.desired.ports, self.uids, self.find_ports)
         if self.inv.proven:
             sweep(self.api, self.inv, self.desired, self.tally, self.ports)
@@ -159,3 +166,29 @@ class Pass:
             self.out.writes["delete"] += 1
             rules.remove(rule)
             inv.groups[name] = dataclasses.replace(have, rules=tuple(rules))
+
+    # -- 2b. the default groups' rules --------------------------------------
+    def _default_rules(self) -> None:
+        inv = self.inv
+        for rule in sorted(self.desired.default_rules, key=SgRule.sort_key):
+            name = rule.remote_group or ""
+            remote = inv.groups.get(name)
+            if remote is None:
+                self._wait([name])        # the marker is not made yet
+                continue
+            for group_id in inv.defaults:
+                key = (group_id, remote.id)
+                try:
+                    if key not in inv.admitted:
+                        inv.admitted[key] = self.api.admitted(*key)
+                    made = self.api.admit_group(
+                        *key, [rule.ethertype], present=inv.admitted[key])
+                except OpenStackRefused as exc:
+                    if exc.status == 404:       # a group gone meanwhile
+                        self.out.again()
+                        self._wait([name])
+                    else:
+                        self._refused(name, exc)
+                    continue
+                inv.admitted[key].add(rule.ethertype)
+                self.out.writes["rule"] += len(made)

@@ -21,7 +21,14 @@ Groups on a pod's port (:func:`port_groups`):
     ``open-egress`` when none is of type ``Egress``: a port that leaves its
     default groups must still admit everything in the direction it is not
     isolated in, as Kubernetes defines it (a policy's own group holds only
-    the rules of its types, never an "allow all" for the other one).
+    the rules of its types, never an "allow all" for the other one);
+  - ``selected``: a marker, no rule of its own, that the default groups
+    admit (:attr:`Desired.default_rules`). Neutron's ``default`` group
+    admits ingress from its own members only, and a selected pod leaves
+    it: without the marker, it could not reach a pod no policy selects,
+    which Kubernetes says admits everything. The rule names the marker,
+    not the pod subnet: the default groups admit nothing they did not
+    admit before but the pods that left them.
 
 Everything else is per policy (:mod:`.rules`) and per peer set
 (:mod:`.peers`). Neutron adds two "allow all egress" rules to every group
@@ -75,11 +82,14 @@ class Infrastructure:
 @dataclasses.dataclass(frozen=True)
 class Desired:
     """Security groups and address groups by name; pod (namespace, name)
-    -> the groups of its port (absent: its default groups)."""
+    -> the groups of its port (absent: its default groups); the rules each
+    default group must hold beside its own (never removed from it: a
+    deleted marker takes them with it)."""
 
     groups: Mapping[str, SecurityGroup]
     address_groups: Mapping[str, AddressGroup]
     ports: Mapping[tuple[str, str], tuple[str, ...]]
+    default_rules: frozenset[SgRule] = frozenset()
 
 
 def _selects(policy: Policy, pod: Pod) -> bool:
@@ -102,6 +112,7 @@ def port_groups(pod: Pod, policies: Iterable[Policy], naming: Naming
     names |= {naming.policy(p.uid, variant(named)) for p in mine
               if "Ingress" in p.types and (named := named_ports(p, pod))}
     names.add(naming.own("base"))
+    names.add(naming.own("selected"))
     if pod.node:
         names.add(naming.node(pod.node))
     if not ingress:
@@ -125,7 +136,19 @@ def own_groups(naming: Naming, families: tuple[str, ...],
         SecurityGroup(naming.own("open-ingress"), "not isolated for ingress",
                       frozenset(SgRule("ingress", f) for f in families)),
         SecurityGroup(naming.own("open-egress"), "not isolated for egress",
-                      frozenset(SgRule("egress", f) for f in families))]
+                      frozenset(SgRule("egress", f) for f in families)),
+        SecurityGroup(naming.own("selected"),
+                      "selected by a policy: admitted by the default group",
+                      frozenset())]
+
+
+def default_rules(naming: Naming, families: tuple[str, ...]
+                  ) -> frozenset[SgRule]:
+    """The rules the default groups hold for the pods a policy selects:
+    ingress, any protocol, from the ``selected`` marker (see the
+    module)."""
+    return frozenset(SgRule("ingress", f, remote_group=naming.own("selected"))
+                     for f in families)
 
 
 def desired(policies: Iterable[Policy], pods: Iterable[Pod],
@@ -158,7 +181,8 @@ def desired(policies: Iterable[Policy], pods: Iterable[Pod],
                 members(peers, pods, by_name, families), peers))
     ports = {pod.key: found for pod in pods
              if (found := port_groups(pod, policies, naming)) is not None}
-    return Desired(groups, address_groups, ports)
+    return Desired(groups, address_groups, ports,
+                   default_rules(naming, families))
 
 
 def address_groups_of(pod: Pod, address_groups: Iterable[AddressGroup],

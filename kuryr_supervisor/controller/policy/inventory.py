@@ -67,6 +67,10 @@ class Inventory:
     #: node name -> its node port's addresses on the pod network
     node_ports: Mapping[str, tuple[str, ...]] = dataclasses.field(
         default_factory=dict)
+    #: (a default group's id, one of ours' id) -> the ethertypes in which
+    #: the first admits the second's members: asked once after each look
+    admitted: dict[tuple[str, str], set[str]] = dataclasses.field(
+        default_factory=dict)
 
     def group_ids(self) -> set[str]:
         return {g.id for g in self.groups.values()}

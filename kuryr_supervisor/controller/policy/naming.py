@@ -19,7 +19,7 @@ import re
 #: The tag of every object of the policy handler, beside the cluster's.
 POLICY_TAG = "kuryr-supervisor:policy"
 #: The handler's own security groups (see :mod:`.desired`).
-OWN = ("base", "open-ingress", "open-egress")
+OWN = ("base", "open-ingress", "open-egress", "selected")
 _UID = re.compile(r"[A-Za-z0-9-]{1,64}")
 
 

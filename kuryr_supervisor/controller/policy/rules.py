@@ -36,7 +36,9 @@ Named = tuple[tuple[str, str, int], ...]
 @dataclasses.dataclass(frozen=True)
 class SgRule:
     """A Neutron security-group rule; ``remote_address_group`` is the
-    address group's name (its id once made); no remote: any."""
+    address group's name (its id once made), ``remote_group`` a security
+    group's (its members' addresses: the rule the default groups hold,
+    :mod:`.desired`); no remote: any."""
 
     direction: str
     ethertype: str
@@ -45,6 +47,7 @@ class SgRule:
     port_range_max: int | None = None
     remote_ip_prefix: str | None = None
     remote_address_group: str | None = None
+    remote_group: str | None = None
 
     def sort_key(self) -> tuple[str, ...]:
         return tuple("" if v is None else str(v)

@@ -100,13 +100,7 @@ class NodeGroups:
         return group
 
     def _rule(self, group: str, remote: str, what: str) -> None:
-        if self.cloud.security_group_rules(security_group_id=group,
-                                           remote_group_id=remote,
-                                           direction="ingress"):
-            return
-        if self.cloud.create_security_group_rule(
-                security_group_id=group, remote_group_id=remote,
-                direction="ingress"):
+        if self.cloud.admit_group(group, remote):
             self.writes += 1
             LOG.info("made a security group rule: %s", what)
         self._beat()
