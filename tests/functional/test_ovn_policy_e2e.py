@@ -15,10 +15,10 @@ every probed port (TCP connect, UDP request and answer; a refusal is a
 timeout), and each answer is compared with what the reference evaluator
 says of the same objects. 100 % agreement, a table printed.
 
-The project's default security group is given an ingress rule from the
-pod subnet for the test (the admin guide's advice: pods a policy selects
-leave the default group and must still reach the pods none selects), and
-has it taken out after; every pod, namespace, port and process goes.
+The project's default security group is as Neutron made it: the pods a
+policy selects leave it and still reach the pods none selects through
+the handler's own rule in it (its ``selected`` marker group), nothing
+added by hand. Every pod, namespace, port and process goes after.
 """
 from __future__ import annotations
 
@@ -68,18 +68,6 @@ def expected(api: FakeAPI, probes: list[tuple[Any, ...]]) -> list[bool]:
             for src, dst, port, proto in probes]
 
 
-def _default_rule(stack: OvnStack, group: str) -> str:
-    """An ingress rule from the pod subnet in ``group``: its id, "" when
-    one was there already."""
-    answer = stack.admin("POST", "/v2.0/security-group-rules", {
-        "security_group_rule": {
-            "security_group_id": group, "direction": "ingress",
-            "ethertype": "IPv4", "remote_ip_prefix": stack.cidr}})
-    if answer.status == 409:
-        return ""
-    return str(answer.expect(201)["security_group_rule"]["id"])
-
-
 def ours(stack: OvnStack, tag: str) -> list[str]:
     """The names of the cluster's security and address groups."""
     groups = stack.admin("GET", "/v2.0/security-groups", tags=tag).expect(
@@ -125,13 +113,6 @@ class Cluster:
                 for name in e2ecases.PODS):
             labels, ports = e2ecases.PODS[name]
             self.pods.make(ns, name, nodes[i % len(nodes)], labels, ports)
-        [group] = stack.port(self.pods.pods[("ns-a", "web")].port_id)[
-            "security_groups"]
-        rule = _default_rule(stack, group)
-        if rule:
-            undo.callback(lambda: stack.admin(
-                "DELETE", f"/v2.0/security-group-rules/{rule}").expect(
-                    204, 404))
         stack.fabric.central.nbctl("--wait=hv", "sync")
 
     def _pods_gone(self) -> None:
