@@ -42,6 +42,7 @@ from benchmarks import (
     memory,
     ovs_binding,
     ovsdb_clients,
+    policy,
     probes,
     recovery,
     services,
@@ -66,6 +67,7 @@ BENCHMARKS: dict[str, Callable[[Context], Outcome]] = {
     "cri": cri.run, "dataplane": dataplane.run,
     "ovs-binding": ovs_binding.run, "ovsdb-clients": ovsdb_clients.run,
     "status": status.run, "health": health.run, "services": services.run,
+    "policy": policy.run,
 }
 
 
