@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -46,3 +49,44 @@ def _zombie(pid: int) -> bool:
             return f.read().split(") ")[1].startswith("Z")
     except OSError:
         return True
+
+
+def test_a_crashed_vswitchd_is_started_again_a_stopped_one_not(
+        namespaces: Namespaces) -> None:
+    """``respawn``: ovs-vswitchd dead of SIGABRT (a crash, as Debian 12's
+    userspace conntrack assertion) is started again and keeps its bridge;
+    one killed by SIGKILL (a stop) is not, nor one :meth:`close` stops."""
+    ns = namespaces.create()
+    bridge = "ksvf" + secrets.token_hex(4)
+    ovs = PrivateOVS(netns=ns, respawn=True).start()
+    try:
+        ovs.add_bridge(bridge)
+        first = ovs.vswitchd
+        assert first is not None
+        first.send_signal(signal.SIGABRT)
+        first.wait(10)
+        deadline = time.monotonic() + 20
+        while ovs.vswitchd is first or "Bridge" not in _appctl(ovs):
+            assert time.monotonic() < deadline, "not started again"
+            time.sleep(0.1)
+        assert "signal 6" in open(os.path.join(ovs.dir, "respawned.log")
+                                  ).read()
+        assert ovs.vsctl("list-br") == bridge
+        second = ovs.vswitchd
+        assert second is not None
+        second.kill()
+        second.wait(10)
+        time.sleep(1)
+        assert ovs.vswitchd is second      # a stop: not started again
+    finally:
+        ovs.close()
+    assert not os.path.exists(ovs.dir)
+
+
+def _appctl(ovs: PrivateOVS) -> str:
+    done = subprocess.run(
+        ["ip", "netns", "exec", str(ovs.netns), "ovs-appctl", "-t",
+         f"{ovs.dir}/ovs-vswitchd.ctl", "dpif/show"], capture_output=True,
+        text=True, env=ovs.env, timeout=10, check=False)
+    return "Bridge" if done.returncode == 0 and "netdev" in done.stdout \
+        else ""
