@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from kuryr_supervisor.controller.openstack.wire import NODE_OWNER
-from tests.fixtures.ovn.cni import Cluster
+from tests.fixtures.ovn.cni import Cluster, cluster_tag
 from tests.fixtures.ovn.fabric import Pod
 from tests.fixtures.ovn.lb import OvnOctavia
 from tests.fixtures.ovn.node import Node
@@ -166,8 +166,10 @@ def test_the_node_reaches_its_pods_and_they_reach_it(
                      f"{node.name}'s node port: "
                      f"{in_netns(node.netns, 'ip', 'addr')}\n"
                      f"{cluster.daemons[node.name].log()}")
-        ports = ovn_stack.admin("GET", "/v2.0/ports",
-                                device_owner=NODE_OWNER).expect(200)["ports"]
+        ours = cluster_tag(cluster.api)
+        ports = [p for p in ovn_stack.admin(
+            "GET", "/v2.0/ports", device_owner=NODE_OWNER).expect(
+                200)["ports"] if ours in p["tags"]]
         assert sorted(p["binding:host_id"] for p in ports) == sorted(
             n.name for n in ovn_stack.fabric.nodes)
         by_node = {p["binding:host_id"]: p for p in ports}
@@ -216,12 +218,14 @@ def test_the_node_reaches_its_pods_and_they_reach_it(
         "GET", "/v2.0/ports", device_id=uids).expect(200)["ports"], 30,
         "the pods' ports deleted")
     cluster.controller.close()
+    # This cluster's: other tests' clusters share the stack's Neutron.
+    ours = cluster_tag(cluster.api)
     left = ovn_stack.admin("GET", "/v2.0/ports",
                            device_owner=NODE_OWNER).expect(200)["ports"]
-    assert left == []
+    assert [p for p in left if ours in p["tags"]] == []
     groups = ovn_stack.admin("GET", "/v2.0/security-groups").expect(
         200)["security_groups"]
-    assert [g for g in groups if g["name"].endswith(":nodes")] == []
+    assert [g for g in groups if g["name"] == f"{ours}:nodes"] == []
 
 
 def diagnose(stack: OvnStack, node: Node, pod: Pod, address: str) -> str:
