@@ -126,7 +126,7 @@ class Provision:
         self.retries.wait(waiting)       # their create may still commit
         free = [u for u in create if u in book and u not in waiting]
         if self.guard is not None:
-            free = self._guarded(free)
+            free = self._guarded(self.guard, free)
         own = {u for u in free if self.groups.get(u) is not None}
         served = self.pools.serve(free, book.pods, own=own)
         for uid, port in served.taken:
@@ -140,12 +140,11 @@ class Provision:
         if not self.maker.modes.bind:       # Neutron refused binding:host_id
             self.pools.unbind("a pod's port create was refused")
 
-    def _guarded(self, free: list[str]) -> list[str]:
-        """The pods of ``free`` whose groups the guard could say (each
+    def _guarded(self, guard: PolicyGuard, free: list[str]) -> list[str]:
+        """The pods of ``free`` whose groups ``guard`` could say (each
         one's in :attr:`groups`); the others wait or fail."""
-        assert self.guard is not None
         try:
-            groups, unknown = self.guard.groups(free)
+            groups, unknown = guard.groups(free)
         except osa.OpenStackError as exc:
             self.retries.failed(free, exc, self.book.pods)
             return []
