@@ -13,6 +13,11 @@ run, two clouds:
   and mariadb-server); otherwise the notes say why it was skipped.
 
 ``KURYR_BENCH_CLOUD=fake`` or ``real`` runs one of them only.
+``KURYR_BENCH_POLICY=1`` runs the ``network_policy`` handler beside the
+port handler, with a NetworkPolicy in the pods' namespace that selects
+half the burst's pods and names the other half as its peers: each port is
+made in its policy's groups, or its address put in the peers' address
+group, before its PodPort (the labels are there either way).
 
 Pools are per node (ports bound to it), so the burst is spread over
 ``NODES`` nodes, each already running one pod (its *resident*, made before
@@ -131,6 +136,14 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
                        "pod_subnet_id": cloud.subnet_id,
                        "cluster_id": cluster},
         "neutron": cloud.conf_overrides()}
+    policy = os.environ.get("KURYR_BENCH_POLICY", "") == "1"
+    if policy:                  # every pod selected or a peer (module)
+        options["controller"]["handlers"] = "neutron_port,network_policy"
+        api.add_namespace("bench", {"team": "bench"})
+        api.put_networkpolicy("bench", "web", {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {
+                "role": "client"}}}], "ports": [{"port": 80}]}]})
     share = -(-burst // NODES)              # a node's part of the burst
     if pool:
         options["vif_pool"] = {"enabled": True, "ports_pool_min": share,
@@ -173,7 +186,9 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
         uid = str(uuid.uuid4())
         uids.append(uid)
         pod = {"kind": "Pod", "apiVersion": "v1",
-               "metadata": {"namespace": "bench", "name": f"pod{i}", "uid": uid},
+               "metadata": {"namespace": "bench", "name": f"pod{i}", "uid": uid,
+                            "labels": {"app": "web"} if i % 2 else {
+                                "role": "client"}},
                "spec": {"nodeName": nodes[i % NODES],
                         "containers": [{"name": "c"}]},
                "status": {"phase": "Pending"}}

@@ -25,7 +25,15 @@ handlers (every option at its default but the resync). In one run:
   needs by hand (the server's port put in a deny group; the client's
   address added to, then removed from, an address group a rule names).
 
-``--quick``: 10 pods at most, 3 samples. The client's watch sends a TCP
+* **fresh pods**: a pod a policy selects from its creation, probed by a
+  client the policy does not admit as soon as it is plugged: probes
+  answered (goal 0), beside pods no policy selects probed the same way;
+* **faults** (:mod:`.policychurn`): 50 kill -9 of the whole controller
+  through policy creates, replacements and deletes and pod relabels:
+  groups and address groups left, duplicated or missing, and ports not
+  in their groups, once it settles; then a restart's Neutron writes.
+
+``--quick``: 10 pods at most, 3 samples, 5 kills. The client's watch sends a TCP
 connection every 100 ms, each given 0.5 s, until five in a row say the
 change (:mod:`.policywatch`); 10 samples of each latency.
 """
@@ -35,7 +43,8 @@ import time
 from typing import Any
 
 from benchmarks.context import Context, Outcome
-from benchmarks.policycluster import Cluster, per_pod_ip_rules
+from benchmarks.policychurn import churn
+from benchmarks.policycluster import NS, Cluster, per_pod_ip_rules
 from benchmarks.policywatch import Watch
 from benchmarks.stats import Figure, summarize
 
@@ -77,17 +86,27 @@ def _calls(c: Cluster, ctx: Context, figures: list[Figure],
         c.api.modify_pod(*key, labels=dict(c.SELECTED))
         c.settle(f"{key} joins", sum(before.values()))
         after = c.writes()
-        per_pod.append({k: after[k] - before.get(k, 0.0) for k in after})
+        joined = {k: after[k] - before.get(k, 0.0) for k in after}
+        joined["peer sets"] = float(c.peer_sets_of(key))
+        per_pod.append(joined)
     raw["calls"] = per_pod
-    total = sum(sum(p.values()) for p in per_pod) / len(per_pod)
-    figures.append(Figure(NAME, "Neutron writes per pod added to a "
-                                "selected set (and to two peer sets)", total,
+    pods = len(per_pod)
+    sets = sum(p["peer sets"] for p in per_pod)
+    port = sum(p.get("port", 0.0) for p in per_pod)
+    members = sum(p.get("members", 0.0) for p in per_pod)
+    other = sum(v for p in per_pod for k, v in p.items()
+                if k not in ("port", "members", "peer sets"))
+    figures.append(Figure(NAME, "Neutron writes per pod added to a selected "
+                                "set (its port's groups)", port / pods,
                           "calls", goal=GOAL_CALLS))
-    for kind in ("members", "port"):
-        figures.append(Figure(
-            NAME, f"  of which {kind}", sum(p.get(kind, 0.0)
-                                            for p in per_pod) / len(per_pod),
-            "calls"))
+    figures.append(Figure(NAME, "Neutron writes per peer set a pod joins "
+                                "(its address group's members)",
+                          members / sets if sets else float("nan"),
+                          "calls", goal=GOAL_CALLS))
+    figures.append(Figure(NAME, f"  peer sets each pod joined "
+                                f"({pods} pods)", sets / pods, "sets"))
+    figures.append(Figure(NAME, "  other Neutron writes per pod (groups, "
+                                "rules)", other / pods, "calls"))
 
 
 def _pct(samples: list[float]) -> dict[str, float]:
@@ -166,6 +185,46 @@ def _latency(c: Cluster, ctx: Context, figures: list[Figure],
                 goal=goal if q == "p99" else None))
 
 
+def _fresh(c: Cluster, ctx: Context, figures: list[Figure],
+           raw: dict[str, Any]) -> None:
+    """Pods a policy selects from their creation, each probed by a client
+    the policy does not admit as soon as it is plugged (its ADD
+    returned); the reference, pods no policy selects, probed the same
+    way (every probe must be answered, or the probe proves nothing)."""
+    c.api.put_networkpolicy(NS, "fresh", {
+        "podSelector": {"matchLabels": {"fresh": "yes"}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": PEER}}],
+                     "ports": [{"port": 80}]}]})
+    c.settle("the fresh pods' policy")
+    nodes = c.stack.fabric.nodes
+    client = (NS, "client")
+    count = ctx.scale(10, 3)
+    admitted, answered, sent = 0, 0, 0
+    for i in range(count):
+        for selected in (True, False):
+            pod = c.pods.make(NS, f"fresh-{i}-{'y' if selected else 'n'}",
+                              nodes[i % 2], {"fresh": "yes" if selected
+                                             else "no"}, [("http", 80,
+                                                           "TCP")])
+            got = sum(c.pods.probe([(client, pod.address, 80, "TCP")] * 5,
+                                   timeout=0.5))
+            if selected:
+                admitted += got
+                sent += 5
+            else:
+                answered += got
+    raw["fresh"] = {"pods": count, "probes": sent, "admitted": admitted,
+                    "reference_answered": answered}
+    figures.append(Figure(
+        NAME, f"probes wrongly admitted by a pod its policy selects, "
+        f"sent as its ADD returned ({count} pods, {sent} probes)",
+        float(admitted), "probes", goal=0.0,
+        reference=float(answered),
+        reference_label="answered by pods no policy selects (of the same "
+                        "number)"))
+    c.api.delete_networkpolicy(NS, "fresh")
+
+
 def run(ctx: Context) -> Outcome:
     from tests.fixtures.ovn.fabric import available
     from tests.fixtures.ovn.stack import OvnStack
@@ -190,10 +249,15 @@ def run(ctx: Context) -> Outcome:
             _size(c, ctx, figures, raw)
             _calls(c, ctx, figures, raw)
             _latency(c, ctx, figures, raw, notes)
-            log = c.daemon.log()
+            _fresh(c, ctx, figures, raw)
+            churn(c, ctx, figures, raw, notes)
+            log = c.daemon.log_path.read_text(errors="replace")
             if " ERROR " in log or "Traceback" in log:
                 notes.append(f"the controller's log has ERROR lines or a "
                              f"traceback: {c.daemon.log_path}")
+            refused = [line for line in log.splitlines()
+                       if "Neutron refuses" in line]
+            notes += [f"refused: {line[:300]}" for line in refused[:5]]
         finally:
             c.close()
     finally:

@@ -140,6 +140,17 @@ class Cluster:
         if total > have:
             self._add(total - have, SELECTED)
 
+    def address(self, key: Any) -> str:
+        return str(self.api.podports[key]["spec"]["address"]).split("/")[0]
+
+    def peer_sets_of(self, key: Any) -> int:
+        """The address groups of the cluster holding the pod's address."""
+        address = f"{self.address(key)}/32"
+        groups = self.stack.admin("GET", "/v2.0/address-groups",
+                                  description=self.tag).expect(200)[
+            "address_groups"]
+        return sum(1 for g in groups if address in g["addresses"])
+
     def spare_pods(self, count: int) -> list[Any]:
         return self._add(count, {"app": "spare"})
 
@@ -256,6 +267,11 @@ class Cluster:
                 undo.callback(lambda: wait_for(
                     lambda: not self.api.podports, 120,
                     "the pods' PodPorts gone"))
+                undo.callback(lambda: wait_for(
+                    lambda: not self.stack.admin(
+                        "GET", "/v2.0/security-groups", tags=self.tag
+                    ).expect(200)["security_groups"], 120,
+                    "the policies' security groups gone"))
             undo.callback(self._forget)
             if self.pods is not None:
                 undo.callback(self.pods.close)

@@ -60,9 +60,7 @@ def test_a_new_pod_is_protected_before_its_podport(
     # The pods' node is registered before any pod lands on it, as the
     # kubelet registers it: its own group (its addresses) is made with
     # the policy's, not after the first pod on it.
-    api.add_node("node-a")
-    api.nodes["node-a"]["status"]["addresses"] = [
-        {"type": "InternalIP", "address": "192.0.2.10"}]
+    api.add_node("node-a", addresses={"InternalIP": "192.0.2.10"})
     d = Daemon(tmp_path, controller_options(
         cloud, api.url,
         controller={"handlers": "neutron_port,network_policy"},

@@ -372,7 +372,8 @@ def used_permissions(api: FakeAPI) -> set[tuple[str, str, str]]:
             used.add(("", "events", verbs[method]))
         elif parts[:2] == ["api", "v1"] and parts[2:3] == ["nodes"]:
             used.add(("", "nodes/status" if parts[-1] == "status" else
-                      "nodes", "list" if len(parts) == 3 else verbs[method]))
+                      "nodes", ("watch" if query.get("watch") else "list")
+                      if len(parts) == 3 else verbs[method]))
         elif parts[:4] == ["apis", "kuryr-supervisor.openstack.org", "v1",
                            "nodenetworks"] and len(parts) == 4:
             assert method == "GET", (method, path)
@@ -467,18 +468,16 @@ def services_handler(api: FakeAPI, client: Any) -> None:
 
 def policy_handler(api: FakeAPI, client: Any) -> None:
     """What the network_policy handler calls: the NetworkPolicies', the
-    namespaces' and the pods' list and watch (as its sources make them),
-    the Nodes' list (their addresses), Events on NetworkPolicies."""
-    from kuryr_supervisor.controller.policy import assembly
+    namespaces', the pods' and the Nodes' list and watch (as its sources
+    make them), Events on NetworkPolicies."""
     from kuryr_supervisor.controller.policy.handler import PolicyHandler
     api.put_networkpolicy("ns", "deny", {"podSelector": {}})
     handler = PolicyHandler.__new__(PolicyHandler)
     handler.client, handler._beat = client, lambda: None
-    for kind in ("NetworkPolicy", "Namespace", "Pod"):
+    for kind in ("NetworkPolicy", "Namespace", "Pod", "Node"):
         source = handler._source(kind)
         _, rv = source.list()
         list(source.watch(rv))
-    assembly.node_addresses(client)
     client.events.create({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": "deny.1", "namespace": "ns"},

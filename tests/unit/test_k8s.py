@@ -78,7 +78,7 @@ current-context: x
 """)
     conf = make_conf(kubeconfig=str(kubeconfig), node_name="node-a")
     client = k8s.K8sClient.from_conf(conf, environ={})
-    assert client.node_pods.list() == ([], "1")
+    assert client.node_pods.list() == ([], str(api.rv))
     assert api.auth[-1] == "Bearer sekret"
 
 

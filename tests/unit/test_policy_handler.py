@@ -427,3 +427,38 @@ def test_the_default_group_admits_the_pods_a_policy_selects(
     assert not [r for r in world.cloud.admin(
         "GET", "/v2.0/security-group-rules", security_group_id=default,
         remote_group_id=marker["id"]).expect(200)["security_group_rules"]]
+
+
+def test_a_node_that_registers_gets_its_group_before_any_pod_lands(
+        world: World) -> None:
+    """The nodes are watched: a node that registers while policies exist
+    has its own group (its addresses, which its pods keep admitting) made
+    before any pod is on it, so the first selected pod's port finds it
+    made; an address that is not one is left out; a status update that
+    changes nothing the model reads (a condition) makes no pass, and a
+    changed address changes the group's rules."""
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    name = world.naming.node("node-b")
+    assert name not in world.groups()
+    world.api.add_node("node-b", addresses={"InternalIP": "192.0.2.20",
+                                            "ExternalIP": "not-an-ip"})
+    policyhandler.wait_for(lambda: name in world.groups())
+    world.settle(running)
+    rules = world.groups()[name]["security_group_rules"]
+    assert {(r["direction"], r["remote_ip_prefix"]) for r in rules} == {
+        ("ingress", "192.0.2.20/32"), ("egress", "192.0.2.20/32")}
+    book = running.handler.book
+    generation = book.snapshot().generation
+    world.api.set_node_condition("node-b", {"type": "Ready",
+                                            "status": "True"})
+    policyhandler.wait(0.5)
+    assert book.snapshot().generation == generation
+    world.api.modify_node("node-b", addresses=[
+        {"type": "InternalIP", "address": "192.0.2.21"}])
+    policyhandler.wait_for(lambda: {
+        r["remote_ip_prefix"] for r in world.groups()[name][
+            "security_group_rules"]} == {"192.0.2.21/32"})

@@ -2,7 +2,8 @@
 runs it whole): a Neutron that does not answer is asked again with
 backoff (1 s doubling to ``retry_max``), never at every change of the
 book nor at every tick of the loop, and what the book said meanwhile is
-passed once it answers; an API that fails its nodes' read likewise."""
+passed once it answers; an API that fails the cluster's names' read
+(kube-system) likewise."""
 from __future__ import annotations
 
 import pytest
@@ -37,8 +38,13 @@ class Recorder:
         self.notes.append(note)
 
 
+def _names() -> Naming:
+    return Naming("kuryr-supervisor:test")
+
+
 def _reconciler(api: object, clock: list[float],
-                nodes: object = dict) -> tuple[Reconciler, books.PolicyBook]:
+                naming: object = _names
+                ) -> tuple[Reconciler, books.PolicyBook]:
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     conf([])
@@ -51,8 +57,8 @@ def _reconciler(api: object, clock: list[float],
         "spec": {"podSelector": {}}}))
     report = PolicyReport(Recorder(), None)    # type: ignore[arg-type]
     return Reconciler(conf, book=book, api=api,
-                      naming=lambda: Naming("kuryr-supervisor:test"),
-                      report=report, nodes=nodes,  # type: ignore[arg-type]
+                      naming=naming,  # type: ignore[arg-type]
+                      report=report,
                       network_id="net", clock=lambda: clock[0]), book
 
 
@@ -78,14 +84,14 @@ def test_an_outage_is_asked_again_with_backoff_not_at_every_change() -> None:
     assert [n.reason for n in notes] == ["PolicyPending"]  # once
 
 
-def test_an_api_that_fails_the_nodes_read_is_asked_again_with_backoff(
+def test_an_api_that_fails_the_names_read_is_asked_again_with_backoff(
         ) -> None:
     calls, clock = [], [100.0]
 
-    def nodes() -> dict[str, tuple[str, ...]]:
+    def naming() -> Naming:
         calls.append(clock[0])
         raise k8s.K8sTemporary("the API server does not answer")
-    rec, _ = _reconciler(Down(), clock, nodes)
+    rec, _ = _reconciler(Down(), clock, naming)
     with pytest.raises(k8s.K8sError):
         rec.step()
     assert rec.wake_in() == pytest.approx(1.0)

@@ -65,9 +65,7 @@ def pooled_cloud() -> Iterator[FakeCloud]:
 def _world(api: FakeAPI, cloud: FakeCloud, tmp_path: Path
            ) -> Iterator[World]:
     api.add_namespace("shop", {"team": "shop"})
-    api.add_node("node-a")
-    api.nodes["node-a"]["status"]["addresses"] = [
-        {"type": "InternalIP", "address": NODE_IP}]
+    api.add_node("node-a", addresses={"InternalIP": NODE_IP})
     yield from policyhandler.world(api, cloud, tmp_path)
 
 

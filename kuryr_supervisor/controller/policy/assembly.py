@@ -5,15 +5,14 @@ once the process's clients exist (:class:`~kuryr_supervisor.controller.
 runtime.Runtime`), and passed to a constructor: nothing is wired after
 construction. The cluster's names come from ``[controller] cluster_id``
 or, as the other handlers', the kube-system namespace's UID (read once,
-when the first pass needs it); the nodes' own addresses from the API's
-Nodes (read at every full look).
+when the first pass needs it); the nodes' own addresses from the
+handler's watch of the Nodes (:mod:`.book`).
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from kuryr_supervisor.controller.openstack.wire import cluster_tag
 from kuryr_supervisor.controller.policy.book import PolicyBook
@@ -27,8 +26,6 @@ from kuryr_supervisor.kubernetes import events
 from kuryr_supervisor.kubernetes import nodes as k8s_nodes
 
 LOG = logging.getLogger(__name__)
-#: The node addresses a pod's own node reaches it from.
-ADDRESS_TYPES = ("InternalIP", "ExternalIP")
 
 
 class ClusterNames:
@@ -49,29 +46,6 @@ class ClusterNames:
         return self._naming
 
 
-def node_addresses(client: k8s.K8sClient) -> dict[str, tuple[str, ...]]:
-    """Each node's addresses (its status', IPv4 and IPv6), paged."""
-    out: dict[str, tuple[str, ...]] = {}
-    token = ""
-    while True:
-        page = client.nodes.page(limit=500, token=token)
-        for node in page.items:
-            out.update(_addresses(node))
-        token = page.token
-        if not token:
-            return out
-
-
-def _addresses(node: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
-    name = (node.get("metadata") or {}).get("name")
-    items = (node.get("status") or {}).get("addresses")
-    if not isinstance(name, str) or not isinstance(items, list):
-        return {}
-    return {name: tuple(str(a.get("address")) for a in items
-                        if isinstance(a, dict) and a.get("type")
-                        in ADDRESS_TYPES and a.get("address"))}
-
-
 def build(rt: Runtime, *, clock: Callable[[], float] = time.monotonic
           ) -> PolicyHandler:
     """The handler of ``rt``'s process; ``clock``: a test's."""
@@ -83,7 +57,6 @@ def build(rt: Runtime, *, clock: Callable[[], float] = time.monotonic
     reconciler = Reconciler(
         conf, book=book, api=cloud, report=report,
         naming=ClusterNames(client, str(conf.controller.cluster_id or "")),
-        nodes=lambda: node_addresses(client),
         network_id=str(conf.controller.pod_network_id or ""), clock=clock)
     return PolicyHandler(rt, client=client, book=book, reconciler=reconciler,
                          report=report)

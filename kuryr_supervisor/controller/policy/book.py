@@ -1,14 +1,21 @@
 """What the network_policy handler knows of the cluster: its
-NetworkPolicies, pods and namespaces as the watches last said them, read
-through the model (:mod:`.spec`: every field judged, nothing raises).
+NetworkPolicies, pods, namespaces and nodes as the watches last said them,
+read through the model (:mod:`.spec`: every field judged, nothing raises).
 
-Three watches (a thread each) write here; the handler's pass reads a
+The nodes are watched, not read at a look: a node's own group (its
+addresses, which its pods must keep admitting) is made as the node
+registers, before the scheduler puts a pod on it, so the port handler
+finds it made when it makes the first selected pod's port there.
+
+Four watches (a thread each) write here; the handler's pass reads a
 :class:`Snapshot` (one lock hold, no copy of the objects: they are
 frozen). Every change marks the book (:attr:`PolicyBook.changed`) and
 bumps its generation, so the pass that follows sees every change made
 before it, and a change made during a pass makes another one; many
 changes between two passes are one pass (nothing queues, whatever the
-churn: the work is bounded by the cluster, not by its events).
+churn: the work is bounded by the cluster, not by its events). A change
+the model does not see (a pod's or node's status heartbeat, an
+annotation) leaves the book as it was and makes no pass.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from kuryr_supervisor.controller.policy import spec
 from kuryr_supervisor.controller.policy.spec import Namespace, Pod, Policy
 
 T = TypeVar("T")
-KINDS = ("NetworkPolicy", "Pod", "Namespace")
+KINDS = ("NetworkPolicy", "Pod", "Namespace", "Node")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +39,9 @@ class Snapshot:
     #: pod (namespace, name) -> its UID (its port's device_id)
     uids: Mapping[tuple[str, str], str]
     generation: int
+    #: node name -> its addresses (:func:`.spec.node`)
+    nodes: Mapping[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +79,11 @@ def decode_namespace(obj: Mapping[str, Any]) -> Item[Namespace]:
     return Item(found.name, str(_meta(obj).get("uid") or ""), found)
 
 
+def decode_node(obj: Mapping[str, Any]) -> Item[tuple[str, ...]]:
+    name, addresses = spec.node(obj)
+    return Item(name, str(_meta(obj).get("uid") or ""), addresses)
+
+
 class PolicyBook:
     """See the module."""
 
@@ -91,10 +106,14 @@ class PolicyBook:
 
     def upsert(self, kind: str, item: Item[Any]) -> None:
         with self._lock:
+            store = self._stores[kind]
             if item.finished:
-                self._stores[kind].pop(item.key, None)
+                if store.pop(item.key, None) is None:
+                    return
+            elif store.get(item.key) == item:
+                return              # nothing the model reads changed
             else:
-                self._stores[kind][item.key] = item
+                store[item.key] = item
             self._mark()
 
     def delete(self, kind: str, item: Item[Any]) -> None:
@@ -116,7 +135,8 @@ class PolicyBook:
                 tuple(i.value for i in self._stores["NetworkPolicy"].values()),
                 tuple(i.value for i in pods.values()),
                 tuple(i.value for i in self._stores["Namespace"].values()),
-                {k: i.uid for k, i in pods.items()}, self._generation)
+                {k: i.uid for k, i in pods.items()}, self._generation,
+                {k: i.value for k, i in self._stores["Node"].items()})
 
     def policy(self, uid: str) -> Policy | None:
         with self._lock:
@@ -143,4 +163,4 @@ class Sink:
 
 DECODERS: dict[str, Callable[[Mapping[str, Any]], Item[Any]]] = {
     "NetworkPolicy": decode_policy, "Pod": decode_pod,
-    "Namespace": decode_namespace}
+    "Namespace": decode_namespace, "Node": decode_node}

@@ -1,8 +1,8 @@
 """The ``network_policy`` handler: Kubernetes NetworkPolicy as Neutron
 security groups whose rules name address groups, on the leader only.
 
-A thin shell: it watches every NetworkPolicy (in its loop), every pod
-and every namespace (in a thread each) into the book (:mod:`.book`), and
+A thin shell: it watches every NetworkPolicy (in its loop), every pod,
+namespace and node (in a thread each) into the book (:mod:`.book`), and
 at every tick of its loop, at least every heartbeat, sooner when the book
 changed, steps the reconciliation (:mod:`.reconcile`): a pass
 (:mod:`.apply`) from what the handler knows Neutron holds
@@ -53,8 +53,8 @@ PAGE_SIZE = 500
 
 
 def _idle() -> None:
-    """The pods' and namespaces' watch threads do not beat: the loop
-    does."""
+    """The pods', namespaces' and nodes' watch threads do not beat: the
+    loop does."""
 
 
 class PolicyHandler:
@@ -71,14 +71,15 @@ class PolicyHandler:
     def _source(self, kind: str) -> Listing[Item[Any]]:
         resource = {"NetworkPolicy": self.client.networkpolicies,
                     "Pod": self.client.pods,
-                    "Namespace": self.client.namespaces}[kind]
+                    "Namespace": self.client.namespaces,
+                    "Node": self.client.nodes}[kind]
         return Listing(resource, DECODERS[kind], page_size=PAGE_SIZE,
                        beat=self._beat if kind == "NetworkPolicy" else _idle)
 
     def run(self, stopping: threading.Event, beat: Callable[[], None]) -> None:
         with self.rt.running(beat):
             self.report.start()
-            for kind in ("Pod", "Namespace"):
+            for kind in ("Pod", "Namespace", "Node"):
                 threading.Thread(
                     target=self.rt.informer(
                         self._source(kind), Sink(self.book, kind),

@@ -4,10 +4,10 @@ starts from, what its outcome makes of the next.
 Run from the handler's loop (:meth:`Reconciler.step`): once every watch
 has listed, a pass (:mod:`.apply`) runs
 
-- after any change of the book (a NetworkPolicy, a pod, a namespace):
-  many changes between two passes are one pass;
+- after any change of the book (a NetworkPolicy, a pod, a namespace, a
+  node): many changes between two passes are one pass;
 - every ``resync_interval``, from a full look (:func:`.inventory.look`:
-  a list per kind; the nodes' addresses read from the API), which the
+  a list per kind), which the
   first pass, a pass after an outage and one that found something
   vanished also start from; between two looks the inventory is what the
   handler's own writes left (a restart's first pass writes nothing that
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from oslo_config import cfg
@@ -56,19 +56,17 @@ FAMILIES = ("IPv4",)
 
 class Reconciler:
     """See the module; ``naming`` the cluster's names (asked once it
-    works), ``nodes`` each node's own addresses (the API's)."""
+    works)."""
 
     def __init__(self, conf: cfg.ConfigOpts, *, book: PolicyBook, api: Any,
                  naming: Callable[[], Naming], report: PolicyReport,
-                 nodes: Callable[[], Mapping[str, tuple[str, ...]]],
                  network_id: str,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.opts = conf.network_policy
         self.book, self.api, self.naming = book, api, naming
-        self.report, self.nodes, self.network_id = report, nodes, network_id
+        self.report, self.network_id = report, network_id
         self.clock = clock
         self.inventory: Inventory | None = None
-        self.node_addresses: Mapping[str, tuple[str, ...]] = {}
         self.next_look = 0.0
         self.retry_at: float | None = None
         self.tries = 0
@@ -112,7 +110,7 @@ class Reconciler:
             self._outage(snap, exc)
             return
         except k8s.K8sError:
-            # The API's nodes or kube-system unread: tried again with
+            # kube-system unread (the cluster's names): tried again with
             # backoff, what it missed with it.
             self.book.changed.set()
             self.tries += 1
@@ -125,7 +123,6 @@ class Reconciler:
     def _pass(self, snap: Snapshot) -> Result:
         naming, now = self.naming(), self.clock()
         if self.inventory is None or now >= self.next_look:
-            self.node_addresses = self.nodes()
             self.inventory = look(
                 self.api, naming, network_id=self.network_id,
                 defaults=list(self.opts.default_security_groups))
@@ -143,8 +140,8 @@ class Reconciler:
             return model.Desired({}, {}, {})
         nodes = {node: tuple(dict.fromkeys((*addresses,
                                             *inv.node_ports.get(node, ()))))
-                 for node, addresses in self.node_addresses.items()}
-        for pod in snap.pods:       # a node the API did not list yet
+                 for node, addresses in snap.nodes.items()}
+        for pod in snap.pods:       # a node whose watch has not said it
             if pod.node and pod.node not in nodes:
                 nodes[pod.node] = inv.node_ports.get(pod.node, ())
         infra = model.Infrastructure(nodes, inv.canaries)

@@ -197,3 +197,23 @@ def pod(obj: Mapping[str, Any]) -> Pod:
 def namespace(obj: Mapping[str, Any]) -> Namespace:
     meta = _map(obj.get("metadata"))
     return Namespace(_str(meta.get("name")), _labels(meta))
+
+
+#: The Node addresses a pod's own node reaches it from (the kubelet's
+#: probes): its status' internal and external addresses.
+NODE_ADDRESS_TYPES = ("InternalIP", "ExternalIP")
+
+
+def node(obj: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """A Node: its name and its addresses (a kubelet writes them: what is
+    not an IP address is left out, never raised)."""
+    meta, status = _map(obj.get("metadata")), _map(obj.get("status"))
+    found: list[str] = []
+    for item in map(_map, _list(status.get("addresses"))):
+        if item.get("type") not in NODE_ADDRESS_TYPES:
+            continue
+        try:
+            found.append(str(ipaddress.ip_address(_str(item.get("address")))))
+        except ValueError:
+            continue
+    return _str(meta.get("name")), tuple(dict.fromkeys(found))

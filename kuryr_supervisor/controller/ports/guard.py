@@ -97,6 +97,8 @@ class PolicyGuard:
         self.cloud, self.client, self.tag = cloud, client, tag
         self.book = PolicyBook()
         self.book.replace("Pod", [])        # the handler's watch has them
+        self.book.replace("Node", [])       # the model's port groups need
+        #                                     a pod's node's name only
         #: pod UID -> its model (labels, named ports, node)
         self.models: dict[str, spec.Pod] = {}
         self._lock = threading.Lock()
