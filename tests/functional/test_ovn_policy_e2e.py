@@ -15,6 +15,15 @@ every probed port (TCP connect, UDP request and answer; a refusal is a
 timeout), and each answer is compared with what the reference evaluator
 says of the same objects. 100 % agreement, a table printed.
 
+Debian 12's Open vSwitch 3.1 userspace datapath may abort in its
+conntrack (an assertion in ``conn_update_state``) under the probes'
+bursts; the node's ovs-vswitchd is then started again, as ``ovs-ctl
+--monitor`` does on a real node (tests/fixtures/ovs). A case during
+whose probes a node's datapath died is probed again once OVN has its
+flows back on every chassis: its answers are not the policy's. At most
+:data:`CRASHES` such aborts are taken (each printed); one more fails the
+test as an Open vSwitch fault.
+
 The project's default security group is as Neutron made it: the pods a
 policy selects leave it and still reach the pods none selects through
 the handler's own rule in it (its ``selected`` marker group), nothing
@@ -49,6 +58,8 @@ pytestmark = [pytest.mark.privileged, pytest.mark.realcloud]
 #: ``network_policy``: the deny cases then disagree).
 HANDLERS = "neutron_port,network_policy"
 QUOTAS = {"security_group": 100, "security_group_rule": 2000}
+#: Open vSwitch aborts a run may meet and probe again after (see above).
+CRASHES = 6
 
 
 @pytest.fixture
@@ -104,6 +115,7 @@ class Cluster:
         undo.callback(self._ports_gone)
         self.d.start()
         undo.callback(self.d.close)
+        undo.callback(self._policies_gone)
         undo.callback(self._pods_gone)
         undo.callback(self.pods.close)
         self.d.wait_ready(90)
@@ -121,6 +133,16 @@ class Cluster:
             for key in list(self.api.pods):
                 self.api.delete_pod(*key)
         wait_for(lambda: not self.api.podports, 60, "the pods' PodPorts gone")
+
+    def _policies_gone(self) -> None:
+        """Every policy deleted and the handler's groups with them (a
+        test that failed midway left some), before the quotas go back."""
+        with self.api.cond:
+            for key in list(self.api.networkpolicies):
+                self.api.delete_networkpolicy(*key)
+        tag = f"kuryr-supervisor:{self.api.namespaces['kube-system']}"
+        wait_for(lambda: ours(self.stack, tag) == [], 60,
+                 lambda: f"the policies' groups gone: {ours(self.stack, tag)}")
 
     def _ports_gone(self) -> None:
         """What the port handler could not delete."""
@@ -152,6 +174,7 @@ def test_policies_agree_with_the_reference(cluster: Cluster) -> None:
               if key != src for port, proto in e2ecases.PROBED]
     names = {pod.address: "/".join(key) for key, pod in pods.pods.items()}
     rows, wrong = [], []
+    crashes: list[str] = []
     for case in e2ecases.CASES:
         before = sum(writes_by_kind(d).values())
         case.change(api, stack.cidr)
@@ -160,8 +183,15 @@ def test_policies_agree_with_the_reference(cluster: Cluster) -> None:
         t1 = time.monotonic()
         got = pods.probe(probes)
         faults = datapath_faults(stack)
-        assert not faults, f"{case.name}: a node's ovs-vswitchd died (an " \
-            f"Open vSwitch fault, not a policy's): {faults}"
+        while len(faults) > len(crashes) and len(faults) <= CRASHES:
+            crashes[:] = faults     # its answers are not the policy's
+            stack.fabric.central.nbctl("--wait=hv", "sync")
+            time.sleep(1)
+            got = pods.probe(probes)
+            faults = datapath_faults(stack)
+        assert len(faults) == len(crashes), f"{case.name}: a node's " \
+            f"ovs-vswitchd died (an Open vSwitch fault, not a policy's): " \
+            f"{faults}"
         want = expected(api, probes)
         bad = [(p, g) for p, g, w in zip(probes, got, want, strict=True)
                if g != w]
@@ -179,6 +209,8 @@ def test_policies_agree_with_the_reference(cluster: Cluster) -> None:
               f"{probing:7.1f}")
     total = sum(r[1] for r in rows)
     print(f"{'total':40} {total:6d} {sum(r[2] for r in rows):6d}")
+    for line in crashes:
+        print(f"probed again after an Open vSwitch abort: {line}")
     assert len(rows) >= 15 and total >= 300
     assert not wrong, "\n".join(
         f"{c}: {s[0]}/{s[1]} -> {names[dst]} ({dst}) {port}/{proto} "
