@@ -462,3 +462,38 @@ def test_a_node_that_registers_gets_its_group_before_any_pod_lands(
     policyhandler.wait_for(lambda: {
         r["remote_ip_prefix"] for r in world.groups()[name][
             "security_group_rules"]} == {"192.0.2.21/32"})
+
+
+def test_the_node_ports_group_admits_the_pods_a_policy_selects(
+        world: World) -> None:
+    """Where the network_canary handler made the node ports' group
+    (``<cluster tag>:nodes``, which admits ``default``'s members), the
+    policy handler keeps the same rule in it as in ``default``: a pod a
+    policy selects left ``default`` and still reaches the nodes' ports
+    (its own egress as its policies say); a restart writes nothing."""
+    made = world.neutron.create_security_group(
+        name=world.naming.own("nodes"), project_id=world.cloud.project_id,
+        description="the nodes' ports")
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    first = world.start()
+    world.converged()
+    world.settle(first)
+    marker = world.groups()[world.naming.own("selected")]
+
+    def admitting() -> list[dict]:
+        return [r for r in world.cloud.admin(
+            "GET", "/v2.0/security-group-rules",
+            security_group_id=made.id).expect(200)["security_group_rules"]
+            if r.get("remote_group_id") == marker["id"]]
+    policyhandler.wait_for(lambda: len(admitting()) == 1)
+    [rule] = admitting()
+    assert (rule["direction"], rule["ethertype"], rule["protocol"]) == (
+        "ingress", "IPv4", None)
+    first.stop()
+    since = time.time()
+    second = world.start()
+    world.settle(second)
+    assert world.writes(since) == []
+    world.cloud.admin("DELETE", f"/v2.0/security-groups/{made.id}"
+                      ).expect(204)

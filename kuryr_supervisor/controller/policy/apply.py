@@ -176,7 +176,7 @@ class Pass:
             if remote is None:
                 self._wait([name])        # the marker is not made yet
                 continue
-            for group_id in inv.defaults:
+            for group_id in inv.admitting():
                 key = (group_id, remote.id)
                 try:
                     if key not in inv.admitted:

@@ -71,6 +71,16 @@ class Inventory:
     #: the first admits the second's members: asked once after each look
     admitted: dict[tuple[str, str], set[str]] = dataclasses.field(
         default_factory=dict)
+    #: the groups beside ``defaults`` that admit what the default groups
+    #: admit: the node ports' (``<cluster tag>:nodes``, the network_canary
+    #: handler's, when it made one), whose members are the nodes'
+    #: addresses on the pod network
+    beside: tuple[str, ...] = ()
+
+    def admitting(self) -> tuple[str, ...]:
+        """The groups the ``selected`` marker's members must be admitted
+        by, as the pods no policy selects are (:mod:`.desired`)."""
+        return (*self.defaults, *self.beside)
 
     def group_ids(self) -> set[str]:
         return {g.id for g in self.groups.values()}
@@ -119,6 +129,15 @@ def _defaults(api: Any, configured: Sequence[str]) -> tuple[str, ...]:
     return (found[0].id,)
 
 
+def _beside(api: Any, naming: Naming) -> tuple[str, ...]:
+    """The node ports' group (see :class:`Inventory`), when there is one:
+    the oldest of its name, as the handler that makes it keeps it (the
+    name is the cluster's: its tag call may have been lost)."""
+    project = api.token().project_id
+    return tuple(g.id for g in api.security_groups(
+        name=naming.own("nodes"), project_id=project))[:1]
+
+
 def look(api: Any, naming: Naming, *, network_id: str,
          defaults: Sequence[str] = ()) -> Inventory:
     """Everything (see the module): a list per kind, a few pages each."""
@@ -162,4 +181,4 @@ def look(api: Any, naming: Naming, *, network_id: str,
                                      str(port.ip))
     return Inventory(groups, address_groups, duplicates if proven else [],
                      proven, ports, _defaults(api, defaults), canaries,
-                     node_ports)
+                     node_ports, beside=_beside(api, naming))

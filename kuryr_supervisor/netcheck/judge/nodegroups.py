@@ -13,6 +13,9 @@ with the cluster tag, and two rules, every protocol, IPv4:
   kubelet's HTTP, TCP and gRPC probes; nothing from anyone else);
 * in the nodes' group: ingress from the pods' group (a pod reaches its
   node's port); its egress is Neutron's default for a new group (all).
+  Where the network_policy handler runs, it adds its own rule here, as in
+  ``default``: ingress from the pods a NetworkPolicy selects (they left
+  ``default``), which nothing here removes.
 
 :meth:`NodeGroups.ensure` is one pass, made before the node ports are
 made: the oldest group of that name is kept (another, tagged as ours,
