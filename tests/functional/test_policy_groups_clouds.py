@@ -177,6 +177,19 @@ def test_membership_one_call_each(world: World,
     assert world.requests(since, "PUT", path) == 2
     assert api.add_addresses(group.id, ["10.30.0.9"]).addresses == \
         got.addresses                   # all there already: no error
+    # Another writer added many of a large change meanwhile: Neutron's
+    # refusal lists more than the part of its text kept; the group read.
+    many = [f"10.30.1.{i}" for i in range(1, 41)]
+    api.add_addresses(group.id, many[:30])
+    since = time.time()
+    got = api.add_addresses(group.id, many)
+    assert got.addresses == {"10.30.0.8/32", "10.30.0.9/32"} | {
+        f"{a}/32" for a in many}
+    assert world.requests(since, "PUT", path) == 2
+    got = api.remove_addresses(group.id, many[5:] + ["10.30.1.99"])
+    assert got.addresses == {"10.30.0.8/32", "10.30.0.9/32"} | {
+        f"{a}/32" for a in many[:5]}
+    api.remove_addresses(group.id, many[:5])
     got = api.remove_addresses(group.id, ["10.30.0.8", "10.30.0.10"])
     assert got.addresses == {"10.30.0.9/32"}
     assert api.address_group(group.id) == got

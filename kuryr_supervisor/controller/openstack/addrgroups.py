@@ -6,8 +6,11 @@ group's members do, each change one call (``PUT .../add_addresses`` or
 ``.../remove_addresses``), whatever the number of rules or policies that
 name it. Neutron refuses the whole call when one address is already in
 (an add) or not in (a remove) the group, so a change whose answer was
-lost, or made twice, is made again at once without what was done
-already: two calls then, never an error.
+lost, or made twice, or made meanwhile by another writer (the port
+handler puts a new pod's address in its sets before its PodPort), is
+made again at once without what was done already: two calls then, never
+an error. The refusal names the addresses; when they do not fit in the
+part of its text kept (a large change), the group is read instead.
 
 Scope: Neutron gives address groups no tags (no tags API, none in a
 create); an address group the controller makes carries the cluster's tag
@@ -101,18 +104,30 @@ class AddressGroupCalls(PolicyCalls):
                                          f"{PATH}/{group_id}/{action}",
                                          json={"addresses": todo})
             except OpenStackRefused as exc:
-                done = sgwire.addresses_named(exc, done_kind)
-                if not done:
+                if done_kind not in str(exc):
                     raise
+                done = sgwire.addresses_named(exc, done_kind) or \
+                    self._done(group_id, action, todo, what)
                 todo = [a for a in todo if a not in done]
                 continue
             return sgwire.decode_address_group(
                 self._one(data, "address_group", what))
-        group = self.address_group(group_id)
-        if group is None:
-            raise sgwire.Missing(f"{what}: address group {group_id} is gone",
-                                 404, "AddressGroupNotFound")
+        group = self._read(group_id, what)
         joined = action == "add_addresses"
         if any((a in group.addresses) != joined for a in addresses):
             raise OpenStackUnavailable(f"{what}: not applied")
         return group
+
+    def _read(self, group_id: str, what: str) -> AddressGroup:
+        group = self.address_group(group_id)
+        if group is None:
+            raise sgwire.Missing(f"{what}: address group {group_id} is gone",
+                                 404, "AddressGroupNotFound")
+        return group
+
+    def _done(self, group_id: str, action: str, todo: list[str],
+              what: str) -> set[str]:
+        """Of ``todo``, what the group already says done (read)."""
+        group = self._read(group_id, what)
+        joined = action == "add_addresses"
+        return {a for a in todo if (a in group.addresses) == joined}
