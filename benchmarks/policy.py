@@ -124,41 +124,44 @@ def _latency(c: Cluster, ctx: Context, figures: list[Figure],
     deny = c.deny_group()
     refgroup, refag = c.reference_groups()
 
-    def alive() -> None:
-        from tests.fixtures.netpol.ovnpods import datapath_faults
-        faults = datapath_faults(c.stack)
-        if faults:
-            raise RuntimeError(f"a node's ovs-vswitchd died (an Open "
-                               f"vSwitch fault): {faults[0]}")
-    for i in range(count):
-        alive()
+    crashes = c.crashes
+
+    def created(i: int) -> tuple[float | None, float | None]:
         # created → refused; the reference: the port put in a deny group
-        made.append(watch.change(False, lambda n=f"p{i}": c.put_server_policy(
-            n)))
+        got = watch.change(False, lambda: c.put_server_policy(f"p{i}"))
         c.delete_server_policy(f"p{i}")
         watch.change(True, lambda: None)
-        ref_made.append(watch.change(False, lambda: c.server_groups([deny])))
+        ref = watch.change(False, lambda: c.server_groups([deny]))
         c.server_groups(None)
         watch.change(True, lambda: None)
+        return got, ref
+    for i in range(count):
+        got, ref = crashes.sample(lambda i=i: created(i))
+        made.append(got)
+        ref_made.append(ref)
     before = c.total()
     c.put_server_policy("peers")
     c.settle("the peers' policy", before)
     watch.change(False, lambda: None)
     for _ in range(count):
-        alive()
-        join.append(watch.change(True, lambda: c.client_labels(PEER)))
-        leave.append(watch.change(False, lambda: c.client_labels({})))
+        got, ref = crashes.sample(lambda: (
+            watch.change(True, lambda: c.client_labels(PEER)),
+            watch.change(False, lambda: c.client_labels({}))))
+        join.append(got)
+        leave.append(ref)
     before = c.total()
     c.delete_server_policy("peers")
     c.settle("the peers' policy deleted", before)
     c.server_groups([refgroup])
     watch.change(False, lambda: None)
     for _ in range(count):
-        alive()
-        ref_join.append(watch.change(True, lambda: c.ag_members(
-            refag, add=client.address)))
-        ref_leave.append(watch.change(False, lambda: c.ag_members(
-            refag, remove=client.address)))
+        got, ref = crashes.sample(lambda: (
+            watch.change(True, lambda: c.ag_members(
+                refag, add=client.address)),
+            watch.change(False, lambda: c.ag_members(
+                refag, remove=client.address))))
+        ref_join.append(got)
+        ref_leave.append(ref)
     c.server_groups(None)
     raw["latency"] = {"created": made, "ref_created": ref_made,
                       "joined": join, "ref_joined": ref_join,
@@ -206,8 +209,8 @@ def _fresh(c: Cluster, ctx: Context, figures: list[Figure],
                               nodes[i % 2], {"fresh": "yes" if selected
                                              else "no"}, [("http", 80,
                                                            "TCP")])
-            got = sum(c.pods.probe([(client, pod.address, 80, "TCP")] * 5,
-                                   timeout=0.5))
+            got = c.crashes.sample(lambda a=pod.address: sum(c.pods.probe(
+                [(client, a, 80, "TCP")] * 5, timeout=0.5)))
             if selected:
                 admitted += got
                 sent += 5
@@ -255,6 +258,8 @@ def run(ctx: Context) -> Outcome:
             if " ERROR " in log or "Traceback" in log:
                 notes.append(f"the controller's log has ERROR lines or a "
                              f"traceback: {c.daemon.log_path}")
+            notes += [f"sampled again after an Open vSwitch abort: {line}"
+                      for line in c.crashes.lines]
             refused = [line for line in log.splitlines()
                        if "Neutron refuses" in line]
             notes += [f"refused: {line[:300]}" for line in refused[:5]]

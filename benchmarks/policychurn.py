@@ -77,15 +77,23 @@ def _operate(c: Cluster, rng: random.Random, names: list[str],
 
 
 def _kill9(c: Cluster) -> None:
-    """Every process of the daemon killed at once, then started again."""
+    """Every process of the daemon killed at once, then started again (a
+    daemon killed before it made its own session has no other process;
+    one that forks while it is killed is killed again)."""
     from tests.fixtures.daemon import session_pids
     d = c.daemon
-    for pid in session_pids(d.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    d.proc.wait(10)
+    deadline = time.monotonic() + 10
+    while True:
+        for pid in {d.pid} | session_pids(d.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if d.proc.poll() is not None and not session_pids(d.pid):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon (pid {d.pid}) outlived kill -9")
+        time.sleep(0.05)
     d.start()
 
 

@@ -9,6 +9,7 @@ import ipaddress
 from typing import Any
 
 from benchmarks.context import Context
+from benchmarks.policywatch import Crashes
 
 NS = "bench"
 SELECTED = {"app": "web", "role": "client"}
@@ -77,6 +78,7 @@ class Cluster:
         self.server = self.client = None
         self.count = 0
         self.quotas: dict[str, int] = {}
+        self.crashes: Crashes | Any = None
 
     def start(self) -> None:
         from tests.fixtures.clouds import controller_options
@@ -97,6 +99,7 @@ class Cluster:
         self.daemon.start()
         self.daemon.wait_ready(120)
         self.pods = PolicyPods(stack, self.api, self.daemon.log)
+        self.crashes = Crashes(stack)
 
     def writes(self) -> dict[str, float]:
         from tests.fixtures.netpol.ovnpods import writes_by_kind

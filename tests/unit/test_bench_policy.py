@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from benchmarks.policycluster import _cidrs, per_pod_ip_rules
 from tests.fixtures.netpol.objects import labels, namespace, pod, policy
 
@@ -49,3 +51,36 @@ def test_one_rule_per_peer_address_and_port() -> None:
     ]
     assert per_pod_ip_rules(_api(pods, nss, pols)) == {
         "two-ports": 5 * 2, "any-ns": 6, "block": 1, "open": 1}
+
+
+def test_a_sample_taken_while_a_datapath_died_is_taken_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Open vSwitch abort during a sample (a new EMER line in a node's
+    log): the sample is taken again once OVN synced; more aborts than
+    allowed end the run."""
+    from benchmarks import policywatch
+    from tests.fixtures.netpol import ovnpods
+    log: list[str] = ["old abort"]
+    synced: list[tuple[str, ...]] = []
+    stack = types.SimpleNamespace(fabric=types.SimpleNamespace(
+        central=types.SimpleNamespace(nbctl=lambda *a: synced.append(a))))
+    monkeypatch.setattr(ovnpods, "datapath_faults", lambda s: list(log))
+    monkeypatch.setattr(policywatch.time, "sleep", lambda s: None)
+    crashes = policywatch.Crashes(stack, most=2)
+    takes = []
+
+    def take() -> int:
+        takes.append(1)
+        if len(takes) == 1:
+            log.append("abort during the first take")
+        return len(takes)
+    assert crashes.sample(take) == 2
+    assert crashes.lines == ["abort during the first take"]
+    assert synced == [("--wait=hv", "sync")]
+    assert crashes.sample(lambda: 7) == 7
+
+    def crashing() -> int:
+        log.append("again")
+        return 0
+    with pytest.raises(RuntimeError, match="3 Open vSwitch aborts"):
+        crashes.sample(crashing)
