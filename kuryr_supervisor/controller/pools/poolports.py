@@ -83,26 +83,39 @@ def claim(maker: PortMaker, port: osa.Port, *, device_id: str, name: str,
 
 
 def claim_all(maker: PortMaker, claims: Sequence[Claim], *, workers: int,
-              beat: Callable[[], None] = lambda: None
-              ) -> dict[str, osa.Port | Exception]:
+              beat: Callable[[], None] = lambda: None,
+              on_done: Callable[[dict[str, osa.Port | Exception]], None]
+              = lambda done: None) -> dict[str, osa.Port | Exception]:
     """:func:`claim` for each of ``claims``, ``workers`` at once, in the
     caller's time (a claim whose pod must not have its PodPort before
-    its port is updated); pod UID -> its port updated, or why not."""
+    its port is updated); pod UID -> its port updated, or why not.
+    ``on_done`` is told, in the caller's thread, the claims answered
+    since it was last told (one at first, more while it ran): a pod's
+    PodPort need not wait for the other pods' claims."""
     out: dict[str, osa.Port | Exception] = {}
     if not claims:
         return out
     with concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, min(workers, len(claims))),
             thread_name_prefix="pool-claim-now") as pool:
-        futures = [(c.uid, pool.submit(
+        uids = {pool.submit(
             claim, maker, c.port, device_id=c.uid, name=c.name, host=c.host,
-            groups=c.groups)) for c in claims]
-        for uid, future in futures:
+            groups=c.groups): c.uid for c in claims}
+        pending = set(uids)
+        while pending:
+            done, pending = concurrent.futures.wait(
+                pending, timeout=1.0,
+                return_when=concurrent.futures.FIRST_COMPLETED)
             beat()
-            try:
-                out[uid] = future.result()
-            except Exception as exc:  # noqa: BLE001 - the caller's to tell
-                out[uid] = exc
+            answered: dict[str, osa.Port | Exception] = {}
+            for future in done:
+                try:
+                    answered[uids[future]] = future.result()
+                except Exception as exc:  # noqa: BLE001 - the caller's
+                    answered[uids[future]] = exc
+            if answered:
+                out.update(answered)
+                on_done(answered)
     return out
 
 

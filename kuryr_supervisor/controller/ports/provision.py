@@ -131,10 +131,11 @@ class Provision:
         served = self.pools.serve(free, book.pods, own=own)
         for uid, port in served.taken:
             book.holds(uid, port.id)
-        taken = served.taken
+        # Ports that existed, and pool ports claimed in the background:
+        # at once; those claimed here, each as its claim is answered.
+        self.write(write + [(u, p) for u, p in served.taken if u not in own])
         if own:
-            taken = self._claim(taken, own)
-        self.write(write + taken)    # ports that existed: at once
+            self._claim(served.taken, own)
         if served.rest:
             self._create(served.rest)
         if not self.maker.modes.bind:       # Neutron refused binding:host_id
@@ -153,25 +154,29 @@ class Provision:
         return [u for u in free if u in groups]
 
     def _claim(self, taken: list[tuple[str, osa.Port]], own: set[str]
-               ) -> list[tuple[str, osa.Port]]:
+               ) -> None:
         """The pool ports of the pods ``own`` names claimed here, their
-        groups in the claim's PUT, a few at once; the others' claims
-        follow in the background. A claim that fails leaves its pod
-        waiting for the next resync (which finds the port as it is)."""
+        groups in the claim's PUT, a few at once, each pod's PodPort
+        written once its claim is answered (those answered together, in
+        one write); the others' claims follow in the background. A claim
+        that fails leaves its pod waiting for the next resync (which finds
+        the port as it is)."""
         book, tag = self.book, self.owned.tag
-        done = poolports.claim_all(self.maker, [poolports.Claim(
+
+        def answered(done: dict[str, osa.Port | Exception]) -> None:
+            claimed = []
+            for uid, got in done.items():
+                if isinstance(got, Exception):
+                    LOG.info("pool port of pod %s not claimed with its "
+                             "security groups: %s", uid, got)
+                    self.retries.failed([uid], got, book.pods)
+                else:
+                    claimed.append((uid, got))
+            self.write(claimed)
+        poolports.claim_all(self.maker, [poolports.Claim(
             port, uid, book.port_name(uid, tag), book.node(uid),
             self.groups.get(uid)) for uid, port in taken if uid in own],
-            workers=self.in_flight, beat=self.beat)
-        out = [(u, p) for u, p in taken if u not in own]
-        for uid, got in done.items():
-            if isinstance(got, Exception):
-                LOG.info("pool port of pod %s not claimed with its "
-                         "security groups: %s", uid, got)
-                self.retries.failed([uid], got, book.pods)
-            else:
-                out.append((uid, got))
-        return out
+            workers=self.in_flight, beat=self.beat, on_done=answered)
 
     def _create(self, create: list[str]) -> None:
         """Ports for ``create`` in bulk, each request's PodPorts written
