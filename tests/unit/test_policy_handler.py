@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -383,6 +384,17 @@ def _default_rules(world: World) -> list[dict]:
         if r.get("remote_group_id") in ours]
 
 
+def _denied_and_marked(world: World) -> tuple[Any, dict[str, Any]]:
+    """The cluster, one deny-all policy, the handler started and settled:
+    the handler and its ``selected`` marker group."""
+    _cluster(world)
+    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
+    running = world.start()
+    world.converged()
+    world.settle(running)
+    return running, world.groups()[world.naming.own("selected")]
+
+
 def test_the_default_group_admits_the_pods_a_policy_selects(
         world: World) -> None:
     """A pod a policy selects leaves ``default``, which admits its own
@@ -391,12 +403,7 @@ def test_the_default_group_admits_the_pods_a_policy_selects(
     pods still reach the pods no policy selects. Made once, a restart
     writes nothing, made again once deleted behind the handler's back,
     gone with the marker once no policy is left."""
-    _cluster(world)
-    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
-    first = world.start()
-    world.converged()
-    world.settle(first)
-    marker = world.groups()[world.naming.own("selected")]
+    first, marker = _denied_and_marked(world)
     assert [r for r in marker["security_group_rules"]] == []
     for name in ("web-1", "web-2", "client-1"):
         uid = world.api.pods[("shop", name)]["metadata"]["uid"]
@@ -474,12 +481,7 @@ def test_the_node_ports_group_admits_the_pods_a_policy_selects(
     made = world.neutron.create_security_group(
         name=world.naming.own("nodes"), project_id=world.cloud.project_id,
         description="the nodes' ports")
-    _cluster(world)
-    world.api.put_networkpolicy("shop", "deny-all", DENY_ALL)
-    first = world.start()
-    world.converged()
-    world.settle(first)
-    marker = world.groups()[world.naming.own("selected")]
+    first, marker = _denied_and_marked(world)
 
     def admitting() -> list[dict]:
         return [r for r in world.cloud.admin(
