@@ -453,11 +453,15 @@ def test_a_node_that_registers_gets_its_group_before_any_pod_lands(
     assert name not in world.groups()
     world.api.add_node("node-b", addresses={"InternalIP": "192.0.2.20",
                                             "ExternalIP": "not-an-ip"})
-    policyhandler.wait_for(lambda: name in world.groups())
+
+    def rules() -> set[tuple[str, str]]:
+        group = world.groups().get(name)
+        return {(r["direction"], r["remote_ip_prefix"]) for r in
+                group["security_group_rules"]} if group else set()
+    # Made, then Neutron's own egress rules removed, within one pass.
+    policyhandler.wait_for(lambda: rules() == {
+        ("ingress", "192.0.2.20/32"), ("egress", "192.0.2.20/32")})
     world.settle(running)
-    rules = world.groups()[name]["security_group_rules"]
-    assert {(r["direction"], r["remote_ip_prefix"]) for r in rules} == {
-        ("ingress", "192.0.2.20/32"), ("egress", "192.0.2.20/32")}
     book = running.handler.book
     generation = book.snapshot().generation
     world.api.set_node_condition("node-b", {"type": "Ready",
