@@ -151,7 +151,13 @@ def test_a_port_never_installed_names_what_is_missing(
     daemon = cluster.daemons[node1.name]
     daemon.options["cni_daemon"]["annotation_timeout"] = 6.0
     daemon.write_config()
+    server = daemon.worker_pids()["server"]
     daemon.signal(signal.SIGHUP)
+    # The Server worker applies it on its own signal: waited for, or the
+    # ADD below may still wait the old 30 s.
+    wait_for(lambda: f" {server} INFO oslo_config.cfg [-] Option cni_daemon."
+             "annotation_timeout changed" in daemon.log(), 10,
+             "the Server worker's reload")
     node1.controller.stop()
     try:
         name = f"x-{tag}"
