@@ -17,7 +17,12 @@ run, two clouds:
 port handler, with a NetworkPolicy in the pods' namespace that selects
 half the burst's pods and names the other half as its peers: each port is
 made in its policy's groups, or its address put in the peers' address
-group, before its PodPort (the labels are there either way).
+group, before its PodPort (the labels are there either way). Each node's
+resident is one the policy selects, so each node also keeps a closed pool
+(ports in no group, for the selected pods,
+:mod:`kuryr_supervisor.controller.pools.portpools`); on the fake cloud,
+the time until each selected pod's port is in its policy's group is
+measured too (a closed port admits nothing until its claim is applied).
 
 Pools are per node (ports bound to it), so the burst is spread over
 ``NODES`` nodes, each already running one pod (its *resident*, made before
@@ -83,6 +88,16 @@ class FakeCloud:
 
     def requests(self, since: float) -> dict[str, int]:
         return dict(self.neutron.counts(since))
+
+    def in_policy(self, tag: str) -> set[str]:
+        """The pods (device ids) whose port carries a policy's group."""
+        with self.neutron.lock:
+            names = {g["id"]: g["name"]
+                     for g in self.neutron.groups.all_groups()}
+            return {p["device_id"] for p in self.neutron.ports.values()
+                    if tag in p["tags"] and any(
+                        names.get(g, "").startswith(f"{tag}:np:")
+                        for g in p["security_groups"])}
 
     def close(self) -> None:
         self.neutron.stop()
@@ -156,7 +171,10 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
         residents.append(str(uuid.uuid4()))
         api.load_pods([{"kind": "Pod", "apiVersion": "v1", "metadata": {
             "namespace": "bench", "name": f"resident-{node}",
-            "uid": residents[-1]}, "spec": {"nodeName": node, "containers": [
+            "uid": residents[-1],
+            # With the policy, one it selects: the node's closed pool.
+            "labels": {"app": "web"} if policy else {}},
+            "spec": {"nodeName": node, "containers": [
                 {"name": "c"}]}, "status": {"phase": "Running"}}])
     wall = time.time()
     daemon = ws.daemon(options)
@@ -167,15 +185,20 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
         return cloud.by_device(tag)[POOL_DEVICE]
 
     def rows() -> dict[str, dict[str, Any]]:
-        """Each node's pool as the pools count it (/status): a bulk
-        create Neutron committed may not have been answered yet."""
+        """Each node's pools as the pools count them (/status; a closed
+        pool's row as "<node> closed"): a bulk create Neutron committed
+        may not have been answered yet."""
         code, body = daemon.get("/status")
         got = json.loads(body).get("pools") if code == 200 else None
-        return {r["node"]: r for r in got or ()}
+        return {r["node"] + (" closed" if r["pool"].endswith("/closed")
+                             else ""): r for r in got or ()}
+
+    # With the policy, each node also keeps a closed pool (its resident).
+    keys = nodes + ([f"{n} closed" for n in nodes] if policy else [])
 
     def full() -> bool:
         got = rows()
-        return all(got.get(n, {}).get("free", 0) >= share for n in nodes)
+        return all(got.get(n, {}).get("free", 0) >= share for n in keys)
     if pool:
         t0 = time.monotonic()
         wait_until(full, timeout, 0.5)
@@ -194,12 +217,28 @@ def _burst(ws: Workspace, api: Any, cloud: Any, burst: int, pool: bool,
                "status": {"phase": "Pending"}}
         created[("bench", f"pod{i}")] = time.monotonic()
         api.load_pods([pod])
-    wait_until(lambda: all(k in api.podport_times for k in created), timeout, 0.02)
+    # The selected pods (odd ones): when their port is in their policy's
+    # group (the fake cloud only: polled).
+    selected = {uids[i]: created[("bench", f"pod{i}")]
+                for i in range(1, burst, 2)} if policy else {}
+    effective: dict[str, float] = {}
+    polled = hasattr(cloud, "in_policy")
+
+    def settled() -> bool:
+        if polled and len(effective) < len(selected):
+            now = time.monotonic()
+            for uid in cloud.in_policy(tag) & set(selected):
+                effective.setdefault(uid, now)
+        return all(k in api.podport_times for k in created) and (
+            not polled or len(effective) == len(selected))
+    wait_until(settled, timeout, 0.02)
     out["latency_s"] = [api.podport_times[k] - t for k, t in created.items()]
+    out["in_groups_s"] = [effective[u] - t for u, t in selected.items()
+                          if u in effective]
     if pool:                    # from the last PodPort to a full pool again
         last = max(api.podport_times[k] for k in created)
-        wait_until(lambda: full() and pooled() >= share * NODES, timeout,
-                   0.2)
+        wait_until(lambda: full() and pooled() >= share * len(keys),
+                   timeout, 0.2)
         out["refill_s"] = time.monotonic() - last
     time.sleep(5.0)             # late commits of anything retried show now
     counts = cloud.by_device(tag)
@@ -249,6 +288,12 @@ def _figures(kind: str, ref: dict[str, Any], warm: dict[str, Any]
         Figure(NAME, f"{kind}: burst pods served from their node's pool",
                float(sum(r["hits"] for r in warm["per_node"].values())),
                "pods", float(burst), "burst")]
+    if warm.get("in_groups_s") and ref.get("in_groups_s"):
+        r, w = summarize(ref["in_groups_s"]), summarize(warm["in_groups_s"])
+        figures += [Figure(
+            NAME, f"{kind}: selected pod created -> its port in its "
+            f"policy's group {key}, warm pools", w[key] * 1000, "ms",
+            r[key] * 1000, "no pool") for key in ("median", "p99")]
     return figures
 
 

@@ -3,13 +3,17 @@ on a clock of the test's), the pool key per node, and the figures' rows
 (one per pool, a ``node`` label, folded past the board's size)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from oslo_config import cfg
 
 from kuryr_supervisor import conf as conf_mod
+from kuryr_supervisor.controller.openstack import adapter as osa
+from kuryr_supervisor.controller.openstack import wire
 from kuryr_supervisor.controller.openstack.making import PortMaker
 from kuryr_supervisor.controller.openstack.neutron import NeutronApi
+from kuryr_supervisor.controller.pools import poolports
 from kuryr_supervisor.controller.pools.nodes import PoolNodes
 from kuryr_supervisor.controller.pools.portpools import PortPools
 from kuryr_supervisor.controller.pools.records import PoolKey
@@ -129,3 +133,61 @@ def test_board_rows_carry_the_node_and_fold_past_their_number() -> None:
     assert [s.labels for s in free.samples][1:] == [
         {"pool": "net/sub/proj", "node": "node-0001"},
         {"pool": "net/sub/proj", "node": ""}]
+
+
+@dataclasses.dataclass
+class _Pod:
+    node: str
+    namespace: str = "ns"
+    name: str = "p"
+    finished: bool = False
+
+
+def _pool_port(pid: str, node: str, closed: bool) -> osa.Port:
+    return osa.Port(pid, "fa:16:3e:00:00:01", poolports.POOL_DEVICE, None,
+                    "sub", "", host=node, name=wire.port_name(
+                        "", poolports.CLOSED_NAME if closed
+                        else poolports.POOL_NAME))
+
+
+def test_a_node_that_runs_selected_pods_keeps_a_closed_pool(
+        tmp_path: Path) -> None:
+    """A closed pool (ports in no group) per node that runs a pod a
+    NetworkPolicy selects: a selected pod takes one of its ports, claimed
+    in the background with its groups; its node's closed pool empty, a
+    port in the default group the caller claims; never a closed port
+    for a pod no policy selects."""
+    p, clock = pools(tmp_path), Clock()
+    p.nodes, p.closed = PoolNodes(clock), PoolNodes(clock)
+    try:
+        p.listed([("u1", "n1"), ("u2", "n1"), ("u3", "n2")], {"u2"})
+        closed_n1 = p.key_for("n1", closed=True)
+        assert closed_n1.label == "net/sub/proj/closed@n1"
+        assert p.wanted() == [p.key_for("n1"), p.key_for("n2"), closed_n1]
+        # Ports listed: each into its pool by its name.
+        assert p.keep([_pool_port("c1", "n1", True),
+                       _pool_port("d1", "n1", False)]) == 2
+        assert list(p.of("n1", closed=True).free) == ["c1"]
+        assert list(p.of("n1").free) == ["d1"]
+        pods = {u: _Pod("n1") for u in ("u4", "u5", "u6")}
+        served = p.serve(["u4", "u5", "u6"], pods,
+                         groups={"u4": ("sg",), "u5": ("sg",)})
+        assert [(u, port.id) for u, port in served.taken] == [
+            ("u4", "c1"), ("u5", "d1")]
+        assert served.own == {"u5"} and served.rest == ["u6"]
+        assert p.claims.owner("c1") == "u4"         # in the background
+        assert p.claims.owner("d1") == ""           # the caller's
+        assert (p.of("n1", closed=True).hits,
+                p.of("n1", closed=True).misses) == (1, 1)
+        # A starving pod no policy selects never gets a closed port.
+        p.keep([_pool_port("c2", "n2", True)])
+        assert p.take_fullest("n1") is None
+        taken = p.take_fullest("n1", closed=True)
+        assert taken is not None and taken.id == "c2"
+        # No selected pod listed any more: kept the idle time, then not.
+        p.listed([("u1", "n1")], set())
+        assert closed_n1 in p.wanted()
+        clock.now += 31
+        assert p.wanted() == [p.key_for("n1")]
+    finally:
+        p.stop()

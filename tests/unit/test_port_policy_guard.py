@@ -245,6 +245,60 @@ def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
         handler.pools.stop()
 
 
+def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
+        pooled: World) -> None:
+    """A node that runs a pod a policy selects keeps a closed pool (ports
+    in no group); the next selected pod takes one: its PodPort is written
+    without waiting for the claim, which gives the port its groups."""
+    world = pooled
+    for key, value in (("enabled", True), ("ports_pool_min", 3),
+                       ("ports_pool_max", 6), ("ports_pool_batch", 3),
+                       ("ports_pool_update_frequency", 0.2)):
+        world.conf.set_override(key, value, "vif_pool")
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    groups_made(world)
+    handler = port_handler(world, "neutron_port", "network_policy")
+    world.pod("shop", "resident", WEB, port=False)  # selected: closed pool
+    listed(handler)
+    stopping = threading.Event()
+    handler.refill.start(stopping)
+    try:
+        wait_for(lambda: len(handler.pools.of("node-a", closed=True).free)
+                 >= 3 and len(handler.pools.of("node-a").free) >= 3)
+        closed_ids = set(handler.pools.of("node-a", closed=True).free)
+        for pid in closed_ids:
+            port = world.cloud.neutron.ports[pid]
+            assert port["security_groups"] == []
+            assert port["binding:host_id"] == "node-a"
+            assert port["name"] == f"{world.tag}:pool-closed"
+        world.cloud.neutron.update_delay = 0.5
+        web = world.pod("shop", "web-1", WEB, port=False)
+        since = time.time()
+        guard = handler.provision.guard
+        assert guard is not None
+        handler.upsert(guard.decode(web))
+        window_ends(handler)
+        handler.tick()
+        key = ("shop", "web-1")
+        wait_for(lambda: key in world.api.podport_times)
+        # Until its claim is answered, the port is still a pool port.
+        wait_for(lambda: [set(p["security_groups"]) for p in
+                          world.cloud.ports(device_id=web["metadata"]["uid"])]
+                 == [wanted_ids(world, web)])
+        web_port = pod_port(world, web)
+        assert web_port["id"] in closed_ids
+        [put] = [t for t in neutron_at(world, "PUT",
+                                       f"/v2.0/ports/{web_port['id']}")
+                 if t >= since]         # the claim: its groups in it
+        offset = time.time() - time.monotonic()
+        # The PodPort did not wait for the claim's answer.
+        assert world.api.podport_times[key] + offset < put + 0.5
+        assert handler.pools.of("node-a", closed=True).hits == 1
+    finally:
+        stopping.set()
+        handler.pools.stop()
+
+
 def test_a_group_not_made_yet_gives_no_group_not_the_defaults(
         world: World) -> None:
     """The policy handler has not passed: the port is made at once in no

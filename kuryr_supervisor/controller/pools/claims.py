@@ -9,7 +9,10 @@ a port not yet bound to the pod's node: one PUT,
 re-bound by, :mod:`~kuryr_supervisor.controller.openstack.making`) follows
 here, retried with backoff until Neutron applies it or says the port is
 gone. A claim backing off after a failure no longer holds the refill
-back (:meth:`Claims.busy`).
+back (:meth:`Claims.busy`). A closed pool port's claim (a pod a
+NetworkPolicy selects: its groups set in the same PUT,
+:mod:`.portpools`) goes before the others waiting: its pod admits
+nothing until it is applied, while another pod's port already works.
 
 What keeps this safe across a crash at any instant: the PodPort is the
 record. Until the update is applied the port still looks like a pool port
@@ -24,9 +27,11 @@ next resync; the pod keeps its port meanwhile.
 """
 from __future__ import annotations
 
-import concurrent.futures
+import itertools
 import logging
+import queue
 import threading
+from typing import Any
 
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack.making import PortMaker, WrongNode
@@ -54,7 +59,11 @@ class Claims:
         self.failing: set[str] = set()
         #: Set once the handler stops: no update is tried again.
         self.stopping = threading.Event()
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        #: (0: sets groups, 1: not; order of submission; the claim)
+        self._queue: queue.PriorityQueue[tuple[int, int, tuple[Any, ...]]] \
+            = queue.PriorityQueue()
+        self._order = itertools.count()
+        self._threads = 0
 
     def stop(self) -> None:
         """The handler stops: updates backing off are not tried again
@@ -75,32 +84,51 @@ class Claims:
         with self.lock:
             return len(self.by_port) - len(self.failing)
 
-    def submit(self, port: osa.Port, uid: str, name: str, host: str) -> None:
+    def submit(self, port: osa.Port, uid: str, name: str, host: str,
+               groups: tuple[str, ...] | None = None) -> None:
         """Apply the claim in the background (once per port at a time):
         ``port`` to pod ``uid`` under ``name``, bound to node ``host``
-        when it is not yet."""
+        when it is not yet, in ``groups`` when not None (a closed port
+        given to a pod a NetworkPolicy selects)."""
         with self.lock:
             if port.id in self.by_port:
                 return
             self.by_port[port.id] = uid
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.workers, thread_name_prefix="pool-claim")
-        self._pool.submit(self._apply, port, uid, name, host)
+            start = self._threads < min(self.workers, len(self.by_port))
+            if start:
+                self._threads += 1
+        # A claim that sets groups goes first: its pod admits nothing
+        # until it is applied; another pod's port already works.
+        self._queue.put((0 if groups is not None else 1, next(self._order),
+                         (port, uid, name, host, groups)))
+        if start:
+            threading.Thread(target=self._work, daemon=True,
+                             name="pool-claim").start()
 
-    def _apply(self, port: osa.Port, uid: str, name: str, host: str) -> None:
+    def _work(self) -> None:
+        """One of the ``workers`` threads: claims, most urgent first,
+        until the handler stops."""
+        while not self.stopping.is_set():
+            try:
+                _, _, claim = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            self._apply(*claim)
+
+    def _apply(self, port: osa.Port, uid: str, name: str, host: str,
+               groups: tuple[str, ...] | None) -> None:
         delay = 1.0
         try:
             while not self.stopping.is_set():
                 try:
                     poolports.claim(self.maker, port, device_id=uid,
-                                    name=name, host=host)
+                                    name=name, host=host, groups=groups)
                     return
                 except WrongNode as exc:
                     LOG.error("pool port %s of pod %s: %s", port.id, uid, exc)
                     return
                 except osa.OpenStackRefused as exc:
-                    if exc.status == 404:
+                    if exc.status == 404 and groups is None:
                         LOG.warning("pool port %s of pod %s is gone",
                                     port.id, uid)
                         return

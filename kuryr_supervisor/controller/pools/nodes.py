@@ -54,11 +54,17 @@ class PoolNodes:
         with self._lock:
             self._drop(uid)
 
-    def replace(self, placed: Iterable[tuple[str, str]]) -> None:
+    def __contains__(self, uid: object) -> bool:
+        with self._lock:
+            return uid in self._where
+
+    def replace(self, placed: Iterable[tuple[str, str]]) -> bool:
         """Every pod at once (a list): nodes left without pods start
-        their wait, those already waiting keep their start."""
+        their wait, those already waiting keep their start; True when a
+        node is new here."""
         with self._lock:
             old = set(self._count)
+            known = old | set(self._empty_at)
             self._where, self._count = {}, Counter()
             for uid, node in placed:
                 if node:
@@ -69,6 +75,7 @@ class PoolNodes:
                 self._empty_at.setdefault(node, now)
             for node in self._count:
                 self._empty_at.pop(node, None)
+            return bool(set(self._count) - known)
 
     def heard_of(self, node: str) -> None:
         """A node named by a pool port (a restart's list): kept for the

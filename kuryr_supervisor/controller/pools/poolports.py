@@ -43,6 +43,8 @@ POOL_DEVICE = "kuryr-supervisor-pool"
 POOL_TAG = "kuryr-supervisor-pool"
 #: What a pool port's name says after the cluster's tag.
 POOL_NAME = "pool"
+#: ... and a closed pool port's (made in no security group).
+CLOSED_NAME = "pool-closed"
 
 
 def tags_of(tag: str) -> list[str]:
@@ -50,11 +52,19 @@ def tags_of(tag: str) -> list[str]:
     return [t for t in (tag, POOL_TAG) if t]
 
 
+def closed(port: osa.Port, tag: str) -> bool:
+    """Whether pool port ``port`` is a closed one (made in no security
+    group, for the pods a NetworkPolicy selects): its name says so."""
+    return port.name == port_name(tag, CLOSED_NAME)
+
+
 def create(maker: PortMaker, pace: Pace, *, tag: str, count: int,
-           host: str = "") -> list[osa.Port]:
+           host: str = "", closed: bool = False) -> list[osa.Port]:
     """``count`` pool ports in one bulk create (all or nothing), bound to
-    node ``host`` when given, within ``pace``'s timeout for that size."""
-    want = Want(port_name(tag, POOL_NAME), POOL_DEVICE, host=host)
+    node ``host`` when given, within ``pace``'s timeout for that size;
+    ``closed``: in no security group (else the project's default)."""
+    want = Want(port_name(tag, CLOSED_NAME if closed else POOL_NAME),
+                POOL_DEVICE, host=host, groups=() if closed else None)
     return maker.make([want] * count, tags=tags_of(tag),
                       timeout=pace.timeout_for(count), bulk=True)
 

@@ -17,6 +17,25 @@ In bound mode the unbound pool holds only ports left unbound by an older
 release: handed out when a pod's node pool is empty (bound to the pod's
 node by its claim), never refilled.
 
+Closed pools (beside the ``network_policy`` handler): a pod a
+NetworkPolicy selects must never be handed a port that admits more than
+its policies allow, so a pool port in the default group is claimed for it
+with its groups in the claim's PUT before its PodPort (the caller's,
+:attr:`~.records.Served.own`): a burst of such pods waits for a burst of
+PUTs. A node that runs such pods therefore also keeps a *closed* pool:
+ports made in no security group (port security on: they admit nothing,
+:mod:`~kuryr_supervisor.controller.ports.guard`), named
+:data:`~.poolports.CLOSED_NAME`. A selected pod takes one of those first:
+its PodPort is written at once and its claim, its groups in the same PUT,
+follows in the background (:mod:`.claims`); until it is applied the pod
+admits nothing, never more. One closed pool per node whatever the
+policies (its ports carry no policy's group: no pool per set of groups to
+make, count or give back when the policies change, and nothing that holds
+a policy's group from being deleted). A node gets one when a pod a
+policy selects is served there, or is listed there (:meth:`PortPools.
+listed`), and keeps it like its other pool (:mod:`.nodes`); the marks are
+the same.
+
 The project's port quota is shared: the pools leave room for a miss on
 every node that runs pods (:mod:`.refill`), and a pod that still finds
 the quota used up gets a free port of the fullest other pool, bound to
@@ -30,9 +49,10 @@ What the neutron_port handler calls (a few lines of its own):
   port a pod holds stays in the list as that pod's, and its claim, if not
   applied yet, is made again (binding included);
 - :meth:`PortPools.serve` before a create: each pod gets a free port of
-  its node's pool at once, its PodPort written like any other's, the
-  port's update following in the background (:mod:`.claims`); the pods
-  left (a miss) are created as before, and the pool is refilled;
+  its node's pool at once (a pod a NetworkPolicy selects, of its closed
+  pool first), its PodPort written like any other's, the port's update
+  following in the background (:mod:`.claims`); the pods left (a miss)
+  are created as before, and the pool is refilled;
 - :meth:`PortPools.placed` / :meth:`PortPools.listed`: where pods run;
 - :meth:`.refill.Refill.start` in ``run``: the refill thread, which changes the
   pools through the named methods below (:meth:`PortPools.shortfalls`,
@@ -48,7 +68,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 from oslo_config import cfg
 
@@ -86,6 +106,8 @@ class PortPools:
         self.lock = threading.Lock()
         self.pools: dict[PoolKey, Pool] = {}
         self.nodes = PoolNodes()
+        #: Where pods a NetworkPolicy selects run: the closed pools' nodes.
+        self.closed = PoolNodes()
         #: Pool ports are bound to their node (until Neutron refuses it).
         self.bind = True
         #: Set when a pool may need work (a port taken, a list adopted).
@@ -99,33 +121,41 @@ class PortPools:
     def enabled(self) -> bool:
         return bool(self.opts.enabled) and int(self.opts.ports_pool_max) > 0
 
-    def key_for(self, node: str) -> PoolKey:
-        """The pool of the ports bound to ``node`` (the base key: "")."""
-        if node:
-            return dataclasses.replace(self.key, node=node)
+    def key_for(self, node: str, closed: bool = False) -> PoolKey:
+        """The pool of the ports bound to ``node`` (the base key: ""),
+        its closed one if ``closed``."""
+        if node or closed:
+            return dataclasses.replace(self.key, node=node, closed=closed)
         return self.key
 
-    def of(self, node: str = "") -> Pool:
+    def of(self, node: str = "", closed: bool = False) -> Pool:
         """``node``'s pool as it is (an empty one if it has none)."""
         with self.lock:
-            return self.pools.get(self.key_for(node)) or Pool()
+            return self.pools.get(self.key_for(node, closed)) or Pool()
 
     def wanted(self) -> list[PoolKey]:
-        """The nodes' pools that are kept: one per node that runs pods
+        """The nodes' pools that are kept: one per node that runs pods,
+        and a closed one per node that runs pods a NetworkPolicy selects
         (:mod:`.nodes`)."""
         idle = float(self.opts.ports_pool_node_idle)
-        return [self.key_for(n) for n in self.nodes.wanted(idle)]
+        return [self.key_for(n) for n in self.nodes.wanted(idle)] + [
+            self.key_for(n, True) for n in self.closed.wanted(idle)]
 
     def refilled(self) -> list[PoolKey]:
         """The pools the refill keeps between the marks: the nodes' (see
-        :meth:`wanted`), or the unbound one without the right to bind."""
-        return self.wanted() if self.bind else [self.key]
+        :meth:`wanted`), or, without the right to bind, the unbound one
+        and the unbound closed one (where some node wants one)."""
+        if self.bind:
+            return self.wanted()
+        idle = float(self.opts.ports_pool_node_idle)
+        return [self.key] + ([self.key_for("", True)]
+                             if self.closed.wanted(idle) else [])
 
-    def _own(self, node: str) -> Pool:
+    def _own(self, node: str, closed: bool = False) -> Pool:
         """The pool a pod on ``node`` counts its hits and misses in (the
         one refilled for it; lock held)."""
         return self.pools.setdefault(
-            self.key_for(node) if self.bind else self.key, Pool())
+            self.key_for(node if self.bind else "", closed), Pool())
 
     def placed(self, uid: str, node: str) -> None:
         """Pod ``uid`` needs a port on ``node`` ("": no longer); a node
@@ -133,12 +163,21 @@ class PortPools:
         pools are off (the option is read at start)."""
         if not node:
             self.nodes.leave(uid)
+            self.closed.leave(uid)
         elif self.enabled and self.nodes.place(uid, node):
             self.wake.set()
 
-    def listed(self, placed: list[tuple[str, str]]) -> None:
-        """Every pod that needs a port, and its node (a list)."""
-        self.nodes.replace(placed if self.enabled else [])
+    def listed(self, placed: list[tuple[str, str]],
+               selected: Container[str] = ()) -> None:
+        """Every pod that needs a port, and its node (a list);
+        ``selected``: those a NetworkPolicy selects (their nodes keep a
+        closed pool), beside the ones already served as such."""
+        if not self.enabled:
+            placed = []
+        self.nodes.replace(placed)
+        if self.closed.replace([(u, n) for u, n in placed
+                                if u in selected or u in self.closed]):
+            self.wake.set()
 
     def unbind(self, why: object) -> None:
         """Neutron refuses ``binding:host_id``: new pool ports are made
@@ -196,77 +235,105 @@ class PortPools:
 
     def keep(self, ports: Iterable[osa.Port]) -> int:
         """Free pool ports into their nodes' pools (known ones are left
-        where they are); how many were new. The ports of a pool with a
+        where they are; a closed port into its node's closed pool); how
+        many were new. The ports of a pool with a
         batch being made are left to that batch's answer (:meth:`made`):
         Neutron lists a bulk create's ports before it answers, and a port
         kept from the list, then handed to a pod, was put back as free by
         the answer, for a second pod to take."""
-        new = 0
+        new, tag = 0, self.tag()
         with self.lock:
             known = {pid for pool in self.pools.values() for pid in pool.free}
             for port in ports:
                 if port.id in known or self.claims.owner(port.id):
                     continue
-                key = self.key_for(port.host)     # where it is bound
+                closed = poolports.closed(port, tag)
+                key = self.key_for(port.host, closed)   # where it is bound
                 if key in self.pools and self.pools[key].creating:
                     continue        # the batch's answer brings it
                 self.pools.setdefault(key, Pool()).free[port.id] = port
                 new += 1
                 if key.node:
-                    self.nodes.heard_of(key.node)
+                    (self.closed if closed else self.nodes).heard_of(
+                        key.node)
         return new
 
     # -- pods ------------------------------------------------------------------------
     def serve(self, create: list[str], pods: Pods, *,
-              own: Container[str] = ()) -> Served:
+              groups: Mapping[str, tuple[str, ...]] | None = None
+              ) -> Served:
         """Pool ports for the pods ``create`` (each bound to its node), at
         once (see the module); their updates follow in the background
-        (:mod:`.claims`), but those of the pods ``own`` names, which the
-        caller makes itself before their PodPorts (a pod a NetworkPolicy
-        selects: its groups in the claim). A pod's node gets a pool on
-        first demand."""
+        (:mod:`.claims`). A pod ``groups`` names (a NetworkPolicy selects
+        it: its security groups) takes a closed port, its groups in its
+        background claim; when its node's closed pool is empty, a port
+        in the default group, which the caller claims itself before its
+        PodPort (:attr:`~.records.Served.own`). A pod's node gets a pool
+        on first demand, a closed one on a selected pod's."""
+        groups = groups or {}
         if not self.enabled or not create:
             return Served(rest=list(create))
-        out = Served()
+        out, closed = Served(), set()
         with self.lock:
             for uid in create:
                 pod = pods.get(uid)
                 if pod is None:
                     out.rest.append(uid)
                     continue
-                node = pod.node
-                # Its node's own ports first, else an unbound one (bound
-                # to the node by its claim); never another node's.
-                mine = self.pools.get(self.key_for(node)) if node else None
-                spare = self.pools.get(self.key)
-                source = mine if mine is not None and mine.free else spare
-                counted = self._own(node)
-                if source is None or not source.free:
+                node, selected = pod.node, uid in groups
+                if selected and self.closed.place(uid, node):
+                    self.wake.set()
+                port = self._take(node, True) if selected else None
+                if port is not None:
+                    closed.add(uid)
+                else:
+                    port = self._take(node)
+                if port is None:
                     out.rest.append(uid)
-                    counted.misses += 1
                     continue
-                port = source.free.pop(next(iter(source.free)))
                 out.taken.append((uid, port))
-                counted.hits += 1
+                if selected and uid not in closed:
+                    out.own.add(uid)
+        tag = self.tag()
         for uid, port in out.taken:
-            if uid not in own:
-                self.claims.submit(port, uid, port_name(pods, uid, self.tag()),
-                                   pods[uid].node)
+            if uid not in out.own:
+                self.claims.submit(port, uid, port_name(pods, uid, tag),
+                                   pods[uid].node, groups.get(uid))
         self.wake.set()
         self.publish()
         return out
 
-    def take_fullest(self, node: str) -> osa.Port | None:
+    def _take(self, node: str, closed: bool = False) -> osa.Port | None:
+        """A free port for a pod on ``node`` (of its closed pools if
+        ``closed``), taken out of its pool and counted there as a hit,
+        None counted as a miss (lock held): its node's own ports first,
+        else an unbound one (bound to the node by its claim); never
+        another node's."""
+        mine = self.pools.get(self.key_for(node, closed)) if node else None
+        spare = self.pools.get(self.key_for("", closed))
+        source = mine if mine is not None and mine.free else spare
+        counted = self._own(node, closed)
+        if source is None or not source.free:
+            counted.misses += 1
+            return None
+        counted.hits += 1
+        return source.free.pop(next(iter(source.free)))
+
+    def take_fullest(self, node: str, closed: bool = False
+                     ) -> osa.Port | None:
         """A free port of the fullest pool that is not ``node``'s own (a
         pod on ``node`` starves: the quota is used up), taken out of it;
-        None when no pool has one."""
+        None when no pool has one. Closed pools only if ``closed`` (the
+        pod's claim sets its groups: a pod no policy selects would stay
+        in none)."""
         with self.lock:
             mine = self.key_for(node)
             pools = [(len(p.free), k) for k, p in self.pools.items()
-                     if k != mine and p.free]
+                     if k != mine and p.free and (closed or not k.closed)]
             if not pools:
                 return None
-            _, key = max(pools, key=lambda t: (t[0], t[1].node))
+            _, key = max(pools, key=lambda t: (t[0], t[1].node,
+                                               not t[1].closed))
             pool = self.pools[key]
             return pool.free.pop(next(reversed(pool.free)))
 
@@ -285,7 +352,7 @@ class PortPools:
         later); an idle node's pool goes, and so does the unbound one of a
         bound mode (never refilled) once empty."""
         high = int(self.opts.ports_pool_max) if self.enabled else 0
-        wanted = set(self.wanted())
+        wanted = set(self.wanted()) | set(self.refilled())
         skip = set(spare)
         extra: list[tuple[PoolKey, list[osa.Port]]] = []
         with self.lock:
@@ -341,7 +408,7 @@ class PortPools:
             if pool is not None:
                 pool.creating -= count
             for port in ports:
-                self.pools.setdefault(self.key_for(port.host),
+                self.pools.setdefault(self.key_for(port.host, key.closed),
                                       Pool()).free[port.id] = port
         self.publish()
 
@@ -353,7 +420,8 @@ class PortPools:
             # A disabled pool that never held a port is not shown.
             rows = [(key, dataclasses.replace(pool, free={}),
                      len(pool.free)) for key, pool in sorted(
-                         self.pools.items(), key=lambda kv: kv[0].node)
+                         self.pools.items(),
+                         key=lambda kv: (kv[0].node, kv[0].closed))
                     if self.enabled or pool.free or pool.given_back]
         low = int(self.opts.ports_pool_min) if self.enabled else 0
         high = int(self.opts.ports_pool_max) if self.enabled else 0

@@ -36,13 +36,16 @@ Pods = Mapping[str, Pod]
 @dataclasses.dataclass(frozen=True)
 class PoolKey:
     """What a pool port is made for, as Kuryr keys pools; ``node`` is the
-    node its ports are bound to ("": unbound)."""
+    node its ports are bound to ("": unbound); ``closed``: its ports are
+    made in no security group (admitting nothing until claimed), for the
+    pods a NetworkPolicy selects, else in the project's default group."""
 
     network_id: str
     subnet_id: str = ""
     project_id: str = ""
     security_groups: tuple[str, ...] = ()
     node: str = ""
+    closed: bool = False
 
     @property
     def label(self) -> str:
@@ -50,6 +53,8 @@ class PoolKey:
                  self.project_id or "-"]
         if self.security_groups:
             parts.append(",".join(self.security_groups))
+        if self.closed:
+            parts.append("closed")
         return "/".join(parts) + (f"@{self.node}" if self.node else "")
 
 
@@ -66,8 +71,16 @@ class Pool:
 
 @dataclasses.dataclass
 class Served:
+    """What :meth:`~.portpools.PortPools.serve` gave: the pods that took
+    a pool port (``taken``), those left to be created (``rest``), and the
+    pods of ``taken`` whose claim the caller makes itself before their
+    PodPorts (``own``: a pod a NetworkPolicy selects that took a port in
+    the default group; one that took a closed port is claimed in the
+    background, its groups in that claim)."""
+
     taken: list[tuple[str, osa.Port]] = dataclasses.field(default_factory=list)
     rest: list[str] = dataclasses.field(default_factory=list)
+    own: set[str] = dataclasses.field(default_factory=set)
 
 
 def port_name(pods: Pods, uid: str, tag: str) -> str:

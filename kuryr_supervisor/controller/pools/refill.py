@@ -10,7 +10,7 @@ per node that runs pods, :mod:`.nodes`; or the one unbound pool):
   (deletes them, newest first); an idle node's pool then goes away;
 - a pool with fewer free ports than ``ports_pool_min`` is refilled, a
   bulk create of ``ports_pool_batch`` ports at a time (bound to the
-  pool's node), until it holds ``ports_pool_min`` again; never more than
+  pool's node; a closed pool's in no security group), until it holds ``ports_pool_min`` again; never more than
   ``ports_pool_max`` free or being made in one pool, nor, over all pools,
   more than the project's port quota has left less one port per node
   that runs pods (room for a miss on each; read before each round of
@@ -186,7 +186,8 @@ class Refill:
         try:
             ports = poolports.create(self.maker, self.pace,
                                      tag=self.owned.tag, count=count,
-                                     host=key.node if pools.bind else "")
+                                     host=key.node if pools.bind else "",
+                                     closed=key.closed)
         except osa.OpenStackRefused:
             pools.made(key, count)      # nothing was made
             raise

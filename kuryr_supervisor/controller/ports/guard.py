@@ -180,6 +180,25 @@ class PolicyGuard:
             out[uid] = made
         return out, waiting
 
+    def selected(self, uids: Iterable[str]) -> set[str]:
+        """The pods of ``uids`` a NetworkPolicy selects, as far as the
+        guard knows (none before its watches listed): their nodes keep a
+        closed pool (:mod:`~kuryr_supervisor.controller.pools.portpools`).
+        No call."""
+        if not self.book.synced:
+            return set()
+        snap = self.book.snapshot()
+        if not snap.policies:
+            return set()
+        try:
+            naming = Naming(self.tag())
+        except k8s.K8sError:
+            return set()            # the cluster's tag not read yet
+        with self._lock:
+            models = {u: m for u in uids if (m := self.models.get(u))}
+        return {u for u, pod in models.items() if model.port_groups(
+            pod, snap.policies, naming) is not None}
+
     def stale(self) -> None:
         """A group named was refused (gone): the ids are listed again."""
         self._groups = {}

@@ -267,7 +267,9 @@ class NeutronPortHandler:
                 if left > 0:
                     book.hold(uid, now + left)
             self.held = None
-        self.pools.listed(placed)               # nodes with pods: pools
+        guard = self.provision.guard            # nodes with pods: pools
+        self.pools.listed(placed, () if guard is None else guard.selected(
+            u for u, _ in placed))
         self.retries.pending &= need
         for uid in self.batch.take():
             batched = book.get(uid)

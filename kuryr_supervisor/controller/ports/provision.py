@@ -22,8 +22,10 @@ the report, the announcer, the write fence) and the handler's
 Beside the ``network_policy`` handler (a :class:`~.guard.PolicyGuard`),
 a pod is never handed a port that admits more than its policies allow:
 its security groups go in its create (per port in the bulk body) or in
-the one PUT that claims its pool port, made here before its PodPort
-rather than in the background, and its address joins the peer address
+the one PUT that claims its pool port: a closed pool port (in no group
+until that PUT, admitting nothing) is claimed in the background like any
+pool port; one in the default group (its node's closed pool was empty)
+is claimed here, before its PodPort. Its address joins the peer address
 groups it belongs in (one call per group and request) before its PodPort
 is written. Without the guard nothing of this is asked or called.
 
@@ -127,15 +129,16 @@ class Provision:
         free = [u for u in create if u in book and u not in waiting]
         if self.guard is not None:
             free = self._guarded(self.guard, free)
-        own = {u for u in free if self.groups.get(u) is not None}
-        served = self.pools.serve(free, book.pods, own=own)
+        served = self.pools.serve(free, book.pods, groups={
+            u: g for u in free if (g := self.groups.get(u)) is not None})
         for uid, port in served.taken:
             book.holds(uid, port.id)
         # Ports that existed, and pool ports claimed in the background:
         # at once; those claimed here, each as its claim is answered.
-        self.write(write + [(u, p) for u, p in served.taken if u not in own])
-        if own:
-            self._claim(served.taken, own)
+        self.write(write + [(u, p) for u, p in served.taken
+                            if u not in served.own])
+        if served.own:
+            self._claim(served.taken, served.own)
         if served.rest:
             self._create(served.rest)
         if not self.maker.modes.bind:       # Neutron refused binding:host_id
@@ -263,7 +266,9 @@ class Provision:
         gave = 0
         for uid in starving:
             node = book.node(uid)
-            port = self.pools.take_fullest(node) if uid in book else None
+            port = self.pools.take_fullest(
+                node, closed=self.groups.get(uid) is not None) \
+                if uid in book else None
             if port is None:
                 break
             try:
