@@ -245,12 +245,10 @@ def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
         handler.pools.stop()
 
 
-def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
-        pooled: World) -> None:
-    """A node that runs a pod a policy selects keeps a closed pool (ports
-    in no group); the next selected pod takes one: its PodPort is written
-    without waiting for the claim, which gives the port its groups."""
-    world = pooled
+def closed_pools(world: World, stopping: threading.Event
+                 ) -> NeutronPortHandler:
+    """A port handler whose node runs a pod the policy selects (so the
+    node keeps a closed pool), both its pools filled."""
     for key, value in (("enabled", True), ("ports_pool_min", 3),
                        ("ports_pool_max", 6), ("ports_pool_batch", 3),
                        ("ports_pool_update_frequency", 0.2)):
@@ -260,11 +258,30 @@ def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
     handler = port_handler(world, "neutron_port", "network_policy")
     world.pod("shop", "resident", WEB, port=False)  # selected: closed pool
     listed(handler)
-    stopping = threading.Event()
     handler.refill.start(stopping)
+    wait_for(lambda: len(handler.pools.of("node-a", closed=True).free)
+             >= 3 and len(handler.pools.of("node-a").free) >= 3)
+    return handler
+
+
+def arrives(handler: NeutronPortHandler, pod: dict[str, Any]) -> None:
+    """The pod's watch event, then the batch window ends."""
+    guard = handler.provision.guard
+    assert guard is not None
+    handler.upsert(guard.decode(pod))
+    window_ends(handler)
+    handler.tick()
+
+
+def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
+        pooled: World) -> None:
+    """A node that runs a pod a policy selects keeps a closed pool (ports
+    in no group); the next selected pod takes one: its PodPort is written
+    without waiting for the claim, which gives the port its groups."""
+    world = pooled
+    stopping = threading.Event()
     try:
-        wait_for(lambda: len(handler.pools.of("node-a", closed=True).free)
-                 >= 3 and len(handler.pools.of("node-a").free) >= 3)
+        handler = closed_pools(world, stopping)
         closed_ids = set(handler.pools.of("node-a", closed=True).free)
         for pid in closed_ids:
             port = world.cloud.neutron.ports[pid]
@@ -274,11 +291,7 @@ def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
         world.cloud.neutron.update_delay = 0.5
         web = world.pod("shop", "web-1", WEB, port=False)
         since = time.time()
-        guard = handler.provision.guard
-        assert guard is not None
-        handler.upsert(guard.decode(web))
-        window_ends(handler)
-        handler.tick()
+        arrives(handler, web)
         key = ("shop", "web-1")
         wait_for(lambda: key in world.api.podport_times)
         # Until its claim is answered, the port is still a pool port.
@@ -294,9 +307,61 @@ def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
         # The PodPort did not wait for the claim's answer.
         assert world.api.podport_times[key] + offset < put + 0.5
         assert handler.pools.of("node-a", closed=True).hits == 1
+        handler.pools.stop()
     finally:
         stopping.set()
-        handler.pools.stop()
+
+
+def test_a_closed_ports_claim_made_again_after_a_restart_sets_its_groups(
+        pooled: World) -> None:
+    """The claim of a selected pod's closed port fails until the handler
+    restarts: the new one, finding the PodPort naming the port, claims it
+    again with the pod's groups (not only its device)."""
+    world = pooled
+    stopping = threading.Event()
+    try:
+        handler = closed_pools(world, stopping)
+        world.cloud.neutron.fail_updates.update(
+            handler.pools.of("node-a", closed=True).free)
+        web = world.pod("shop", "web-1", WEB, port=False)
+        arrives(handler, web)
+        wait_for(lambda: ("shop", "web-1") in world.api.podport_times)
+        stopping.set()
+        handler.pools.stop()                    # the handler stops
+        assert world.cloud.ports(device_id=web["metadata"]["uid"]) == []
+        world.cloud.neutron.fail_updates.clear()
+        again = port_handler(world, "neutron_port", "network_policy")
+        listed(again)                           # its first resync
+        wait_for(lambda: [set(p["security_groups"]) for p in
+                          world.cloud.ports(device_id=web["metadata"]["uid"])]
+                 == [wanted_ids(world, web)])
+        again.pools.stop()
+    finally:
+        stopping.set()
+
+
+def test_a_selected_pods_vanished_port_comes_back_in_its_groups(
+        world: World) -> None:
+    """A bound pod's port an admin deleted is made again in its policies'
+    groups, not in the default group (the policy handler's next pass is
+    up to a full look away)."""
+    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
+    groups_made(world)
+    handler = port_handler(world, "neutron_port", "network_policy")
+    web = world.pod("shop", "web-1", WEB, port=False)
+    listed(handler)
+    old = pod_port(world, web)
+    assert set(old["security_groups"]) == wanted_ids(world, web)
+    world.api.client().podports.patch("web-1", {"status": {
+        "boundAt": "2026-11-26T00:00:00Z"}}, namespace="shop",
+        subresource="status")
+    with world.cloud.neutron.lock:
+        world.cloud.neutron._remove(old["id"])      # an admin deleted it
+    handler.resync(set(handler.book.pods))
+    new = pod_port(world, web)
+    assert new["id"] != old["id"]
+    assert new["fixed_ips"] == old["fixed_ips"]
+    assert set(new["security_groups"]) == wanted_ids(world, web)
 
 
 def test_a_group_not_made_yet_gives_no_group_not_the_defaults(

@@ -89,6 +89,10 @@ from kuryr_supervisor.state.poolstats import PoolBoard
 LOG = logging.getLogger(__name__)
 
 
+def _as_made(uid: str) -> tuple[str, ...] | None:
+    return None
+
+
 class PortPools:
     """The handler's pools (see the module); ``board`` shows them."""
 
@@ -199,13 +203,16 @@ class PortPools:
 
     # -- the resync's list ---------------------------------------------------------
     def adopt(self, listed: Iterable[osa.Port], pods: Pods | None = None,
-              named: Iterable[tuple[str, Sequence[str]]] = ()
+              named: Iterable[tuple[str, Sequence[str]]] = (),
+              groups: Callable[[str], tuple[str, ...] | None] = _as_made
               ) -> list[osa.Port]:
         """``listed`` without its free pool ports, which are re-adopted
         into their nodes' pools. A pool port a pod holds (claimed here, or
         named by its written PodPort: ``named``, (uid, (port id, address,
         MAC))) stays in the list as that pod's, and an update not yet
-        applied is made again, bound to the pod's node like the first;
+        applied is made again, bound to the pod's node like the first (a
+        closed port's in its pod's groups, ``groups``: pod UID -> its
+        groups);
         not for a finished pod (its port is released as a deleted pod's,
         never claimed again)."""
         pods = pods or {}
@@ -225,13 +232,30 @@ class PortPools:
             if pod is not None and not pod.finished:
                 self.claims.submit(port, uid,
                                    port_name(pods, uid, self.tag()),
-                                   pod.node)
+                                   pod.node, self._groups(port, uid, groups))
         new = self.keep(waiting)
         if new and not self.adopted.is_set():
             LOG.info("port pools: %d ports found in Neutron, kept", new)
         self.adopted.set()
         self.wake.set()
         return rest
+
+    def _groups(self, port: osa.Port, uid: str,
+                groups: Callable[[str], tuple[str, ...] | None]
+                ) -> tuple[str, ...] | None:
+        """The groups a claim made again sets: a closed port's pod's
+        (``groups``; its first claim set them), else none (a port in the
+        default group keeps it: a pod no policy selects must not lose
+        it because the policies are not known yet)."""
+        if not poolports.closed(port, self.tag()):
+            return None
+        try:
+            return groups(uid)
+        except osa.OpenStackError as exc:
+            LOG.info("pool port %s of pod %s: its groups not known (%s): "
+                     "claimed in none, the network_policy handler sets "
+                     "them", port.id, uid, exc)
+            return None
 
     def keep(self, ports: Iterable[osa.Port]) -> int:
         """Free pool ports into their nodes' pools (known ones are left

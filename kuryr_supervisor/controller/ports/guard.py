@@ -180,6 +180,15 @@ class PolicyGuard:
             out[uid] = made
         return out, waiting
 
+    def of(self, uid: str) -> tuple[str, ...] | None:
+        """Pod ``uid``'s groups, for its port made again (a port that
+        vanished, :mod:`.verify`): as :meth:`groups` says (None: the
+        default groups); a pod not known enough yet gets none (its port
+        admits nothing until the policy handler's next pass), never the
+        defaults."""
+        found, waiting = self.groups([uid])
+        return () if uid in waiting else found.get(uid)
+
     def selected(self, uids: Iterable[str]) -> set[str]:
         """The pods of ``uids`` a NetworkPolicy selects, as far as the
         guard knows (none before its watches listed): their nodes keep a

@@ -410,7 +410,10 @@ class NeutronPortHandler:
         self.retries.pending -= need    # failures below put them back
         ours, proven = resync.proven(listed, self.owned.tag)
         del listed
-        ours = self.pools.adopt(ours, book.pods, book.all_named())  # pool's
+        guard = self.provision.guard
+        groups = verify.defaults if guard is None else guard.of
+        ours = self.pools.adopt(                # the pools' ports: theirs
+            ours, book.pods, book.all_named(), groups)
         self.report.sweep_proven(proven)
         listing = resync.by_device(ours)
         del ours
@@ -423,7 +426,7 @@ class NeutronPortHandler:
         self.retries.wait(plan.waiting)
         incomplete, again = verify.verify(
             self.cloud, self.client, plan, book,
-            verify.Where(self.maker, self.owned.tag, book.node),
+            verify.Where(self.maker, self.owned.tag, book.node, groups),
             self.report, self._beat)
         self.retries.wait(again)
         self.retries.wait(verify.repoint(

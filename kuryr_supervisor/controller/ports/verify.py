@@ -21,6 +21,11 @@ asked for the port by id (:func:`verify`):
 - it is gone and the pod is not bound yet (or the PodPort was never the
   controller's: nothing a PodPort says is proof of a port): the pod gets a
   new port, and its PodPort is rewritten;
+- either way, beside the ``network_policy`` handler, the port is made in
+  its pod's policies' groups (:mod:`.guard`), never in the default group
+  when a policy selects the pod; the groups not known (the policies not
+  listed yet, a group not made): in the groups made, possibly none (it
+  admits nothing until the policy handler's next pass);
 - Neutron refuses that (the address or MAC was taken meanwhile, or policy
   forbids choosing a MAC): the pod is reported (a Warning Event
   ``PortLost``, the ``PORT_LOST`` fault in ``/status`` and ``/metrics``)
@@ -45,14 +50,24 @@ from kuryr_supervisor.kubernetes import podport
 LOG = logging.getLogger(__name__)
 
 
+def defaults(uid: str) -> tuple[str, ...] | None:
+    """Every pod's port in the project's default group (no
+    ``network_policy`` handler)."""
+    return None
+
+
 @dataclasses.dataclass(frozen=True)
 class Where:
     """How a port is made again: by ``maker``, with the cluster's
-    ``tag``, bound to its pod's node (``hosts``: pod UID -> node)."""
+    ``tag``, bound to its pod's node (``hosts``: pod UID -> node), in
+    its security groups (``groups``: pod UID -> its groups, None: the
+    project's default group; beside the ``network_policy`` handler, a
+    pod's policies' groups, :mod:`.guard`)."""
 
     maker: PortMaker
     tag: str
     hosts: Callable[[str], str]
+    groups: Callable[[str], tuple[str, ...] | None] = defaults
 
 
 def verify(cloud: osa.OpenStack, client: k8s.K8sClient, plan: Plan,
@@ -112,7 +127,8 @@ def _remake(cloud: osa.OpenStack, uid: str, mine: Named, plan: Plan,
     try:
         [port] = where.maker.make(
             [Want(wire.port_name(where.tag, f"{ns}/{name}"), uid,
-                  host=where.hosts(uid), ip=ip, mac=mac)],
+                  host=where.hosts(uid), ip=ip, mac=mac,
+                  groups=where.groups(uid))],
             tags=[where.tag] if where.tag else [], timeout=cloud.timeout)
     except osa.OpenStackRefused as exc:
         LOG.error("pod %s/%s: its port %s vanished and Neutron refused to "
