@@ -118,10 +118,10 @@ def port_views(api: Any, uids: Sequence[str],
     return _ports(api.ports_of_devices(list(uids), network_id=network_id))
 
 
-def _defaults(api: Any, configured: Sequence[str]) -> tuple[str, ...]:
+def _defaults(api: Any, configured: Sequence[str], project: str
+              ) -> tuple[str, ...]:
     if configured:
         return tuple(configured)
-    project = api.token().project_id
     found = api.security_groups(name="default", project_id=project)
     if not found:
         raise osa.OpenStackUnavailable(
@@ -129,11 +129,10 @@ def _defaults(api: Any, configured: Sequence[str]) -> tuple[str, ...]:
     return (found[0].id,)
 
 
-def _beside(api: Any, naming: Naming) -> tuple[str, ...]:
+def _beside(api: Any, naming: Naming, project: str) -> tuple[str, ...]:
     """The node ports' group (see :class:`Inventory`), when there is one:
     the oldest of its name, as the handler that makes it keeps it (the
     name is the cluster's: its tag call may have been lost)."""
-    project = api.token().project_id
     return tuple(g.id for g in api.security_groups(
         name=naming.own("nodes"), project_id=project))[:1]
 
@@ -179,6 +178,8 @@ def look(api: Any, naming: Naming, *, network_id: str,
         if port.ip and port.host:
             node_ports[port.host] = (*node_ports.get(port.host, ()),
                                      str(port.ip))
+    project = api.token().project_id        # the token's: one read
     return Inventory(groups, address_groups, duplicates if proven else [],
-                     proven, ports, _defaults(api, defaults), canaries,
-                     node_ports, beside=_beside(api, naming))
+                     proven, ports, _defaults(api, defaults, project),
+                     canaries, node_ports,
+                     beside=_beside(api, naming, project))
