@@ -24,7 +24,10 @@ from oslo_config import cfg
 from kuryr_supervisor import conf as conf_mod
 from kuryr_supervisor.controller.openstack import adapter as osa
 from kuryr_supervisor.controller.openstack import policycalls, sgwire
+from kuryr_supervisor.controller.openstack.making import PortMaker
+from kuryr_supervisor.controller.openstack.pace import Pace
 from kuryr_supervisor.controller.openstack.sgwire import RuleSpec
+from kuryr_supervisor.controller.pools import poolports
 from tests.fixtures.clouds import AnyCloud
 
 GROUPS, RULES = "/v2.0/security-groups", "/v2.0/security-group-rules"
@@ -247,6 +250,33 @@ def test_port_groups(world: World) -> None:
     assert api.set_port_security_groups(port.id, [two.id]) == (two.id,)
     # The same calls in the caller's own thread (a pool's claim, say).
     assert api.within(10.0).set_port_security_groups(port.id, []) == ()
+
+
+def test_closed_pool_ports(world: World) -> None:
+    """A closed pool's ports: made in one bulk create in no security
+    group (port security on: they admit nothing), then one claimed for a
+    pod with its groups in the claim's one PUT."""
+    api, tag, cloud = world.api, world.tag, world.cloud
+    one = api.create_policy_group("one", tag)
+    maker = PortMaker(api, network_id=cloud.network_id, subnet_id="")
+    pace = Pace(timeout=30.0, per_port=1.0, timeout_max=60.0,
+                batch_seconds=0.0, size=10)
+    made = poolports.create(maker, pace, tag=tag, count=3, closed=True)
+    world.ports += [p.id for p in made]
+    for port in made:
+        assert poolports.closed(port, tag)
+        [seen] = cloud.ports(id=port.id)
+        assert seen["security_groups"] == []
+        assert seen["port_security_enabled"] is True
+        assert seen["device_id"] == poolports.POOL_DEVICE
+    pod = str(uuid.uuid4())
+    since = time.time()
+    claimed = poolports.claim(maker, made[0], device_id=pod,
+                              name=f"{tag}:ns/web", groups=[one.id])
+    assert claimed.device_id == pod and claimed.security_groups == (one.id,)
+    [seen] = cloud.ports(id=made[0].id)
+    assert (seen["device_id"], seen["security_groups"]) == (pod, [one.id])
+    assert world.requests(since, "PUT", "/v2.0/ports/") == 1
 
 
 def _rule_quota(cloud: AnyCloud, limit: int) -> None:
