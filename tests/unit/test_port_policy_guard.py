@@ -198,9 +198,11 @@ def test_a_selected_pods_port_is_made_in_its_groups_and_its_peers_join(
     assert clients_group(world)["addresses"] == [f"{client_ip}/32"]
 
 
-def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
-        pooled: World) -> None:
-    world = pooled
+def pools_filled(world: World, stopping: threading.Event,
+                 resident: dict[str, str]) -> NeutronPortHandler:
+    """A port handler whose node runs a pod labelled ``resident`` (one
+    the policy selects: the node keeps a closed pool too), its pools
+    filled."""
     for key, value in (("enabled", True), ("ports_pool_min", 3),
                        ("ports_pool_max", 6), ("ports_pool_batch", 3),
                        ("ports_pool_update_frequency", 0.2)):
@@ -208,12 +210,25 @@ def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
     world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
     groups_made(world)
     handler = port_handler(world, "neutron_port", "network_policy")
-    world.pod("shop", "resident", {}, port=False)  # its node gets a pool
+    world.pod("shop", "resident", resident, port=False)
     listed(handler)
-    stopping = threading.Event()
     handler.refill.start(stopping)
+    closed = resident == WEB
+    wait_for(lambda: len(handler.pools.of("node-a").free) >= 3 and (
+        not closed or len(handler.pools.of("node-a", closed=True).free) >= 3))
+    return handler
+
+
+def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
+        pooled: World) -> None:
+    """No selected pod on the node: no closed pool; a selected pod takes
+    a port in the default group, claimed in its groups before its
+    PodPort."""
+    world = pooled
+    stopping = threading.Event()
+    handler = pools_filled(world, stopping, {})
     try:
-        wait_for(lambda: len(handler.pools.of("node-a").free) >= 3)
+        assert handler.pools.of("node-a", closed=True).free == {}
         pool_ids = set(handler.pools.of("node-a").free)
         web = world.pod("shop", "web-1", WEB, port=False)
         client = world.pod("shop", "client-1", CLIENT, port=False)
@@ -245,25 +260,6 @@ def test_a_pool_port_is_claimed_in_its_groups_in_one_put(
         handler.pools.stop()
 
 
-def closed_pools(world: World, stopping: threading.Event
-                 ) -> NeutronPortHandler:
-    """A port handler whose node runs a pod the policy selects (so the
-    node keeps a closed pool), both its pools filled."""
-    for key, value in (("enabled", True), ("ports_pool_min", 3),
-                       ("ports_pool_max", 6), ("ports_pool_batch", 3),
-                       ("ports_pool_update_frequency", 0.2)):
-        world.conf.set_override(key, value, "vif_pool")
-    world.api.put_networkpolicy("shop", "from-clients", FROM_CLIENTS)
-    groups_made(world)
-    handler = port_handler(world, "neutron_port", "network_policy")
-    world.pod("shop", "resident", WEB, port=False)  # selected: closed pool
-    listed(handler)
-    handler.refill.start(stopping)
-    wait_for(lambda: len(handler.pools.of("node-a", closed=True).free)
-             >= 3 and len(handler.pools.of("node-a").free) >= 3)
-    return handler
-
-
 def arrives(handler: NeutronPortHandler, pod: dict[str, Any]) -> None:
     """The pod's watch event, then the batch window ends."""
     guard = handler.provision.guard
@@ -281,7 +277,7 @@ def test_a_selected_pod_takes_a_closed_pool_port_claimed_in_the_background(
     world = pooled
     stopping = threading.Event()
     try:
-        handler = closed_pools(world, stopping)
+        handler = pools_filled(world, stopping, WEB)
         closed_ids = set(handler.pools.of("node-a", closed=True).free)
         for pid in closed_ids:
             port = world.cloud.neutron.ports[pid]
@@ -320,7 +316,7 @@ def test_a_closed_ports_claim_made_again_after_a_restart_sets_its_groups(
     world = pooled
     stopping = threading.Event()
     try:
-        handler = closed_pools(world, stopping)
+        handler = pools_filled(world, stopping, WEB)
         world.cloud.neutron.fail_updates.update(
             handler.pools.of("node-a", closed=True).free)
         web = world.pod("shop", "web-1", WEB, port=False)
