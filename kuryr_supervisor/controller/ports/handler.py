@@ -268,8 +268,9 @@ class NeutronPortHandler:
                     book.hold(uid, now + left)
             self.held = None
         guard = self.provision.guard            # nodes with pods: pools
-        self.pools.listed(placed, () if guard is None else guard.selected(
-            u for u, _ in placed))
+        self.pools.listed(placed, () if guard is None or not
+                          self.pools.enabled else guard.selected(
+                              u for u, _ in placed))
         self.retries.pending &= need
         for uid in self.batch.take():
             batched = book.get(uid)
