@@ -79,7 +79,7 @@ def test_a_pod_moving_node_moves_its_count() -> None:
     assert nodes.wanted(1) == ["a", "b"]
 
 
-def pools(tmp_path: Path) -> PortPools:
+def pools(tmp_path: Path, guarded: bool = False) -> PortPools:
     conf = cfg.ConfigOpts()
     conf_mod.register_opts(conf)
     (tmp_path / "c.conf").write_text(
@@ -90,7 +90,7 @@ def pools(tmp_path: Path) -> PortPools:
     # No claim is made here: a maker over an adapter that reaches nothing.
     maker = PortMaker(NeutronApi(None, 1.0),  # type: ignore[arg-type]
                       network_id="net", subnet_id="sub")
-    return PortPools(conf, PoolBoard(), maker=maker)
+    return PortPools(conf, PoolBoard(), maker=maker, guarded=guarded)
 
 
 def test_the_key_names_the_node_and_binding_refused_keeps_it(
@@ -157,7 +157,7 @@ def test_a_node_that_runs_selected_pods_keeps_a_closed_pool(
     in the background with its groups; its node's closed pool empty, a
     port in the default group the caller claims; never a closed port
     for a pod no policy selects."""
-    p, clock = pools(tmp_path), Clock()
+    p, clock = pools(tmp_path, guarded=True), Clock()
     p.nodes, p.closed = PoolNodes(clock), PoolNodes(clock)
     try:
         p.listed([("u1", "n1"), ("u2", "n1"), ("u3", "n2")], {"u2"})
@@ -191,3 +191,18 @@ def test_a_node_that_runs_selected_pods_keeps_a_closed_pool(
         assert p.wanted() == [p.key_for("n1")]
     finally:
         p.stop()
+
+
+def test_without_the_policy_handler_a_closed_port_found_is_given_back(
+        tmp_path: Path) -> None:
+    """Closed ports a restart finds (the network_policy handler since
+    taken out of the handlers) are not kept: given back at once."""
+    p = pools(tmp_path)
+    p.listed([("u1", "n1")], {"u1"})
+    assert p.keep([_pool_port("c1", "n1", True),
+                   _pool_port("d1", "n1", False)]) == 2
+    assert p.wanted() == [p.key_for("n1")]
+    extra = p.extra()
+    assert [(key, [port.id for port in ports]) for key, ports in extra] == [
+        (p.key_for("n1", closed=True), ["c1"])]
+    assert list(p.of("n1").free) == ["d1"]

@@ -98,9 +98,11 @@ class PortPools:
 
     def __init__(self, conf: cfg.ConfigOpts, board: PoolBoard | None = None,
                  *, maker: PortMaker, tag: Callable[[], str] = lambda: "",
-                 key: PoolKey | None = None) -> None:
+                 key: PoolKey | None = None, guarded: bool = False) -> None:
         """``maker``: what claims update their ports with; ``tag``: the
-        cluster's tag (named in a claimed port's name)."""
+        cluster's tag (named in a claimed port's name); ``guarded``: the
+        ``network_policy`` handler runs (closed pools are kept; without
+        it, a closed port found is given back)."""
         self.opts = conf.vif_pool
         ctl = conf.controller
         #: The base key (node ""): the unbound pool's.
@@ -112,6 +114,7 @@ class PortPools:
         self.nodes = PoolNodes()
         #: Where pods a NetworkPolicy selects run: the closed pools' nodes.
         self.closed = PoolNodes()
+        self.guarded = guarded
         #: Pool ports are bound to their node (until Neutron refuses it).
         self.bind = True
         #: Set when a pool may need work (a port taken, a list adopted).
@@ -142,8 +145,9 @@ class PortPools:
         and a closed one per node that runs pods a NetworkPolicy selects
         (:mod:`.nodes`)."""
         idle = float(self.opts.ports_pool_node_idle)
+        closed = self.closed.wanted(idle) if self.guarded else []
         return [self.key_for(n) for n in self.nodes.wanted(idle)] + [
-            self.key_for(n, True) for n in self.closed.wanted(idle)]
+            self.key_for(n, True) for n in closed]
 
     def refilled(self) -> list[PoolKey]:
         """The pools the refill keeps between the marks: the nodes' (see
@@ -152,8 +156,8 @@ class PortPools:
         if self.bind:
             return self.wanted()
         idle = float(self.opts.ports_pool_node_idle)
-        return [self.key] + ([self.key_for("", True)]
-                             if self.closed.wanted(idle) else [])
+        return [self.key] + ([self.key_for("", True)] if self.guarded
+                             and self.closed.wanted(idle) else [])
 
     def _own(self, node: str, closed: bool = False) -> Pool:
         """The pool a pod on ``node`` counts its hits and misses in (the

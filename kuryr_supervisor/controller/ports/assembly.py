@@ -48,7 +48,8 @@ def build(rt: Runtime, *, batch: Batch | None = None) -> NeutronPortHandler:
                        cluster_id=opts.cluster_id, beat=rt.beat, maker=maker)
     pace = Pace.from_conf(conf, size=MAX_PORTS)
     pools = PortPools(conf, getattr(ctx.state, "pools", None), maker=maker,
-                      tag=lambda: str(owned.tag))
+                      tag=lambda: str(owned.tag),
+                      guarded=wanted(opts.handlers))
     retries = Retries(rt)
     book = PodBook()
     guard = PolicyGuard(cloud, client, tag=owned.cluster_tag) \
